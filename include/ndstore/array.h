@@ -1,0 +1,126 @@
+/* Arrays: open or create from a spec, read and write boxes, resize, attributes, stored-chunk statistics.
+ *
+ * An open array is internally synchronised: many threads may read and write it at once. Writes are isolated
+ * per chunk (read the chunk and its generation, merge, write only if the generation is unchanged, else
+ * retry), so concurrent writers in this or other processes never lose each other's elements.
+ * In-memory buffers are dense, C order (last dimension fastest), host byte order, of the array's dtype.
+ */
+#ifndef NDSTORE_ARRAY_H
+#define NDSTORE_ARRAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ndstore/version.h"
+#include "ndstore/errors.h"
+#include "ndstore/dtype.h"
+#include "ndstore/box.h"
+#include "ndstore/kvstore.h"
+#include "ndstore/context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct nds_array nds_array;
+
+/** Open mode bits (also taken from the spec's "open", "create", "delete_existing" members). */
+enum {
+    NDS_OPEN_EXISTING = 1u << 0, /**< open an existing array */
+    NDS_OPEN_CREATE = 1u << 1,   /**< create it when missing (create-only metadata write) */
+    NDS_OPEN_DELETE_EXISTING = 1u << 2 /**< delete what is there first, then create */
+};
+
+#define NDS_OPEN_OPTIONS_VERSION 1
+/** Options of nds_array_open. Start from NDS_OPEN_OPTIONS_INIT. */
+typedef struct nds_open_options {
+    int version;
+    nds_context *ctx;   /**< NULL = default context */
+    unsigned mode;      /**< NDS_OPEN_* bits; 0 = take them from the spec (default: open only) */
+} nds_open_options;
+#define NDS_OPEN_OPTIONS_INIT {NDS_OPEN_OPTIONS_VERSION, NULL, 0}
+
+/**
+ * Opens (or creates) an array. spec is JSON text in TensorStore's shape
+ * ({"driver":"zarr","kvstore":{...},"metadata":{...},"create":true,"open":true}), "@file.json", or a URL
+ * ("file:///d/a.zarr|zarr:", "memory://x/|zarr:", or a bare local path whose format is detected from its
+ * metadata file). opts may be NULL.
+ * @return 0; NDS_ENOTFOUND (no array and create not asked); NDS_EEXIST (create only, array exists);
+ *         NDS_EMISMATCH (exists but differs from the spec's metadata); NDS_EFORMAT (bad metadata)
+ */
+NDS_API int nds_array_open(nds_array **out, const char *spec, const nds_open_options *opts);
+/** Closes an array. Accepts NULL. No call on it may be running. */
+NDS_API void nds_array_free(nds_array *a);
+
+/** Rank (number of dimensions). */
+NDS_API size_t nds_array_rank(const nds_array *a);
+/** Copies the current shape (rank entries) into shape. */
+NDS_API void nds_array_shape(const nds_array *a, uint64_t *shape);
+/** Copies the chunk shape (rank entries) into chunks. */
+NDS_API void nds_array_chunk_shape(const nds_array *a, uint64_t *chunks);
+/** Element type. */
+NDS_API nds_dtype nds_array_dtype(const nds_array *a);
+/** Copies the fill value (one element, host byte order) into out (NDS_DTYPE_MAX_SIZE bytes). */
+NDS_API void nds_array_fill_value(const nds_array *a, void *out);
+/** Format driver name ("zarr"), static. */
+NDS_API const char *nds_array_format(const nds_array *a);
+/** Describes the chunk codec ("blosc(cname=lz4, clevel=5, shuffle=1)", "none") into buf. */
+NDS_API void nds_array_codec_description(const nds_array *a, char *buf, size_t cap);
+/** The array's kvstore, borrowed for the array's lifetime. */
+NDS_API nds_kvstore *nds_array_kvstore(const nds_array *a);
+/** The spec that reopens this array, as JSON text; malloc'd (nds_free). */
+NDS_API int nds_array_spec(const nds_array *a, char **out);
+/** The format's metadata document (e.g. the .zarray) as JSON text; malloc'd (nds_free). */
+NDS_API int nds_array_metadata(const nds_array *a, char **out);
+
+#define NDS_IO_OPTIONS_VERSION 1
+/** Options of nds_array_read / nds_array_write. Start from NDS_IO_OPTIONS_INIT. */
+typedef struct nds_io_options {
+    int version;
+    int threads; /**< parallelism of this call; 0 = the context's */
+} nds_io_options;
+#define NDS_IO_OPTIONS_INIT {NDS_IO_OPTIONS_VERSION, 0}
+
+/** Reads box into out (nds_box_count(box) elements, dense, C order). Missing chunks read as fill.
+ *  opts may be NULL. @return 0, NDS_ERANGE (box outside the array), or the error of the first bad chunk */
+NDS_API int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_options *opts);
+/** Writes in (dense, C order) to box. Each touched chunk is committed by itself, isolated; a chunk left
+ *  all fill is deleted. opts may be NULL. On error some chunks may have been written, each whole. */
+NDS_API int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_io_options *opts);
+/** Changes the shape (same rank). Chunks wholly outside the new shape are deleted; elements of kept edge
+ *  chunks beyond it are reset to fill, so growing again shows fill there. */
+NDS_API int nds_array_resize(nds_array *a, const uint64_t *new_shape);
+
+/** User attributes as JSON object text ("{}" when none); malloc'd (nds_free). */
+NDS_API int nds_array_get_attributes(nds_array *a, char **out);
+/** Replaces the user attributes with json_object_text (must be a JSON object). */
+NDS_API int nds_array_set_attributes(nds_array *a, const char *json_object_text);
+
+/** Stored-data statistics (nds_array_stats). */
+typedef struct nds_array_stats {
+    uint64_t chunks_total;  /**< chunks in the grid */
+    uint64_t chunks_stored; /**< chunk keys present in the store */
+    uint64_t bytes_stored;  /**< their total size (as the store reports) */
+} nds_array_stats;
+/** Lists the store to count stored chunks and bytes. */
+NDS_API int nds_array_stats_get(nds_array *a, nds_array_stats *out);
+
+/** Called by nds_array_verify for each chunk that fails to decode: key relative to the array, the status
+ *  and the message. Return non-zero to stop. */
+typedef int (*nds_verify_fn)(void *ctx, const char *key, int status, const char *message);
+/** Decodes every stored chunk; calls fn for each bad one. *bad (may be NULL) receives their number.
+ *  @return 0 when the check ran (even with bad chunks), or the error that stopped it */
+NDS_API int nds_array_verify(nds_array *a, nds_verify_fn fn, void *ctx, uint64_t *checked, uint64_t *bad);
+
+/**
+ * Creates a group of the given format ("zarr") at path inside a store (kvstore_spec: URL or JSON; path
+ * relative to it, "" for the store root), and with parents non-zero also at every ancestor of path inside
+ * the store, the store root included (as zarr-python does). Existing groups are left as they are; an array
+ * where a group should be is NDS_EEXIST.
+ */
+NDS_API int nds_group_create(const char *kvstore_spec, const char *path, const char *format, int parents,
+                             nds_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

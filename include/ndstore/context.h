@@ -1,0 +1,35 @@
+/* A context holds what arrays and kvstores share: the thread pool and limits. Internally synchronised. */
+#ifndef NDSTORE_CONTEXT_H
+#define NDSTORE_CONTEXT_H
+
+#include <stddef.h>
+#include "ndstore/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct nds_context nds_context;
+
+#define NDS_CONTEXT_OPTIONS_VERSION 1
+/** Options of nds_context_new. Start from NDS_CONTEXT_OPTIONS_INIT. */
+typedef struct nds_context_options {
+    int version;
+    int threads;            /**< worker threads for encode/decode/copy; 0 = number of online cores */
+    size_t memory_budget;   /**< bytes of chunks in flight per call; 0 = default (256 MiB) */
+} nds_context_options;
+#define NDS_CONTEXT_OPTIONS_INIT {NDS_CONTEXT_OPTIONS_VERSION, 0, 0}
+
+/** Creates a context. opts may be NULL. Free with nds_context_free after every user of it is freed. */
+NDS_API int nds_context_new(nds_context **out, const nds_context_options *opts);
+/** Frees a context. Accepts NULL. Must not be the default context. */
+NDS_API void nds_context_free(nds_context *ctx);
+/** The process-wide default context, created on first use, never freed. Any thread. */
+NDS_API nds_context *nds_context_default(void);
+/** Number of worker threads of ctx (NULL = default). */
+NDS_API int nds_context_threads(nds_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

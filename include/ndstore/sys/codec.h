@@ -1,0 +1,56 @@
+/* Interface for codec authors: a bytes-to-bytes transform (compressor) registered by name.
+ *
+ * A codec instance (state) is created from its JSON configuration and is then immutable: encode and decode
+ * may run on many threads at once on the same instance, so per-call scratch (e.g. a ZSTD_CCtx) must be
+ * per-call or thread-local. Configurations use numcodecs' member names ({"id":"blosc","cname":"lz4",...});
+ * formats with other spellings (zarr v3) translate before calling create.
+ */
+#ifndef NDSTORE_SYS_CODEC_H
+#define NDSTORE_SYS_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ndstore/version.h"
+#include "ndstore/sys/buf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct json_object;
+
+#define NDS_CODEC_VERSION 1
+
+typedef struct nds_codec {
+    /** NDS_CODEC_VERSION; checked at registration. Members are only appended. */
+    uint32_t version;
+    /** Registry name, the numcodecs id: "zstd", "blosc", "gzip", "zlib", "bz2", "lz4". */
+    const char *name;
+    /**
+     * Creates an instance. config is the JSON object (its "id" member may be present and is ignored);
+     * elem_size is the array's element size (blosc's typesize default).
+     * @return 0, or NDS_EFORMAT with a message naming the bad member
+     */
+    int (*create)(void **state, const struct json_object *config, size_t elem_size);
+    /** Frees an instance. Accepts NULL. */
+    void (*destroy)(void *state);
+    /** Encodes in[0..len) into out (out->len is set to the encoded size; out may be grown). */
+    int (*encode)(void *state, const uint8_t *in, size_t len, nds_buf *out);
+    /**
+     * Decodes in[0..len) into out[0..out_cap) and sets *out_len. A result that would exceed out_cap, or
+     * corrupt or truncated input, is NDS_ECORRUPT with a message (never a crash, never a write past out_cap).
+     */
+    int (*decode)(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap, size_t *out_len);
+    /** The full configuration with defaults filled in, as a new JSON object including "id". */
+    int (*config_json)(void *state, struct json_object **out);
+} nds_codec;
+
+/** Registers a codec (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
+NDS_API int nds_codec_register(const nds_codec *codec);
+/** Finds a codec by name; NULL when unknown. The pointer is valid for the process's lifetime. */
+NDS_API const nds_codec *nds_codec_find(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

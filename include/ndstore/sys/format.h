@@ -1,0 +1,92 @@
+/* Interface for array format authors (zarr v2, zarr v3, N5, neuroglancer precomputed).
+ *
+ * A format owns the metadata document, chunk keys, and the chunk codec pipeline. The core owns everything
+ * else: region iteration, the per-chunk read-merge-conditional-write protocol, threads, fill handling.
+ * Between the two, a chunk travels in canonical form: the full chunk shape (edge chunks too), C order (last
+ * dimension fastest), host byte order. A format whose storage differs (F order, big-endian, clipped edge
+ * blocks) converts in decode_chunk / encode_chunk.
+ *
+ * A format instance (state) is immutable after open except through resize / set_attributes, which the core
+ * serialises; decode_chunk and encode_chunk run on many threads at once.
+ */
+#ifndef NDSTORE_SYS_FORMAT_H
+#define NDSTORE_SYS_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ndstore/dtype.h"
+#include "ndstore/box.h"
+#include "ndstore/kvstore.h"
+#include "ndstore/sys/buf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct json_object;
+
+#define NDS_FORMAT_VERSION 1
+
+/** The grid a format describes; filled by open and resize. */
+typedef struct nds_array_meta {
+    size_t rank;
+    uint64_t shape[NDS_MAX_RANK];
+    uint64_t chunk_shape[NDS_MAX_RANK];
+    nds_dtype dtype;
+    uint8_t fill_value[NDS_DTYPE_MAX_SIZE]; /**< one element, host byte order */
+} nds_array_meta;
+
+typedef struct nds_format {
+    /** NDS_FORMAT_VERSION; checked at registration. Members are only appended. */
+    uint32_t version;
+    /** Spec "driver" value ("zarr"). */
+    const char *name;
+    /** URL scheme after '|' ("zarr" in "file:///d/a|zarr:"). */
+    const char *url_scheme;
+    /** Key of the array metadata document relative to the array (".zarray"); used to detect the format. */
+    const char *metadata_key;
+    /**
+     * Opens or creates the array under kv (whose prefix is the array's path).
+     * spec is the whole array spec (its "metadata" member, when present, is what to create or what an
+     * existing array must match); mode is NDS_OPEN_* bits, delete_existing already done by the core.
+     * Creation must be a create-only write (if_equal ABSENT) of the metadata; a loser of that race opens
+     * what the winner wrote and checks it against the spec (NDS_EMISMATCH naming the member that differs).
+     */
+    int (*open)(nds_kvstore *kv, const struct json_object *spec, unsigned mode, void **state,
+                nds_array_meta *meta);
+    /** Frees an instance. Accepts NULL. */
+    void (*close)(void *state);
+    /** Writes the key of chunk cell (grid coordinates, rank entries) relative to the array into buf. */
+    int (*chunk_key)(void *state, const uint64_t *cell, char *buf, size_t cap);
+    /** Parses a key relative to the array back into a cell: 1 when it is a chunk key, else 0. */
+    int (*parse_chunk_key)(void *state, const char *key, uint64_t *cell);
+    /**
+     * Decodes stored bytes of chunk cell into out (canonical form, chunk_nbytes bytes).
+     * Corrupt or truncated input: NDS_ECORRUPT with a message (the core adds the key and URL).
+     */
+    int (*decode_chunk)(void *state, const uint64_t *cell, const uint8_t *data, size_t len, uint8_t *out);
+    /** Encodes a canonical chunk into out (out->len set). */
+    int (*encode_chunk)(void *state, const uint64_t *cell, const uint8_t *chunk, nds_buf *out);
+    /** The current metadata document as a new JSON object. */
+    int (*metadata_json)(void *state, struct json_object **out);
+    /** Rewrites the metadata with a new shape and updates meta. Chunk deletion is the core's job. */
+    int (*resize)(void *state, nds_kvstore *kv, const uint64_t *new_shape, nds_array_meta *meta);
+    /** User attributes as a new JSON object ({} when none). */
+    int (*get_attributes)(void *state, nds_kvstore *kv, struct json_object **out);
+    /** Replaces the user attributes. */
+    int (*set_attributes)(void *state, nds_kvstore *kv, const struct json_object *attrs);
+    /** Creates a group at kv's prefix; an existing group is left alone. NULL when groups are unsupported. */
+    int (*create_group)(nds_kvstore *kv);
+    /** Describes the chunk encoding for `ndstore info` ("blosc(lz4, clevel 5, shuffle)"), into buf. */
+    void (*describe_codec)(void *state, char *buf, size_t cap);
+} nds_format;
+
+/** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
+NDS_API int nds_format_register(const nds_format *format);
+/** Finds a format by name or URL scheme; NULL when unknown. */
+NDS_API const nds_format *nds_format_find(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,90 @@
+/* Interface for kvstore driver authors (the model is SQLite's VFS: a versioned struct of methods).
+ *
+ * The core owns the key prefix: a driver receives full keys (prefix + relative key) and never sees a
+ * relative one. A driver instance (state) must be internally synchronised: every method may be called from
+ * many threads at once. Errors are reported with the internal nds_err* helpers (message + cause) and
+ * returned as NDS_E* codes; each driver maps its foreign codes in one function.
+ */
+#ifndef NDSTORE_SYS_KV_DRIVER_H
+#define NDSTORE_SYS_KV_DRIVER_H
+
+#include "ndstore/kvstore.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct json_object;
+
+#define NDS_KV_DRIVER_VERSION 1
+
+/** One write of a multi-key commit. */
+typedef struct nds_kv_op {
+    const char *key;           /**< full key */
+    const uint8_t *data;       /**< value, or NULL to delete */
+    size_t len;
+    nds_generation if_equal;   /**< condition (NONE = unconditional) */
+    nds_generation new_generation; /**< set by commit on success */
+} nds_kv_op;
+
+typedef struct nds_kv_driver {
+    /** NDS_KV_DRIVER_VERSION; checked at registration. Members are only appended. */
+    uint32_t version;
+    /** Spec "driver" value: "file", "memory". */
+    const char *name;
+    /** URL scheme ("file" for file://...), or NULL when the driver has no URL form. */
+    const char *url_scheme;
+    /** NDS_KV_CAP_* bits. */
+    uint32_t capabilities;
+    /**
+     * Fills spec (a JSON object) from the part of a URL after "scheme://", e.g. "/d/a/" for file:///d/a/.
+     * Must set "path" (the key prefix) and any driver members (a bucket). NULL if url_scheme is NULL.
+     */
+    int (*parse_url)(const char *rest, struct json_object *spec);
+    /** Opens an instance from the kvstore spec (its "path" is handled by the core and may be ignored). */
+    int (*open)(void **state, const struct json_object *spec);
+    /** Closes an instance. Accepts NULL. */
+    void (*close)(void *state);
+    /** Writes the URL prefix that precedes a path ("file://", "memory://", "s3://bucket/") into buf. */
+    void (*url_base)(void *state, char *buf, size_t cap);
+    /** Adds the driver's members (never credentials) to a spec object being printed. May be NULL. */
+    int (*to_json)(void *state, struct json_object *spec);
+    /** Reads a full key; see nds_kvstore_read. */
+    int (*read)(void *state, const char *key, const nds_read_options *opts, nds_read_result *out);
+    /** Writes (data != NULL) or deletes (data == NULL) a full key; see nds_kvstore_write. */
+    int (*write)(void *state, const char *key, const uint8_t *data, size_t len,
+                 const nds_write_options *opts, nds_generation *new_gen);
+    /** Lists full keys starting with prefix; fn receives full keys. */
+    int (*list)(void *state, const char *prefix, nds_list_fn fn, void *ctx);
+    /** Deletes full keys in [begin, end) (end "" = unbounded). May be NULL: the core lists and deletes. */
+    int (*delete_range)(void *state, const char *begin, const char *end);
+    /** All-or-nothing multi-key conditional commit. NULL when not supported. */
+    int (*commit)(void *state, nds_kv_op *ops, size_t n);
+} nds_kv_driver;
+
+/** Registers a driver (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
+NDS_API int nds_kv_driver_register(const nds_kv_driver *driver);
+
+/** Sets g to a value generation with the given text (truncated to fit). */
+NDS_API void nds_generation_set(nds_generation *g, const char *value);
+/** 1 when a and b denote the same generation (NONE never equals anything), else 0. */
+NDS_API int nds_generation_equal(const nds_generation *a, const nds_generation *b);
+/**
+ * Checks a write condition against the current generation: 1 when if_equal is NONE, or equals current
+ * (ABSENT matches a missing key, i.e. current->kind == NDS_GEN_ABSENT).
+ */
+NDS_API int nds_generation_satisfies(const nds_generation *if_equal, const nds_generation *current);
+/** Makes b own a malloc'd copy of data[0..len). @return 0 or NDS_ENOMEM */
+NDS_API int nds_bytes_copy(nds_bytes *b, const void *data, size_t len);
+/** Makes b own malloc'd memory p (freed with free()). */
+NDS_API void nds_bytes_take(nds_bytes *b, uint8_t *p, size_t len);
+/**
+ * Resolves a byte range against a value of size total: sets *off and *len (clamped to the value).
+ * @return 0, or NDS_ERANGE when the range starts beyond the end
+ */
+NDS_API int nds_byte_range_resolve(const nds_read_options *opts, uint64_t total, uint64_t *off, uint64_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

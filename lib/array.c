@@ -1,0 +1,266 @@
+/* Opening arrays, their metadata, attributes, and groups. The I/O path is in array_io.c, resize / stats /
+ * verify in array_maint.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/array_internal.h"
+#include "internal/context_internal.h"
+#include "internal/error.h"
+#include "internal/json_util.h"
+#include "internal/kvstore_internal.h"
+#include "internal/registry.h"
+#include "internal/spec.h"
+#include "internal/util.h"
+
+/* Largest canonical chunk the core will hold in memory. */
+#define NDS_CHUNK_BYTES_MAX ((uint64_t)2 << 30)
+
+int nds_array_derive_sizes(nds_array *a) {
+    const nds_array_meta *m = &a->meta;
+    a->elem = nds_dtype_size(m->dtype);
+    if (a->elem == 0) return nds_err(NDS_EFORMAT, "%s: invalid dtype", nds_kvstore_url(a->kv));
+    if (m->rank > NDS_MAX_RANK) return nds_err(NDS_EFORMAT, "%s: rank %zu above %d", nds_kvstore_url(a->kv), m->rank, NDS_MAX_RANK);
+    uint64_t elems, bytes;
+    for (size_t d = 0; d < m->rank; d++)
+        if (m->chunk_shape[d] == 0) return nds_err(NDS_EFORMAT, "%s: chunk dimension %zu is 0", nds_kvstore_url(a->kv), d);
+    if (!nds_product_u64(m->chunk_shape, m->rank, &elems) || !nds_mul_u64(elems, a->elem, &bytes) ||
+        bytes > NDS_CHUNK_BYTES_MAX)
+        return nds_err(NDS_ELIMIT, "%s: chunks of more than %llu bytes are not supported", nds_kvstore_url(a->kv),
+                       (unsigned long long)NDS_CHUNK_BYTES_MAX);
+    a->chunk_elems = (size_t)elems;
+    a->chunk_bytes = (size_t)bytes;
+    return 0;
+}
+
+/* Format detection: the first registered format whose metadata key exists under kv. */
+typedef struct detect_ctx {
+    nds_kvstore *kv;
+    const nds_format *found;
+    int error;
+} detect_ctx;
+
+static int try_format(void *c, const nds_format *f) {
+    detect_ctx *d = c;
+    if (!f->metadata_key) return 0;
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.byte_length = 0; /* existence only */
+    nds_read_result r;
+    int rc = nds_kvstore_read(d->kv, f->metadata_key, &o, &r);
+    if (rc) {
+        d->error = rc;
+        return 1;
+    }
+    int present = r.state == NDS_READ_VALUE;
+    nds_read_result_dispose(&r);
+    if (present) d->found = f;
+    return present;
+}
+
+static int detect_format(nds_kvstore *kv, const nds_format **out) {
+    detect_ctx d = {kv, NULL, 0};
+    nds_format_each(try_format, &d);
+    if (d.error) return d.error;
+    if (!d.found) return nds_err(NDS_ENOTFOUND, "no array at %s (no format's metadata found)", nds_kvstore_url(kv));
+    *out = d.found;
+    return 0;
+}
+
+/* Opens the spec's kvstore with its path as a directory (ending in '/'). */
+static int open_array_kvstore(const json_object *spec, nds_context *ctx, nds_kvstore **out) {
+    json_object *kvspec, *copy = NULL;
+    json_object_object_get_ex(spec, "kvstore", &kvspec);
+    json_object_deep_copy(kvspec, &copy, NULL);
+    if (!copy) return nds_err(NDS_ENOMEM, "out of memory");
+    const char *path = "";
+    nds_json_get_string(copy, "path", true, "kvstore spec", &path);
+    size_t n = strlen(path);
+    if (n && path[n - 1] != '/') {
+        char *dir = nds_asprintf("%s/", path);
+        json_object_object_add(copy, "path", json_object_new_string(dir ? dir : path));
+        free(dir);
+    }
+    int rc = nds_kvstore_open_json(out, copy, ctx);
+    json_object_put(copy);
+    return rc;
+}
+
+static int resolve_format(json_object *spec, nds_kvstore *kv, unsigned mode, const nds_format **out) {
+    const char *name = NULL;
+    int rc = nds_json_get_string(spec, "driver", true, "spec", &name);
+    if (rc) return rc;
+    if (!name) {
+        if (mode & NDS_OPEN_CREATE) name = "zarr"; /* creating with no format named: zarr v2 */
+        else return detect_format(kv, out);
+    }
+    *out = nds_format_find(name);
+    if (!*out) return nds_err(NDS_ENOTFOUND, "spec: unknown format driver \"%s\"", name);
+    return 0;
+}
+
+static void array_destroy(nds_array *a) {
+    if (!a) return;
+    if (a->format) a->format->close(a->state);
+    nds_kvstore_free(a->kv);
+    nds_chunk_locks_dispose(&a->locks);
+    pthread_rwlock_destroy(&a->meta_lock);
+    free(a);
+}
+
+static int open_with_spec(nds_array *a, json_object *spec, unsigned mode) {
+    int rc = open_array_kvstore(spec, a->ctx, &a->kv);
+    if (!rc) rc = resolve_format(spec, a->kv, mode, &a->format);
+    if (!rc && (mode & NDS_OPEN_DELETE_EXISTING)) rc = nds_kvstore_delete_range(a->kv, "", "");
+    if (rc) return rc;
+    const nds_format *f = a->format;
+    a->format = NULL; /* set again only when open succeeded, so destroy does not close a failed state */
+    rc = f->open(a->kv, spec, mode, &a->state, &a->meta);
+    if (rc) return nds_err_prefix(rc, "%s", f->name);
+    a->format = f;
+    return nds_array_derive_sizes(a);
+}
+
+int nds_array_open(nds_array **out, const char *spec_text, const nds_open_options *opts) {
+    *out = NULL;
+    json_object *spec = NULL;
+    int rc = nds_spec_parse(spec_text, &spec);
+    if (rc) return rc;
+    unsigned mode = opts && opts->mode ? opts->mode : 0;
+    if (!mode && (rc = nds_spec_mode(spec, &mode))) {
+        json_object_put(spec);
+        return rc;
+    }
+    nds_array *a = calloc(1, sizeof *a);
+    if (!a || nds_chunk_locks_init(&a->locks)) {
+        free(a);
+        json_object_put(spec);
+        return nds_err(NDS_ENOMEM, "out of memory opening an array");
+    }
+    pthread_rwlock_init(&a->meta_lock, NULL);
+    a->ctx = nds_context_resolve(opts ? opts->ctx : NULL);
+    rc = open_with_spec(a, spec, mode);
+    json_object_put(spec);
+    if (rc) {
+        array_destroy(a);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}
+
+void nds_array_free(nds_array *a) { array_destroy(a); }
+
+size_t nds_array_rank(const nds_array *a) { return a->meta.rank; }
+nds_dtype nds_array_dtype(const nds_array *a) { return a->meta.dtype; }
+const char *nds_array_format(const nds_array *a) { return a->format->name; }
+nds_kvstore *nds_array_kvstore(const nds_array *a) { return a->kv; }
+
+void nds_array_shape(const nds_array *a, uint64_t *shape) {
+    nds_array *m = (nds_array *)a;
+    pthread_rwlock_rdlock(&m->meta_lock);
+    memcpy(shape, a->meta.shape, a->meta.rank * sizeof *shape);
+    pthread_rwlock_unlock(&m->meta_lock);
+}
+
+void nds_array_chunk_shape(const nds_array *a, uint64_t *chunks) {
+    memcpy(chunks, a->meta.chunk_shape, a->meta.rank * sizeof *chunks);
+}
+
+void nds_array_fill_value(const nds_array *a, void *out) {
+    memcpy(out, a->meta.fill_value, NDS_DTYPE_MAX_SIZE);
+}
+
+void nds_array_codec_description(const nds_array *a, char *buf, size_t cap) {
+    if (cap) buf[0] = '\0';
+    if (a->format->describe_codec) a->format->describe_codec(a->state, buf, cap);
+}
+
+/* Serialises a new JSON object into malloc'd text and drops the object. */
+static int take_json_text(json_object *obj, char **out) {
+    *out = nds_json_to_string(obj, false);
+    json_object_put(obj);
+    return *out ? 0 : nds_err(NDS_ENOMEM, "out of memory");
+}
+
+int nds_array_spec(const nds_array *a, char **out) {
+    json_object *kv;
+    int rc = nds_kvstore_spec_json(a->kv, &kv);
+    if (rc) return rc;
+    json_object *spec = json_object_new_object();
+    json_object_object_add(spec, "driver", json_object_new_string(a->format->name));
+    json_object_object_add(spec, "kvstore", kv);
+    return take_json_text(spec, out);
+}
+
+int nds_array_metadata(const nds_array *a, char **out) {
+    json_object *meta;
+    nds_array *m = (nds_array *)a;
+    pthread_rwlock_rdlock(&m->meta_lock);
+    int rc = a->format->metadata_json(a->state, &meta);
+    pthread_rwlock_unlock(&m->meta_lock);
+    return rc ? rc : take_json_text(meta, out);
+}
+
+int nds_array_get_attributes(nds_array *a, char **out) {
+    json_object *attrs;
+    pthread_rwlock_rdlock(&a->meta_lock);
+    int rc = a->format->get_attributes(a->state, a->kv, &attrs);
+    pthread_rwlock_unlock(&a->meta_lock);
+    return rc ? rc : take_json_text(attrs, out);
+}
+
+int nds_array_set_attributes(nds_array *a, const char *text) {
+    json_object *attrs;
+    int rc = nds_json_parse(text, strlen(text), "attributes", &attrs);
+    if (rc) return rc;
+    if (!json_object_is_type(attrs, json_type_object)) {
+        json_object_put(attrs);
+        return nds_err(NDS_EINVAL, "attributes must be a json object");
+    }
+    pthread_rwlock_wrlock(&a->meta_lock);
+    rc = a->format->set_attributes(a->state, a->kv, attrs);
+    pthread_rwlock_unlock(&a->meta_lock);
+    json_object_put(attrs);
+    return rc;
+}
+
+static int create_group_at(nds_kvstore *root, const nds_format *f, const char *path, size_t len) {
+    char *sub = nds_asprintf("%.*s%s", (int)len, path, len && path[len - 1] != '/' ? "/" : "");
+    nds_kvstore *kv = NULL;
+    int rc = sub ? nds_kvstore_sub(&kv, root, sub) : nds_err(NDS_ENOMEM, "out of memory");
+    free(sub);
+    if (!rc) rc = f->create_group(kv);
+    nds_kvstore_free(kv);
+    return rc;
+}
+
+/* Creates the group at path under root and, with parents, first at the root and every ancestor. */
+static int create_groups(nds_kvstore *root, const nds_format *f, const char *path, int parents) {
+    size_t n = strlen(path);
+    while (n && path[n - 1] == '/') n--;
+    int rc = 0;
+    if (parents) {
+        rc = create_group_at(root, f, path, 0);
+        for (size_t i = 1; i < n && !rc; i++)
+            if (path[i] == '/' && path[i - 1] != '/') rc = create_group_at(root, f, path, i);
+    }
+    if (!rc && (n || !parents)) rc = create_group_at(root, f, path, n);
+    return rc;
+}
+
+int nds_group_create(const char *kvstore_spec, const char *path, const char *format, int parents,
+                     nds_context *ctx) {
+    const nds_format *f = nds_format_find(format ? format : "zarr");
+    if (!f) return nds_err(NDS_ENOTFOUND, "unknown format \"%s\"", format);
+    if (!f->create_group) return nds_err(NDS_EUNSUPPORTED, "%s: groups are not supported", f->name);
+    nds_kvstore *kv;
+    int rc = nds_kvstore_open(&kv, kvstore_spec, ctx);
+    if (rc) return rc;
+    const char *p = nds_kvstore_path(kv);
+    size_t n = strlen(p);
+    nds_kvstore *root = kv;
+    if (n && p[n - 1] != '/') rc = nds_kvstore_sub(&root, kv, "/"); /* the store path is a directory */
+    if (!rc) rc = create_groups(root, f, path ? path : "", parents);
+    if (root != kv) nds_kvstore_free(root);
+    nds_kvstore_free(kv);
+    return rc;
+}

@@ -1,0 +1,272 @@
+/* Array reads and writes: chunk-grid iteration over a box, chunks decoded and copied on the thread pool,
+ * and the per-chunk optimistic write protocol (read chunk + generation, merge, conditional write, retry).
+ * Each thread holds one chunk at a time, so a call's memory is (threads x chunk) plus the caller's buffer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/array_internal.h"
+#include "internal/context_internal.h"
+#include "internal/dtype_util.h"
+#include "internal/error.h"
+#include "internal/strided.h"
+#include "internal/util.h"
+
+#define KEY_MAX 512
+/* Conflict retries: exponential backoff from 1 ms to 256 ms with jitter, for at most this many tries. */
+#define RETRY_MAX 2000
+#define SCRATCH_KEEP ((size_t)64 << 20)
+
+static _Thread_local nds_buf scratch[NDS_SCRATCH_SLOTS];
+
+nds_buf *nds_scratch_buf(int slot) { return &scratch[slot]; }
+
+uint8_t *nds_scratch(int slot, size_t n) {
+    return nds_buf_reserve(&scratch[slot], n) == 0 ? scratch[slot].data : NULL;
+}
+
+void nds_scratch_trim(void) {
+    for (int i = 0; i < NDS_SCRATCH_SLOTS; i++)
+        if (scratch[i].cap > SCRATCH_KEEP) nds_buf_dispose(&scratch[i]);
+}
+
+int nds_array_chunk_key(const nds_array *a, const uint64_t *cell, char *buf, size_t cap) {
+    int rc = a->format->chunk_key(a->state, cell, buf, cap);
+    return rc ? nds_err_prefix(rc, "%s: chunk key of %s", a->format->name, nds_kvstore_url(a->kv)) : 0;
+}
+
+int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk, int *present,
+                         nds_generation *gen) {
+    nds_read_result r;
+    int rc = nds_kvstore_read(a->kv, key, NULL, &r);
+    if (rc) return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+    if (gen) *gen = r.generation;
+    *present = r.state == NDS_READ_VALUE;
+    if (*present) rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, chunk);
+    else nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+    nds_read_result_dispose(&r);
+    if (rc) return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+    return 0;
+}
+
+/* ---- chunk grid iteration ---- */
+
+/* The chunks a box touches: first[d] .. first[d] + count[d] - 1 in each dimension. */
+typedef struct grid_range {
+    size_t rank;
+    uint64_t first[NDS_MAX_RANK], count[NDS_MAX_RANK];
+    uint64_t total;
+} grid_range;
+
+static void grid_range_of(const nds_array_meta *m, const nds_box *box, grid_range *g) {
+    g->rank = m->rank;
+    g->total = 1;
+    for (size_t d = 0; d < m->rank; d++) {
+        uint64_t ext = nds_box_extent(box, d);
+        if (ext == 0) {
+            g->total = 0;
+            return;
+        }
+        uint64_t last = box->start[d] + (ext - 1) * box->step[d];
+        g->first[d] = box->start[d] / m->chunk_shape[d];
+        g->count[d] = last / m->chunk_shape[d] - g->first[d] + 1;
+        g->total *= g->count[d]; /* bounded by the element count of the box, which fits */
+    }
+}
+
+static void grid_cell(const grid_range *g, size_t i, uint64_t *cell) {
+    for (size_t d = g->rank; d-- > 0;) {
+        cell[d] = g->first[d] + i % g->count[d];
+        i /= g->count[d];
+    }
+}
+
+/* What of a box lies in one chunk: per dimension the first selected index inside the chunk (as an
+ * offset in the chunk), its position in the box (0-based), and how many are selected. */
+typedef struct chunk_sel {
+    uint64_t in_chunk[NDS_MAX_RANK], in_box[NDS_MAX_RANK], extent[NDS_MAX_RANK];
+    int whole; /* the selection is every element of the chunk that lies inside the array */
+} chunk_sel;
+
+static bool select_in_chunk(const nds_array_meta *m, const nds_box *box, const uint64_t *cell, chunk_sel *s) {
+    s->whole = 1;
+    for (size_t d = 0; d < m->rank; d++) {
+        uint64_t c0 = cell[d] * m->chunk_shape[d], c1 = c0 + m->chunk_shape[d];
+        uint64_t hi = nds_min_u64(c1, box->stop[d]), lo = nds_max_u64(c0, box->start[d]);
+        uint64_t k0 = nds_ceil_div(lo - box->start[d], box->step[d]);
+        uint64_t i0 = box->start[d] + k0 * box->step[d];
+        if (i0 >= hi) return false;
+        s->in_chunk[d] = i0 - c0;
+        s->in_box[d] = k0;
+        s->extent[d] = nds_ceil_div(hi - i0, box->step[d]);
+        uint64_t inside = nds_min_u64(c1, m->shape[d]) - c0;
+        if (box->step[d] != 1 || s->in_chunk[d] != 0 || s->extent[d] != inside) s->whole = 0;
+    }
+    return true;
+}
+
+/* Byte strides of the box's dense buffer and of the canonical chunk stepped by the box's steps. */
+typedef struct io_call {
+    nds_array *a;
+    const nds_box *box;
+    grid_range grid;
+    uint8_t *buf; /* caller's buffer (read: destination; write: source, not modified) */
+    int64_t buf_stride[NDS_MAX_RANK];
+    int64_t chunk_stride[NDS_MAX_RANK]; /* canonical chunk strides x box step */
+} io_call;
+
+static void io_call_init(io_call *c, nds_array *a, const nds_box *box, const void *buf) {
+    uint64_t ext[NDS_MAX_RANK];
+    c->a = a;
+    c->box = box;
+    c->buf = (uint8_t *)buf;
+    for (size_t d = 0; d < box->rank; d++) ext[d] = nds_box_extent(box, d);
+    nds_c_strides(box->rank, ext, a->elem, c->buf_stride);
+    nds_c_strides(box->rank, a->meta.chunk_shape, a->elem, c->chunk_stride);
+    for (size_t d = 0; d < box->rank; d++) c->chunk_stride[d] *= (int64_t)box->step[d];
+    grid_range_of(&a->meta, box, &c->grid);
+}
+
+static void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, uint8_t **bp, uint8_t **cp) {
+    int64_t bo = 0, co = 0;
+    for (size_t d = 0; d < c->box->rank; d++) {
+        bo += (int64_t)s->in_box[d] * c->buf_stride[d];
+        co += (int64_t)s->in_chunk[d] * (c->chunk_stride[d] / (int64_t)c->box->step[d]);
+    }
+    *bp = c->buf + bo;
+    *cp = chunk + co;
+}
+
+/* ---- read ---- */
+
+static int read_task(void *ctx, size_t i) {
+    io_call *c = ctx;
+    nds_array *a = c->a;
+    uint64_t cell[NDS_MAX_RANK];
+    chunk_sel s;
+    grid_cell(&c->grid, i, cell);
+    if (!select_in_chunk(&a->meta, c->box, cell, &s)) return 0;
+    char key[KEY_MAX];
+    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    uint8_t *chunk = rc ? NULL : nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes);
+    if (rc || !chunk) return rc ? rc : NDS_ENOMEM;
+    int present;
+    if ((rc = nds_array_load_chunk(a, cell, key, chunk, &present, NULL))) return rc;
+    uint8_t *bp, *cp;
+    sel_pointers(c, &s, chunk, &bp, &cp);
+    if (present)
+        nds_strided_copy(a->meta.rank, s.extent, a->elem, bp, c->buf_stride, cp, c->chunk_stride);
+    else
+        nds_strided_fill(a->meta.rank, s.extent, a->elem, bp, c->buf_stride, a->meta.fill_value);
+    return 0;
+}
+
+static size_t call_threads(const nds_io_options *opts) {
+    return opts && opts->threads > 0 ? (size_t)opts->threads : 0;
+}
+
+int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_options *opts) {
+    pthread_rwlock_rdlock(&a->meta_lock);
+    int rc = nds_box_check(box, a->meta.rank, a->meta.shape);
+    if (rc) rc = nds_err_prefix(rc, "read of %s", nds_kvstore_url(a->kv));
+    io_call c;
+    if (!rc) {
+        io_call_init(&c, a, box, out);
+        rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), read_task, &c);
+    }
+    pthread_rwlock_unlock(&a->meta_lock);
+    return rc;
+}
+
+/* ---- write ---- */
+
+static void backoff(int attempt) {
+    uint64_t ceiling = (uint64_t)1000000 << (attempt < 8 ? attempt : 8); /* 1 ms .. 256 ms */
+    nds_sleep_ns(ceiling / 2 + nds_random_u64() % (ceiling / 2 + 1));
+}
+
+/* Stores a merged chunk: deleted when all fill, else encoded and written; both under if_equal. */
+static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
+                       const nds_generation *cond, int was_present) {
+    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+    wo.if_equal = *cond;
+    if (nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value)) {
+        if (!was_present && cond->kind != NDS_GEN_NONE) return 0; /* still missing: nothing to do */
+        return nds_kvstore_delete(a->kv, key, &wo);
+    }
+    nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
+    enc->len = 0;
+    int rc = a->format->encode_chunk(a->state, cell, chunk, enc);
+    if (rc) return nds_err_prefix(rc, "%s: encoding chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+    return nds_kvstore_write(a->kv, key, enc->data, enc->len, &wo, NULL);
+}
+
+static int update_locked(nds_array *a, const uint64_t *cell, const char *key, int whole, nds_merge_fn merge,
+                         void *ctx, uint8_t *chunk) {
+    for (int attempt = 0;; attempt++) {
+        nds_generation cond = {NDS_GEN_NONE, {0}};
+        int present = 1, rc = 0;
+        if (whole) nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+        else rc = nds_array_load_chunk(a, cell, key, chunk, &present, &cond);
+        if (rc) return rc;
+        merge(ctx, cell, chunk);
+        rc = store_chunk(a, cell, key, chunk, &cond, present);
+        if (rc != NDS_ECONFLICT) {
+            if (rc) rc = nds_err_prefix(rc, "%s: writing chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+            return rc;
+        }
+        if (attempt + 1 >= RETRY_MAX)
+            return nds_err(NDS_ECONFLICT, "%s: chunk %s of %s: still conflicting after %d attempts", a->format->name,
+                           key, nds_kvstore_url(a->kv), RETRY_MAX);
+        backoff(attempt);
+    }
+}
+
+int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge, void *ctx) {
+    char key[KEY_MAX];
+    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    if (rc) return rc;
+    uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes);
+    if (!chunk) return NDS_ENOMEM;
+    nds_chunk_lock_entry *lock = nds_chunk_lock(&a->locks, key);
+    if (!lock) return NDS_ENOMEM;
+    rc = update_locked(a, cell, key, whole, merge, ctx, chunk);
+    nds_chunk_unlock(&a->locks, lock);
+    return rc;
+}
+
+/* The merge of a write: copy the box's elements of this chunk from the caller's buffer. */
+typedef struct write_merge {
+    const io_call *call;
+    const chunk_sel *sel;
+} write_merge;
+
+static void merge_from_buffer(void *ctx, const uint64_t *cell, uint8_t *chunk) {
+    const write_merge *w = ctx;
+    const io_call *c = w->call;
+    uint8_t *bp, *cp;
+    sel_pointers(c, w->sel, chunk, &bp, &cp);
+    nds_strided_copy(c->box->rank, w->sel->extent, c->a->elem, cp, c->chunk_stride, bp, c->buf_stride);
+}
+
+static int write_task(void *ctx, size_t i) {
+    io_call *c = ctx;
+    uint64_t cell[NDS_MAX_RANK];
+    chunk_sel s;
+    grid_cell(&c->grid, i, cell);
+    if (!select_in_chunk(&c->a->meta, c->box, cell, &s)) return 0;
+    write_merge w = {c, &s};
+    return nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
+}
+
+int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_io_options *opts) {
+    pthread_rwlock_rdlock(&a->meta_lock);
+    int rc = nds_box_check(box, a->meta.rank, a->meta.shape);
+    if (rc) rc = nds_err_prefix(rc, "write to %s", nds_kvstore_url(a->kv));
+    io_call c;
+    if (!rc) {
+        io_call_init(&c, a, box, in);
+        rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), write_task, &c);
+    }
+    pthread_rwlock_unlock(&a->meta_lock);
+    return rc;
+}

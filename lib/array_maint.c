@@ -1,0 +1,190 @@
+/* Whole-array maintenance: resize (with chunk clean-up), stored-chunk statistics, verify. These list the
+ * array's keys and map them back to chunk cells with the format's parse_chunk_key. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/array_internal.h"
+#include "internal/context_internal.h"
+#include "internal/dtype_util.h"
+#include "internal/error.h"
+#include "internal/strided.h"
+#include "internal/util.h"
+
+/* The chunk keys stored under the array, with their cells and sizes. */
+typedef struct chunk_list {
+    nds_array *a;
+    char **keys;
+    uint64_t *cells; /* rank entries per key */
+    uint64_t *sizes;
+    size_t n, cap;
+} chunk_list;
+
+static int grow_list(chunk_list *l) {
+    size_t cap = l->cap ? l->cap * 2 : 256, rank = l->a->meta.rank ? l->a->meta.rank : 1;
+    char **k = realloc(l->keys, cap * sizeof *k);
+    if (k) l->keys = k;
+    uint64_t *c = k ? realloc(l->cells, cap * rank * sizeof *c) : NULL;
+    if (c) l->cells = c;
+    uint64_t *s = c ? realloc(l->sizes, cap * sizeof *s) : NULL;
+    if (s) l->sizes = s;
+    if (!s) return nds_err(NDS_ENOMEM, "out of memory listing chunks");
+    l->cap = cap;
+    return 0;
+}
+
+static int collect_chunk(void *ctx, const char *key, uint64_t size) {
+    chunk_list *l = ctx;
+    uint64_t cell[NDS_MAX_RANK];
+    if (!l->a->format->parse_chunk_key(l->a->state, key, cell)) return 0;
+    if (l->n == l->cap && grow_list(l)) return NDS_ENOMEM;
+    if (!(l->keys[l->n] = nds_strdup(key))) return nds_err(NDS_ENOMEM, "out of memory listing chunks");
+    size_t rank = l->a->meta.rank ? l->a->meta.rank : 1;
+    memcpy(l->cells + l->n * rank, cell, rank * sizeof *cell);
+    l->sizes[l->n++] = size;
+    return 0;
+}
+
+static void chunk_list_dispose(chunk_list *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->keys[i]);
+    free(l->keys);
+    free(l->cells);
+    free(l->sizes);
+}
+
+static int list_chunks(nds_array *a, chunk_list *l) {
+    memset(l, 0, sizeof *l);
+    l->a = a;
+    int rc = nds_kvstore_list(a->kv, "", collect_chunk, l);
+    if (rc) {
+        chunk_list_dispose(l);
+        memset(l, 0, sizeof *l);
+    }
+    return rc;
+}
+
+static const uint64_t *list_cell(const chunk_list *l, size_t i) {
+    return l->cells + i * (l->a->meta.rank ? l->a->meta.rank : 1);
+}
+
+int nds_array_stats_get(nds_array *a, nds_array_stats *out) {
+    chunk_list l;
+    pthread_rwlock_rdlock(&a->meta_lock);
+    uint64_t total = 1;
+    for (size_t d = 0; d < a->meta.rank; d++)
+        total *= nds_ceil_div(a->meta.shape[d], a->meta.chunk_shape[d]);
+    int rc = list_chunks(a, &l);
+    pthread_rwlock_unlock(&a->meta_lock);
+    if (rc) return rc;
+    memset(out, 0, sizeof *out);
+    out->chunks_total = total;
+    out->chunks_stored = l.n;
+    for (size_t i = 0; i < l.n; i++) out->bytes_stored += l.sizes[i] == UINT64_MAX ? 0 : l.sizes[i];
+    chunk_list_dispose(&l);
+    return 0;
+}
+
+/* ---- verify ---- */
+
+typedef struct verify_call {
+    nds_array *a;
+    chunk_list *list;
+    nds_error_saved *errors; /* per chunk; code 0 = good */
+} verify_call;
+
+static int verify_task(void *ctx, size_t i) {
+    verify_call *v = ctx;
+    uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, v->a->chunk_bytes);
+    int present, rc = chunk ? nds_array_load_chunk(v->a, list_cell(v->list, i), v->list->keys[i], chunk,
+                                                  &present, NULL)
+                            : NDS_ENOMEM;
+    if (rc == NDS_ENOMEM) return rc; /* a resource failure stops the check; bad data does not */
+    v->errors[i].code = rc;
+    if (rc) nds_error_save(&v->errors[i], rc);
+    return 0;
+}
+
+int nds_array_verify(nds_array *a, nds_verify_fn fn, void *ctx, uint64_t *checked, uint64_t *bad) {
+    chunk_list l;
+    pthread_rwlock_rdlock(&a->meta_lock);
+    int rc = list_chunks(a, &l);
+    verify_call v = {a, &l, NULL};
+    if (!rc && !(v.errors = calloc(l.n ? l.n : 1, sizeof *v.errors))) rc = nds_err(NDS_ENOMEM, "out of memory");
+    if (!rc) rc = nds_pool_for(nds_context_pool(a->ctx), l.n, 0, verify_task, &v);
+    pthread_rwlock_unlock(&a->meta_lock);
+    uint64_t nbad = 0;
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        if (v.errors[i].code == 0) continue;
+        nbad++;
+        if (fn && fn(ctx, l.keys[i], v.errors[i].code, v.errors[i].message)) break;
+    }
+    if (checked) *checked = rc ? 0 : l.n;
+    if (bad) *bad = nbad;
+    free(v.errors);
+    chunk_list_dispose(&l);
+    return rc;
+}
+
+/* ---- resize ---- */
+
+/* Resets the elements of a kept edge chunk that lie beyond the new shape to fill. */
+static void fill_beyond(void *ctx, const uint64_t *cell, uint8_t *chunk) {
+    nds_array *a = ctx;
+    const nds_array_meta *m = &a->meta;
+    int64_t stride[NDS_MAX_RANK];
+    nds_c_strides(m->rank, m->chunk_shape, a->elem, stride);
+    for (size_t d = 0; d < m->rank; d++) {
+        uint64_t c0 = cell[d] * m->chunk_shape[d];
+        if (c0 + m->chunk_shape[d] <= m->shape[d]) continue;
+        uint64_t ext[NDS_MAX_RANK];
+        memcpy(ext, m->chunk_shape, m->rank * sizeof *ext);
+        uint64_t keep = m->shape[d] - c0;
+        ext[d] = m->chunk_shape[d] - keep;
+        nds_strided_fill(m->rank, ext, a->elem, chunk + (int64_t)keep * stride[d], stride, m->fill_value);
+    }
+}
+
+typedef struct resize_call {
+    nds_array *a;
+    chunk_list *list;
+    const uint64_t *old_shape;
+} resize_call;
+
+static int resize_task(void *ctx, size_t i) {
+    resize_call *r = ctx;
+    nds_array *a = r->a;
+    const uint64_t *cell = list_cell(r->list, i);
+    bool outside = false, edge = false;
+    for (size_t d = 0; d < a->meta.rank; d++) {
+        uint64_t c0 = cell[d] * a->meta.chunk_shape[d];
+        outside = outside || c0 >= a->meta.shape[d];
+        bool shrunk = a->meta.shape[d] < r->old_shape[d];
+        edge = edge || (shrunk && c0 + a->meta.chunk_shape[d] > a->meta.shape[d]);
+    }
+    if (outside) {
+        int rc = nds_kvstore_delete(a->kv, r->list->keys[i], NULL);
+        return rc ? nds_err_prefix(rc, "resize of %s: deleting chunk %s", nds_kvstore_url(a->kv), r->list->keys[i]) : 0;
+    }
+    return edge ? nds_array_update_chunk(a, cell, 0, fill_beyond, a) : 0;
+}
+
+int nds_array_resize(nds_array *a, const uint64_t *new_shape) {
+    pthread_rwlock_wrlock(&a->meta_lock);
+    nds_array_meta old = a->meta;
+    /* Clean up first (against the new shape), then publish it: a crash in between loses only data the
+     * caller was removing, and never leaves stale elements that a later grow would expose. */
+    memcpy(a->meta.shape, new_shape, a->meta.rank * sizeof *new_shape);
+    bool shrinks = false;
+    for (size_t d = 0; d < old.rank; d++) shrinks = shrinks || new_shape[d] < old.shape[d];
+    chunk_list l;
+    int rc = shrinks ? list_chunks(a, &l) : 0;
+    if (!rc && shrinks) {
+        resize_call r = {a, &l, old.shape};
+        rc = nds_pool_for(nds_context_pool(a->ctx), l.n, 0, resize_task, &r);
+        chunk_list_dispose(&l);
+    }
+    a->meta = old;
+    if (!rc) rc = a->format->resize(a->state, a->kv, new_shape, &a->meta);
+    if (rc) a->meta = old;
+    pthread_rwlock_unlock(&a->meta_lock);
+    return rc;
+}

@@ -1,0 +1,31 @@
+/* The built-in kvstore drivers, formats and codecs: the one core file that names them.
+ * Adding one is adding its file and one row here. */
+#include "internal/registry.h"
+
+extern const nds_kv_driver nds_kv_driver_memory;
+extern const nds_kv_driver nds_kv_driver_file;
+
+extern const nds_format nds_format_zarr2;
+
+extern const nds_codec nds_codec_zstd;
+extern const nds_codec nds_codec_blosc;
+extern const nds_codec nds_codec_gzip;
+extern const nds_codec nds_codec_zlib;
+extern const nds_codec nds_codec_bz2;
+extern const nds_codec nds_codec_lz4;
+
+const nds_kv_driver *const nds_builtin_kv_drivers[] = {
+    &nds_kv_driver_memory,
+    &nds_kv_driver_file,
+};
+const size_t nds_builtin_kv_driver_count = sizeof nds_builtin_kv_drivers / sizeof nds_builtin_kv_drivers[0];
+
+const nds_format *const nds_builtin_formats[] = {
+    &nds_format_zarr2,
+};
+const size_t nds_builtin_format_count = sizeof nds_builtin_formats / sizeof nds_builtin_formats[0];
+
+const nds_codec *const nds_builtin_codecs[] = {
+    &nds_codec_zstd, &nds_codec_blosc, &nds_codec_gzip, &nds_codec_zlib, &nds_codec_bz2, &nds_codec_lz4,
+};
+const size_t nds_builtin_codec_count = sizeof nds_builtin_codecs / sizeof nds_builtin_codecs[0];

@@ -1,0 +1,69 @@
+/* Contexts: the thread pool and the memory budget shared by arrays and kvstores. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "internal/context_internal.h"
+#include "internal/error.h"
+
+#define NDS_DEFAULT_BUDGET ((size_t)256 << 20)
+
+struct nds_context {
+    nds_pool *pool;      /* workers = threads - 1: the calling thread always takes part */
+    int threads;
+    size_t memory_budget;
+};
+
+static nds_context *default_ctx;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static int online_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int nds_context_new(nds_context **out, const nds_context_options *opts) {
+    nds_context *c = calloc(1, sizeof *c);
+    if (!c) return nds_err(NDS_ENOMEM, "out of memory creating a context");
+    c->threads = opts && opts->threads > 0 ? opts->threads : online_cores();
+    c->memory_budget = opts && opts->memory_budget ? opts->memory_budget : NDS_DEFAULT_BUDGET;
+    int rc = nds_pool_new(&c->pool, c->threads - 1);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void nds_context_free(nds_context *c) {
+    if (!c || c == default_ctx) return;
+    nds_pool_free(c->pool);
+    free(c);
+}
+
+static void make_default(void) {
+    nds_context_options o = NDS_CONTEXT_OPTIONS_INIT;
+    const char *env = getenv("NDS_THREADS");
+    if (env) o.threads = atoi(env);
+    if (nds_context_new(&default_ctx, &o) != 0) default_ctx = NULL;
+}
+
+nds_context *nds_context_default(void) {
+    pthread_once(&default_once, make_default);
+    return default_ctx;
+}
+
+nds_context *nds_context_resolve(nds_context *c) { return c ? c : nds_context_default(); }
+int nds_context_threads(nds_context *c) {
+    c = nds_context_resolve(c);
+    return c ? c->threads : 1;
+}
+nds_pool *nds_context_pool(nds_context *c) {
+    c = nds_context_resolve(c);
+    return c ? c->pool : NULL;
+}
+size_t nds_context_memory_budget(nds_context *c) {
+    c = nds_context_resolve(c);
+    return c ? c->memory_budget : NDS_DEFAULT_BUDGET;
+}

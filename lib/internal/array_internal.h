@@ -1,0 +1,50 @@
+/* The array object shared by lib/array.c (open, metadata, attributes), lib/array_io.c (read, write) and
+ * lib/array_maint.c (resize, stats, verify). */
+#ifndef NDS_INTERNAL_ARRAY_H
+#define NDS_INTERNAL_ARRAY_H
+
+#include <pthread.h>
+#include <json-c/json.h>
+
+#include "ndstore/array.h"
+#include "ndstore/sys/format.h"
+#include "internal/chunk_lock.h"
+
+struct nds_array {
+    const nds_format *format;  /* immutable */
+    void *state;               /* the format's instance */
+    nds_kvstore *kv;           /* the array's prefix */
+    nds_context *ctx;
+    pthread_rwlock_t meta_lock; /* readers: I/O calls; writer: resize / set_attributes */
+    nds_array_meta meta;       /* guarded by meta_lock */
+    size_t elem;               /* bytes per element */
+    size_t chunk_elems;        /* elements per chunk */
+    size_t chunk_bytes;        /* bytes per canonical chunk */
+    nds_chunk_locks locks;     /* per-chunk in-process locks */
+};
+
+/** Fills the derived sizes of a from a->meta; NDS_ELIMIT when a chunk does not fit in memory. */
+int nds_array_derive_sizes(nds_array *a);
+/** Writes the key of cell into buf; on failure the error names the cell. */
+int nds_array_chunk_key(const nds_array *a, const uint64_t *cell, char *buf, size_t cap);
+/** Thread-local scratch buffers of the core, reused across calls on a thread. Slots: 0 = the canonical
+ *  chunk, 1 = encoded bytes. (Formats keep their own.) */
+enum { NDS_SCRATCH_CHUNK = 0, NDS_SCRATCH_ENCODED = 1, NDS_SCRATCH_SLOTS = 2 };
+nds_buf *nds_scratch_buf(int slot);
+/** Slot's storage grown to at least n bytes; NULL with NDS_ENOMEM set. */
+uint8_t *nds_scratch(int slot, size_t n);
+/** Drops scratch storage above a size worth keeping, after a call that needed huge chunks. */
+void nds_scratch_trim(void);
+
+/** Reads chunk cell into chunk (canonical form); missing chunks come back as fill with *present = 0.
+ *  gen (may be NULL) receives the generation read. */
+int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk, int *present,
+                         nds_generation *gen);
+
+/** Changes chunk cell under its in-process lock with the optimistic protocol: load (unless whole is set,
+ *  meaning merge overwrites every element), merge(ctx, chunk), store conditionally, retry on conflict.
+ *  A chunk left all fill is deleted. */
+typedef void (*nds_merge_fn)(void *ctx, const uint64_t *cell, uint8_t *chunk);
+int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge, void *ctx);
+
+#endif

@@ -1,0 +1,15 @@
+/* What the core knows of a context beyond the public API. */
+#ifndef NDS_INTERNAL_CONTEXT_H
+#define NDS_INTERNAL_CONTEXT_H
+
+#include "ndstore/context.h"
+#include "internal/pool.h"
+
+/** The context's thread pool (ctx NULL = default). */
+nds_pool *nds_context_pool(nds_context *ctx);
+/** The context's in-flight byte budget (ctx NULL = default). */
+size_t nds_context_memory_budget(nds_context *ctx);
+/** ctx, or the default context when ctx is NULL. */
+nds_context *nds_context_resolve(nds_context *ctx);
+
+#endif

@@ -1,0 +1,32 @@
+/* json-c helpers that report errors naming the member and the document.
+ * doc is a short description for messages, e.g. "zarr: .zarray of file:///d/a/". */
+#ifndef NDS_INTERNAL_JSON_UTIL_H
+#define NDS_INTERNAL_JSON_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+/** Parses text[0..len) (need not be NUL-terminated) into *out. NDS_EFORMAT "doc: invalid json: ..." */
+int nds_json_parse(const char *text, size_t len, const char *doc, json_object **out);
+/** A required member of obj (must be a JSON object). NDS_EFORMAT naming it when missing. */
+int nds_json_member(const json_object *obj, const char *key, const char *doc, json_object **out);
+/** Reads an integer member into *out (>= min, <= max). Missing: NDS_EFORMAT unless optional (then *out
+ *  is left alone and 0 returned). Non-integer or out of range: NDS_EFORMAT naming it. */
+int nds_json_get_int(const json_object *obj, const char *key, bool optional, int64_t min, int64_t max,
+                     const char *doc, int64_t *out);
+/** Reads a string member; *out is borrowed from obj. Missing and optional: *out unchanged, 0 returned. */
+int nds_json_get_string(const json_object *obj, const char *key, bool optional, const char *doc,
+                        const char **out);
+/** Reads a boolean member. Missing and optional: *out unchanged, 0 returned. */
+int nds_json_get_bool(const json_object *obj, const char *key, bool optional, const char *doc, bool *out);
+/** Reads an array of non-negative integers (each <= max) into out[0..*n); *n <= cap else NDS_EFORMAT. */
+int nds_json_get_u64_array(const json_object *obj, const char *key, const char *doc, uint64_t max,
+                           uint64_t *out, size_t cap, size_t *n);
+/** Serialises obj as compact text; malloc'd (free with free). NULL on failure. */
+char *nds_json_to_string(const json_object *obj, bool pretty);
+/** 1 when a and b are equal JSON values (objects compared member by member, any order). */
+bool nds_json_equal(const json_object *a, const json_object *b);
+
+#endif

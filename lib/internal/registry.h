@@ -1,0 +1,25 @@
+/* Name -> vtable registries for kvstore drivers, formats and codecs. The built-ins are listed once, in
+ * lib/builtins.c; lookups take a read lock, so registration at run time is safe. */
+#ifndef NDS_INTERNAL_REGISTRY_H
+#define NDS_INTERNAL_REGISTRY_H
+
+#include "ndstore/sys/kv_driver.h"
+#include "ndstore/sys/format.h"
+#include "ndstore/sys/codec.h"
+
+/** Finds a kvstore driver by spec name; NULL when unknown. */
+const nds_kv_driver *nds_kv_driver_find(const char *name);
+/** Finds a kvstore driver by URL scheme; NULL when unknown. */
+const nds_kv_driver *nds_kv_driver_find_scheme(const char *scheme);
+/** Calls fn for each registered format (for detection), in registration order; stops on non-zero. */
+int nds_format_each(int (*fn)(void *ctx, const nds_format *f), void *ctx);
+
+/** The built-in tables (lib/builtins.c) and their lengths. */
+extern const nds_kv_driver *const nds_builtin_kv_drivers[];
+extern const size_t nds_builtin_kv_driver_count;
+extern const nds_format *const nds_builtin_formats[];
+extern const size_t nds_builtin_format_count;
+extern const nds_codec *const nds_builtin_codecs[];
+extern const size_t nds_builtin_codec_count;
+
+#endif

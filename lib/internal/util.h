@@ -1,0 +1,37 @@
+/* Small internal helpers: overflow-checked arithmetic, string helpers. */
+#ifndef NDS_INTERNAL_UTIL_H
+#define NDS_INTERNAL_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** *out = a * b; false on overflow. */
+static inline bool nds_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool nds_mul_size(size_t a, size_t b, size_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool nds_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+static inline uint64_t nds_min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t nds_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline uint64_t nds_ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+/** Product of n values into *out; false on overflow. An empty product is 1. */
+bool nds_product_u64(const uint64_t *v, size_t n, uint64_t *out);
+
+/** malloc'd copy of s (NULL on failure or NULL s). */
+char *nds_strdup(const char *s);
+/** malloc'd printf result, or NULL. */
+char *nds_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/** Monotonic clock in nanoseconds. */
+uint64_t nds_now_ns(void);
+/** Sleeps ns nanoseconds. */
+void nds_sleep_ns(uint64_t ns);
+/** A thread-safe pseudo-random 64-bit value (for jitter and temp names; not for security). */
+uint64_t nds_random_u64(void);
+
+#endif

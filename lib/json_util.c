@@ -1,0 +1,147 @@
+/* json-c helpers with errors that name the member and the document. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/error.h"
+#include "internal/json_util.h"
+#include "internal/util.h"
+
+/* Bound on nesting so a hostile document cannot exhaust the stack. */
+#define NDS_JSON_MAX_DEPTH 64
+
+int nds_json_parse(const char *text, size_t len, const char *doc, json_object **out) {
+    if (len > INT32_MAX) return nds_err(NDS_ELIMIT, "%s: json document too large (%zu bytes)", doc, len);
+    json_tokener *tok = json_tokener_new_ex(NDS_JSON_MAX_DEPTH);
+    if (!tok) return nds_err(NDS_ENOMEM, "%s: out of memory", doc);
+    json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    size_t used = json_tokener_get_parse_end(tok);
+    if (!obj && jerr == json_tokener_continue) {
+        /* A bare number ("42") is only known to be complete at a delimiter. */
+        obj = json_tokener_parse_ex(tok, " ", 1);
+        jerr = json_tokener_get_error(tok);
+        used = len;
+    }
+    json_tokener_free(tok);
+    /* (json-c represents a JSON null as a NULL object: success with obj == NULL is a valid document.) */
+    if (jerr != json_tokener_success) {
+        json_object_put(obj);
+        if (jerr == json_tokener_continue) return nds_err(NDS_EFORMAT, "%s: invalid json: unexpected end", doc);
+        return nds_err_cause(NDS_EFORMAT, NDS_CAUSE_JSON, jerr, "%s: invalid json at byte %zu: %s", doc, used,
+                             json_tokener_error_desc(jerr));
+    }
+    for (size_t i = used; i < len; i++) {
+        char c = text[i];
+        if (c != ' ' && c != '\n' && c != '\r' && c != '\t' && c != '\0') {
+            json_object_put(obj);
+            return nds_err(NDS_EFORMAT, "%s: invalid json: trailing data at byte %zu", doc, i);
+        }
+    }
+    *out = obj;
+    return 0;
+}
+
+int nds_json_member(const json_object *obj, const char *key, const char *doc, json_object **out) {
+    if (!json_object_is_type(obj, json_type_object))
+        return nds_err(NDS_EFORMAT, "%s: expected a json object", doc);
+    if (!json_object_object_get_ex(obj, key, out))
+        return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", doc, key);
+    return 0;
+}
+
+/* Finds key; 1 when present, 0 when absent (or obj not an object), with *v set. */
+static int find(const json_object *obj, const char *key, json_object **v) {
+    return json_object_is_type(obj, json_type_object) && json_object_object_get_ex(obj, key, v);
+}
+
+/* An integer value: json int, or a double with an exact integer value. */
+static bool as_int64(json_object *v, int64_t *out) {
+    if (json_object_is_type(v, json_type_int)) {
+        int64_t x = json_object_get_int64(v);
+        if (x == INT64_MAX && json_object_get_uint64(v) > (uint64_t)INT64_MAX) return false;
+        *out = x;
+        return true;
+    }
+    if (json_object_is_type(v, json_type_double)) {
+        double d = json_object_get_double(v);
+        if (!isfinite(d) || d != floor(d) || d < -9.2e18 || d > 9.2e18) return false;
+        *out = (int64_t)d;
+        return true;
+    }
+    return false;
+}
+
+int nds_json_get_int(const json_object *obj, const char *key, bool optional, int64_t min, int64_t max,
+                     const char *doc, int64_t *out) {
+    json_object *v;
+    if (!find(obj, key, &v)) {
+        if (optional) return 0;
+        return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", doc, key);
+    }
+    int64_t x;
+    if (!as_int64(v, &x)) return nds_err(NDS_EFORMAT, "%s: \"%s\" must be an integer", doc, key);
+    if (x < min || x > max)
+        return nds_err(NDS_EFORMAT, "%s: \"%s\" is %lld, outside [%lld, %lld]", doc, key, (long long)x,
+                       (long long)min, (long long)max);
+    *out = x;
+    return 0;
+}
+
+int nds_json_get_string(const json_object *obj, const char *key, bool optional, const char *doc,
+                        const char **out) {
+    json_object *v;
+    if (!find(obj, key, &v)) {
+        if (optional) return 0;
+        return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", doc, key);
+    }
+    if (!json_object_is_type(v, json_type_string))
+        return nds_err(NDS_EFORMAT, "%s: \"%s\" must be a string", doc, key);
+    *out = json_object_get_string(v);
+    return 0;
+}
+
+int nds_json_get_bool(const json_object *obj, const char *key, bool optional, const char *doc, bool *out) {
+    json_object *v;
+    if (!find(obj, key, &v)) {
+        if (optional) return 0;
+        return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", doc, key);
+    }
+    if (!json_object_is_type(v, json_type_boolean))
+        return nds_err(NDS_EFORMAT, "%s: \"%s\" must be true or false", doc, key);
+    *out = json_object_get_boolean(v);
+    return 0;
+}
+
+int nds_json_get_u64_array(const json_object *obj, const char *key, const char *doc, uint64_t max,
+                           uint64_t *out, size_t cap, size_t *n) {
+    json_object *v;
+    if (!find(obj, key, &v)) return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", doc, key);
+    if (!json_object_is_type(v, json_type_array))
+        return nds_err(NDS_EFORMAT, "%s: \"%s\" must be an array of non-negative integers", doc, key);
+    size_t len = json_object_array_length(v);
+    if (len > cap)
+        return nds_err(NDS_EFORMAT, "%s: \"%s\" has %zu entries, at most %zu are supported", doc, key, len, cap);
+    for (size_t i = 0; i < len; i++) {
+        int64_t x;
+        if (!as_int64(json_object_array_get_idx(v, i), &x) || x < 0)
+            return nds_err(NDS_EFORMAT, "%s: \"%s\"[%zu] must be a non-negative integer", doc, key, i);
+        if ((uint64_t)x > max)
+            return nds_err(NDS_EFORMAT, "%s: \"%s\"[%zu] is %lld, above the limit %llu", doc, key, i,
+                           (long long)x, (unsigned long long)max);
+        out[i] = (uint64_t)x;
+    }
+    *n = len;
+    return 0;
+}
+
+char *nds_json_to_string(const json_object *obj, bool pretty) {
+    int flags = JSON_C_TO_STRING_NOSLASHESCAPE | (pretty ? JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED
+                                                          : JSON_C_TO_STRING_PLAIN);
+    const char *s = json_object_to_json_string_ext((json_object *)obj, flags);
+    return nds_strdup(s);
+}
+
+bool nds_json_equal(const json_object *a, const json_object *b) {
+    return json_object_equal((json_object *)a, (json_object *)b) != 0;
+}

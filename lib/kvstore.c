@@ -1,0 +1,330 @@
+/* kvstore handles: a shared driver instance plus a key prefix. The core joins prefix and key, so drivers
+ * only ever see full keys; wrappers here are the one place for argument checks and fallbacks. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/context_internal.h"
+#include "internal/error.h"
+#include "internal/json_util.h"
+#include "internal/kvstore_internal.h"
+#include "internal/registry.h"
+#include "internal/util.h"
+
+/* One opened driver instance, shared by every handle derived from it with nds_kvstore_sub. */
+typedef struct kv_instance {
+    atomic_int refs;
+    const nds_kv_driver *driver;
+    void *state;
+    json_object *spec; /* the driver's spec without "path", for printing */
+} kv_instance;
+
+struct nds_kvstore {
+    atomic_int refs;
+    kv_instance *inst;
+    nds_context *ctx;
+    char *path; /* key prefix */
+    char *url;  /* url_base + path, for messages */
+};
+
+static void instance_unref(kv_instance *inst) {
+    if (!inst || atomic_fetch_sub(&inst->refs, 1) != 1) return;
+    inst->driver->close(inst->state);
+    json_object_put(inst->spec);
+    free(inst);
+}
+
+static int make_handle(nds_kvstore **out, kv_instance *inst, nds_context *ctx, const char *path) {
+    nds_kvstore *kv = calloc(1, sizeof *kv);
+    char base[512] = "";
+    if (kv) {
+        inst->driver->url_base(inst->state, base, sizeof base);
+        kv->path = nds_strdup(path);
+        kv->url = nds_asprintf("%s%s", base, path);
+    }
+    if (!kv || !kv->path || !kv->url) {
+        if (kv) free(kv->path), free(kv->url);
+        free(kv);
+        return nds_err(NDS_ENOMEM, "out of memory opening a kvstore");
+    }
+    atomic_init(&kv->refs, 1);
+    atomic_fetch_add(&inst->refs, 1);
+    kv->inst = inst;
+    kv->ctx = nds_context_resolve(ctx);
+    *out = kv;
+    return 0;
+}
+
+int nds_kvstore_open_json(nds_kvstore **out, const json_object *spec, nds_context *ctx) {
+    const char *name = NULL, *path = "";
+    int rc = nds_json_get_string(spec, "driver", false, "kvstore spec", &name);
+    if (rc) return rc;
+    if ((rc = nds_json_get_string(spec, "path", true, "kvstore spec", &path))) return rc;
+    const nds_kv_driver *d = nds_kv_driver_find(name);
+    if (!d) return nds_err(NDS_ENOTFOUND, "kvstore spec: unknown driver \"%s\"", name);
+    kv_instance *inst = calloc(1, sizeof *inst);
+    if (!inst) return nds_err(NDS_ENOMEM, "out of memory opening a kvstore");
+    inst->driver = d;
+    if ((rc = d->open(&inst->state, spec))) {
+        free(inst);
+        return nds_err_prefix(rc, "%s kvstore", name);
+    }
+    json_object_deep_copy((json_object *)spec, &inst->spec, NULL);
+    if (inst->spec) json_object_object_del(inst->spec, "path");
+    atomic_init(&inst->refs, 1);
+    rc = make_handle(out, inst, ctx, path);
+    instance_unref(inst);
+    return rc;
+}
+
+int nds_kvstore_url_to_spec(const char *url, json_object **out) {
+    const char *sep = strstr(url, "://");
+    char scheme[32] = "file";
+    const char *rest = url;
+    if (sep) {
+        size_t n = (size_t)(sep - url);
+        if (n == 0 || n >= sizeof scheme) return nds_err(NDS_EINVAL, "bad kvstore url \"%s\"", url);
+        memcpy(scheme, url, n);
+        scheme[n] = '\0';
+        rest = sep + 3;
+    }
+    const nds_kv_driver *d = nds_kv_driver_find_scheme(scheme);
+    if (!d || !d->parse_url) return nds_err(NDS_ENOTFOUND, "unknown kvstore url scheme \"%s\" in \"%s\"", scheme, url);
+    json_object *spec = json_object_new_object();
+    json_object_object_add(spec, "driver", json_object_new_string(d->name));
+    int rc = d->parse_url(rest, spec);
+    if (rc) {
+        json_object_put(spec);
+        return nds_err_prefix(rc, "kvstore url \"%s\"", url);
+    }
+    *out = spec;
+    return 0;
+}
+
+int nds_kvstore_open(nds_kvstore **out, const char *spec, nds_context *ctx) {
+    json_object *obj = NULL;
+    int rc;
+    const char *s = spec;
+    while (*s == ' ' || *s == '\n' || *s == '\t') s++;
+    if (*s == '{') rc = nds_json_parse(s, strlen(s), "kvstore spec", &obj);
+    else rc = nds_kvstore_url_to_spec(s, &obj);
+    if (rc) return rc;
+    rc = nds_kvstore_open_json(out, obj, ctx);
+    json_object_put(obj);
+    return rc;
+}
+
+void nds_kvstore_free(nds_kvstore *kv) {
+    if (!kv || atomic_fetch_sub(&kv->refs, 1) != 1) return;
+    instance_unref(kv->inst);
+    free(kv->path);
+    free(kv->url);
+    free(kv);
+}
+
+nds_kvstore *nds_kvstore_ref(nds_kvstore *kv) {
+    atomic_fetch_add(&kv->refs, 1);
+    return kv;
+}
+
+int nds_kvstore_sub(nds_kvstore **out, nds_kvstore *kv, const char *path) {
+    if (strstr(path, "..") && (strcmp(path, "..") == 0 || strncmp(path, "../", 3) == 0 || strstr(path, "/../")))
+        return nds_err(NDS_EINVAL, "kvstore path \"%s\" may not contain \"..\"", path);
+    char *joined = nds_asprintf("%s%s", kv->path, path);
+    if (!joined) return nds_err(NDS_ENOMEM, "out of memory");
+    int rc = make_handle(out, kv->inst, kv->ctx, joined);
+    free(joined);
+    return rc;
+}
+
+const char *nds_kvstore_url(const nds_kvstore *kv) { return kv->url; }
+const char *nds_kvstore_path(const nds_kvstore *kv) { return kv->path; }
+uint32_t nds_kvstore_capabilities(const nds_kvstore *kv) { return kv->inst->driver->capabilities; }
+nds_context *nds_kvstore_context(const nds_kvstore *kv) { return kv->ctx; }
+
+int nds_kvstore_spec_json(const nds_kvstore *kv, json_object **out) {
+    json_object *spec = NULL;
+    if (kv->inst->spec) json_object_deep_copy(kv->inst->spec, &spec, NULL);
+    if (!spec) spec = json_object_new_object();
+    json_object_object_add(spec, "driver", json_object_new_string(kv->inst->driver->name));
+    json_object_object_add(spec, "path", json_object_new_string(kv->path));
+    if (kv->inst->driver->to_json) {
+        int rc = kv->inst->driver->to_json(kv->inst->state, spec);
+        if (rc) {
+            json_object_put(spec);
+            return rc;
+        }
+    }
+    *out = spec;
+    return 0;
+}
+
+int nds_kvstore_spec(const nds_kvstore *kv, char **out) {
+    json_object *spec;
+    int rc = nds_kvstore_spec_json(kv, &spec);
+    if (rc) return rc;
+    *out = nds_json_to_string(spec, false);
+    json_object_put(spec);
+    return *out ? 0 : nds_err(NDS_ENOMEM, "out of memory");
+}
+
+/* Joins the prefix and key into buf (heap when long); returns the full key or NULL. */
+static char *full_key(const nds_kvstore *kv, const char *key, char *buf, size_t cap) {
+    size_t a = strlen(kv->path), b = strlen(key);
+    char *p = a + b + 1 <= cap ? buf : malloc(a + b + 1);
+    if (!p) return NULL;
+    memcpy(p, kv->path, a);
+    memcpy(p + a, key, b + 1);
+    return p;
+}
+
+#define WITH_FULL_KEY(kv, key, full, body)                                         \
+    do {                                                                           \
+        char full##_buf[512];                                                      \
+        char *full = full_key(kv, key, full##_buf, sizeof full##_buf);             \
+        if (!full) return nds_err(NDS_ENOMEM, "out of memory");                    \
+        body;                                                                      \
+        if (full != full##_buf) free(full);                                        \
+    } while (0)
+
+int nds_kvstore_read(nds_kvstore *kv, const char *key, const nds_read_options *opts, nds_read_result *out) {
+    static const nds_read_options defaults = NDS_READ_OPTIONS_INIT;
+    memset(out, 0, sizeof *out);
+    int rc;
+    WITH_FULL_KEY(kv, key, full, rc = kv->inst->driver->read(kv->inst->state, full, opts ? opts : &defaults, out));
+    return rc;
+}
+
+int nds_kvstore_write(nds_kvstore *kv, const char *key, const void *data, size_t len,
+                      const nds_write_options *opts, nds_generation *new_gen) {
+    static const nds_write_options defaults = NDS_WRITE_OPTIONS_INIT;
+    nds_generation ignored;
+    if (kv->inst->driver->capabilities & NDS_KV_CAP_READ_ONLY)
+        return nds_err(NDS_EREADONLY, "%s is read-only", kv->url);
+    static const uint8_t empty[1] = {0};
+    int rc;
+    WITH_FULL_KEY(kv, key, full,
+                  rc = kv->inst->driver->write(kv->inst->state, full, data ? data : empty, len,
+                                               opts ? opts : &defaults, new_gen ? new_gen : &ignored));
+    return rc;
+}
+
+int nds_kvstore_delete(nds_kvstore *kv, const char *key, const nds_write_options *opts) {
+    static const nds_write_options defaults = NDS_WRITE_OPTIONS_INIT;
+    nds_generation ignored;
+    if (kv->inst->driver->capabilities & NDS_KV_CAP_READ_ONLY)
+        return nds_err(NDS_EREADONLY, "%s is read-only", kv->url);
+    int rc;
+    WITH_FULL_KEY(kv, key, full,
+                  rc = kv->inst->driver->write(kv->inst->state, full, NULL, 0, opts ? opts : &defaults, &ignored));
+    return rc;
+}
+
+/* Strips the handle's prefix from full keys before calling the user's function. */
+typedef struct strip_ctx {
+    size_t prefix_len;
+    nds_list_fn fn;
+    void *ctx;
+} strip_ctx;
+
+static int strip_prefix(void *c, const char *key, uint64_t size) {
+    strip_ctx *s = c;
+    return s->fn(s->ctx, key + s->prefix_len, size);
+}
+
+int nds_kvstore_list(nds_kvstore *kv, const char *prefix, nds_list_fn fn, void *ctx) {
+    strip_ctx s = {strlen(kv->path), fn, ctx};
+    int rc;
+    WITH_FULL_KEY(kv, prefix, full, rc = kv->inst->driver->list(kv->inst->state, full, strip_prefix, &s));
+    return rc;
+}
+
+/* Fallback delete_range: collect the keys in range, then delete each. */
+typedef struct key_list {
+    char **keys;
+    size_t n, cap;
+    const char *begin, *end;
+} key_list;
+
+static int collect_in_range(void *c, const char *key, uint64_t size) {
+    key_list *l = c;
+    if (strcmp(key, l->begin) < 0 || (l->end[0] && strcmp(key, l->end) >= 0)) return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **k = realloc(l->keys, cap * sizeof *k);
+        if (!k) return nds_err(NDS_ENOMEM, "out of memory listing keys");
+        l->keys = k;
+        l->cap = cap;
+    }
+    if (!(l->keys[l->n] = nds_strdup(key))) return nds_err(NDS_ENOMEM, "out of memory listing keys");
+    l->n++;
+    return 0;
+}
+
+/* The longest common prefix of begin and end, the only keys a range can hold. */
+static char *range_prefix(const char *begin, const char *end) {
+    size_t n = 0;
+    if (!end[0]) n = 0;
+    else while (begin[n] && begin[n] == end[n]) n++;
+    char *p = malloc(n + 1);
+    if (p) memcpy(p, begin, n), p[n] = '\0';
+    return p;
+}
+
+int nds_kvstore_delete_range(nds_kvstore *kv, const char *begin, const char *end) {
+    if (kv->inst->driver->capabilities & NDS_KV_CAP_READ_ONLY)
+        return nds_err(NDS_EREADONLY, "%s is read-only", kv->url);
+    char *fb = nds_asprintf("%s%s", kv->path, begin);
+    char *fe = end[0] ? nds_asprintf("%s%s", kv->path, end) : nds_strdup("");
+    int rc = 0;
+    if (!fb || !fe) rc = nds_err(NDS_ENOMEM, "out of memory");
+    else if (kv->inst->driver->delete_range) rc = kv->inst->driver->delete_range(kv->inst->state, fb, fe);
+    else {
+        key_list l = {NULL, 0, 0, begin, end};
+        char *prefix = range_prefix(begin, end);
+        rc = prefix ? nds_kvstore_list(kv, prefix, collect_in_range, &l) : nds_err(NDS_ENOMEM, "out of memory");
+        for (size_t i = 0; i < l.n; i++) {
+            if (rc == 0) rc = nds_kvstore_delete(kv, l.keys[i], NULL);
+            free(l.keys[i]);
+        }
+        free(l.keys);
+        free(prefix);
+    }
+    free(fb);
+    free(fe);
+    return rc;
+}
+
+void nds_generation_set(nds_generation *g, const char *value) {
+    g->kind = NDS_GEN_VALUE;
+    snprintf(g->value, sizeof g->value, "%s", value);
+}
+
+int nds_generation_equal(const nds_generation *a, const nds_generation *b) {
+    if (a->kind == NDS_GEN_NONE || a->kind != b->kind) return 0;
+    return a->kind == NDS_GEN_ABSENT || strcmp(a->value, b->value) == 0;
+}
+
+int nds_generation_satisfies(const nds_generation *if_equal, const nds_generation *current) {
+    return if_equal->kind == NDS_GEN_NONE || nds_generation_equal(if_equal, current);
+}
+
+int nds_byte_range_resolve(const nds_read_options *o, uint64_t total, uint64_t *off, uint64_t *len) {
+    uint64_t start;
+    if (o->byte_start < 0) {
+        uint64_t suffix = (uint64_t)(-(o->byte_start + 1)) + 1;
+        start = suffix > total ? 0 : total - suffix;
+    } else {
+        start = (uint64_t)o->byte_start;
+        if (start > total)
+            return nds_err(NDS_ERANGE, "byte range starts at %llu, beyond the value's %llu bytes",
+                           (unsigned long long)start, (unsigned long long)total);
+    }
+    uint64_t n = total - start;
+    if (o->byte_length >= 0 && (uint64_t)o->byte_length < n) n = (uint64_t)o->byte_length;
+    *off = start;
+    *len = n;
+    return 0;
+}

@@ -1,0 +1,134 @@
+/* Array spec parsing: JSON text, "@file.json", or a URL pipeline "kvstore-url|format:". */
+#include <errno.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ndstore/array.h"
+#include "internal/error.h"
+#include "internal/json_util.h"
+#include "internal/kvstore_internal.h"
+#include "internal/spec.h"
+#include "internal/util.h"
+
+/* Specs from files are small documents; refuse anything absurd before reading it. */
+#define SPEC_FILE_MAX (16u << 20)
+
+static int read_spec_file(const char *path, char **out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return nds_err_errno(errno, "spec file %s", path);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || st.st_size > SPEC_FILE_MAX) {
+        fclose(f);
+        return nds_err(NDS_ELIMIT, "spec file %s: larger than %u bytes", path, SPEC_FILE_MAX);
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    int err = ferror(f);
+    fclose(f);
+    if (!buf) return nds_err(NDS_ENOMEM, "out of memory reading %s", path);
+    if (err) {
+        free(buf);
+        return nds_err(NDS_EIO, "spec file %s: read error", path);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* "kvurl|format:rest" -> {"driver": format, "kvstore": {...}}; a URL without '|' leaves driver unset. */
+static int parse_url_pipeline(const char *text, json_object **out) {
+    const char *bar = strchr(text, '|');
+    char *kvurl = bar ? strndup(text, (size_t)(bar - text)) : nds_strdup(text);
+    if (!kvurl) return nds_err(NDS_ENOMEM, "out of memory");
+    json_object *kv = NULL;
+    int rc = nds_kvstore_url_to_spec(kvurl, &kv);
+    free(kvurl);
+    if (rc) return rc;
+    json_object *spec = json_object_new_object();
+    json_object_object_add(spec, "kvstore", kv);
+    if (bar) {
+        const char *fmt = bar + 1, *colon = strchr(fmt, ':');
+        size_t n = colon ? (size_t)(colon - fmt) : strlen(fmt);
+        if (n == 0 || (colon && colon[1] != '\0')) {
+            json_object_put(spec);
+            return nds_err(NDS_EINVAL, "spec url \"%s\": expected \"|format:\" after the kvstore url", text);
+        }
+        json_object_object_add(spec, "driver", json_object_new_string_len(fmt, (int)n));
+    }
+    *out = spec;
+    return 0;
+}
+
+/* Normalises "kvstore" (URL string or object) and a top-level "path" into one kvstore object. */
+static int normalise_kvstore(json_object *spec) {
+    json_object *kv;
+    if (!json_object_object_get_ex(spec, "kvstore", &kv))
+        return nds_err(NDS_EINVAL, "spec: missing member \"kvstore\"");
+    if (json_object_is_type(kv, json_type_string)) {
+        json_object *obj;
+        int rc = nds_kvstore_url_to_spec(json_object_get_string(kv), &obj);
+        if (rc) return rc;
+        json_object_object_add(spec, "kvstore", obj);
+        kv = obj;
+    } else if (!json_object_is_type(kv, json_type_object)) {
+        return nds_err(NDS_EINVAL, "spec: \"kvstore\" must be an object or a url string");
+    }
+    json_object *extra;
+    if (json_object_object_get_ex(spec, "path", &extra)) {
+        if (!json_object_is_type(extra, json_type_string))
+            return nds_err(NDS_EINVAL, "spec: \"path\" must be a string");
+        const char *base = "";
+        nds_json_get_string(kv, "path", true, "kvstore spec", &base);
+        size_t bl = strlen(base);
+        char *joined = nds_asprintf("%s%s%s", base, bl && base[bl - 1] != '/' ? "/" : "",
+                                    json_object_get_string(extra));
+        if (!joined) return nds_err(NDS_ENOMEM, "out of memory");
+        json_object_object_add(kv, "path", json_object_new_string(joined));
+        free(joined);
+        json_object_object_del(spec, "path");
+    }
+    return 0;
+}
+
+int nds_spec_parse(const char *text, json_object **out) {
+    while (*text == ' ' || *text == '\t' || *text == '\n') text++;
+    json_object *spec = NULL;
+    int rc;
+    if (*text == '@') {
+        char *content = NULL;
+        if ((rc = read_spec_file(text + 1, &content))) return rc;
+        rc = nds_spec_parse(content, out);
+        free(content);
+        return rc;
+    }
+    if (*text == '{') rc = nds_json_parse(text, strlen(text), "spec", &spec);
+    else rc = parse_url_pipeline(text, &spec);
+    if (rc) return rc;
+    if (!json_object_is_type(spec, json_type_object)) rc = nds_err(NDS_EINVAL, "spec: expected a json object");
+    if (!rc) rc = normalise_kvstore(spec);
+    if (rc) {
+        json_object_put(spec);
+        return rc;
+    }
+    *out = spec;
+    return 0;
+}
+
+int nds_spec_mode(const json_object *spec, unsigned *mode) {
+    bool open = false, create = false, del = false, open_given = false;
+    json_object *v;
+    int rc = nds_json_get_bool(spec, "create", true, "spec", &create);
+    if (!rc) rc = nds_json_get_bool(spec, "delete_existing", true, "spec", &del);
+    if (!rc && json_object_object_get_ex(spec, "open", &v)) {
+        open_given = true;
+        rc = nds_json_get_bool(spec, "open", false, "spec", &open);
+    }
+    if (rc) return rc;
+    if (!open_given && !create) open = true; /* plain spec: open an existing array */
+    if (del && !create) return nds_err(NDS_EINVAL, "spec: \"delete_existing\" requires \"create\"");
+    if (del && open) return nds_err(NDS_EINVAL, "spec: \"delete_existing\" and \"open\" exclude each other");
+    *mode = (open ? NDS_OPEN_EXISTING : 0) | (create ? NDS_OPEN_CREATE : 0) | (del ? NDS_OPEN_DELETE_EXISTING : 0);
+    return 0;
+}

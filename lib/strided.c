@@ -1,0 +1,110 @@
+/* Strided N-d copies. Dimensions are first simplified: size-1 dimensions dropped, and a dimension merged
+ * into the next-inner one when it is contiguous over it in both layouts; the innermost run, when
+ * contiguous in both, becomes one memcpy. */
+#include <string.h>
+
+#include "internal/strided.h"
+#include "ndstore/box.h"
+
+typedef struct layout {
+    size_t rank;
+    uint64_t extent[NDS_MAX_RANK + 1];
+    int64_t dst[NDS_MAX_RANK + 1];
+    int64_t src[NDS_MAX_RANK + 1];
+} layout;
+
+static void simplify(layout *l, size_t rank, const uint64_t *extent, const int64_t *dst, const int64_t *src) {
+    l->rank = 0;
+    for (size_t d = 0; d < rank; d++) {
+        if (extent[d] == 1) continue;
+        size_t r = l->rank;
+        if (r > 0 && l->dst[r - 1] == dst[d] * (int64_t)extent[d] &&
+            l->src[r - 1] == src[d] * (int64_t)extent[d]) {
+            /* outer dimension r-1 steps exactly over all of d: merge */
+            l->extent[r - 1] *= extent[d];
+            l->dst[r - 1] = dst[d];
+            l->src[r - 1] = src[d];
+            continue;
+        }
+        l->extent[r] = extent[d];
+        l->dst[r] = dst[d];
+        l->src[r] = src[d];
+        l->rank++;
+    }
+}
+
+/* Element-wise copies specialised by size so the compiler emits plain loads and stores. */
+#define COPY_TYPED(T)                                                                         \
+    for (uint64_t i = 0; i < n; i++) {                                                        \
+        T v;                                                                                  \
+        memcpy(&v, src + (int64_t)i * ss, sizeof(T));                                         \
+        memcpy(dst + (int64_t)i * ds, &v, sizeof(T));                                         \
+    }
+
+static void copy_inner(uint64_t n, size_t elem, uint8_t *dst, int64_t ds, const uint8_t *src, int64_t ss) {
+    if (ds == (int64_t)elem && ss == (int64_t)elem) {
+        memcpy(dst, src, n * elem);
+        return;
+    }
+    switch (elem) {
+    case 1: COPY_TYPED(uint8_t) break;
+    case 2: COPY_TYPED(uint16_t) break;
+    case 4: COPY_TYPED(uint32_t) break;
+    case 8: COPY_TYPED(uint64_t) break;
+    default:
+        for (uint64_t i = 0; i < n; i++) memcpy(dst + (int64_t)i * ds, src + (int64_t)i * ss, elem);
+    }
+}
+
+static void copy_level(const layout *l, size_t d, size_t elem, uint8_t *dst, const uint8_t *src) {
+    if (d + 1 == l->rank) {
+        copy_inner(l->extent[d], elem, dst, l->dst[d], src, l->src[d]);
+        return;
+    }
+    for (uint64_t i = 0; i < l->extent[d]; i++)
+        copy_level(l, d + 1, elem, dst + (int64_t)i * l->dst[d], src + (int64_t)i * l->src[d]);
+}
+
+void nds_strided_copy(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst, const int64_t *dst_stride,
+                      const uint8_t *src, const int64_t *src_stride) {
+    for (size_t d = 0; d < rank; d++)
+        if (extent[d] == 0) return;
+    layout l;
+    simplify(&l, rank, extent, dst_stride, src_stride);
+    if (l.rank == 0) {
+        memcpy(dst, src, elem);
+        return;
+    }
+    copy_level(&l, 0, elem, dst, src);
+}
+
+void nds_strided_fill(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst, const int64_t *dst_stride,
+                      const uint8_t *value) {
+    for (size_t d = 0; d < rank; d++)
+        if (extent[d] == 0) return;
+    /* A zero source stride in every dimension repeats value. */
+    int64_t zero[NDS_MAX_RANK] = {0};
+    layout l;
+    simplify(&l, rank, extent, dst_stride, zero);
+    if (l.rank == 0) {
+        memcpy(dst, value, elem);
+        return;
+    }
+    copy_level(&l, 0, elem, dst, value);
+}
+
+void nds_c_strides(size_t rank, const uint64_t *shape, size_t elem, int64_t *stride) {
+    int64_t s = (int64_t)elem;
+    for (size_t d = rank; d-- > 0;) {
+        stride[d] = s;
+        s *= (int64_t)shape[d];
+    }
+}
+
+void nds_f_strides(size_t rank, const uint64_t *shape, size_t elem, int64_t *stride) {
+    int64_t s = (int64_t)elem;
+    for (size_t d = 0; d < rank; d++) {
+        stride[d] = s;
+        s *= (int64_t)shape[d];
+    }
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian package ndstore needs to build and test. Idempotent: packages already present are
+# skipped, and apt-get runs only when something is missing. Works as root on a fresh Debian 12; as another
+# user it uses sudo when available.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  liblmdb-dev libzstd-dev libblosc-dev libcurl4-openssl-dev libssl-dev libjson-c-dev
+  zlib1g-dev libdeflate-dev liblz4-dev libbz2-dev
+  check
+  python3 python3-numpy python3-zarr python3-numcodecs
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

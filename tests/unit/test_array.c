@@ -1,0 +1,423 @@
+/* The core array engine, independent of any real format: a test-only format ("testfmt") stores raw
+ * canonical chunks under "c/i/j..." and its metadata in "meta.json". Checked against a dense in-memory
+ * reference over random boxes with steps, concurrent writers, fill handling, resize, stats and verify. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <json-c/json.h>
+
+#include "support_check.h"
+#include "ndstore/sys/format.h"
+#include "internal/error.h"
+#include "internal/json_util.h"
+
+/* ---- the test format ---- */
+
+typedef struct tf_state {
+    nds_array_meta meta;
+    size_t chunk_bytes;
+} tf_state;
+
+static int tf_write_meta(nds_kvstore *kv, const nds_array_meta *m, int create) {
+    json_object *o = json_object_new_object(), *shape = json_object_new_array(), *chunks = json_object_new_array();
+    for (size_t d = 0; d < m->rank; d++) {
+        json_object_array_add(shape, json_object_new_uint64(m->shape[d]));
+        json_object_array_add(chunks, json_object_new_uint64(m->chunk_shape[d]));
+    }
+    json_object_object_add(o, "shape", shape);
+    json_object_object_add(o, "chunks", chunks);
+    json_object_object_add(o, "fill", json_object_new_int(m->fill_value[0]));
+    const char *text = json_object_to_json_string(o);
+    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+    if (create) wo.if_equal.kind = NDS_GEN_ABSENT;
+    int rc = nds_kvstore_write(kv, "meta.json", text, strlen(text), &wo, NULL);
+    json_object_put(o);
+    return rc;
+}
+
+static int tf_parse_meta(json_object *o, nds_array_meta *m) {
+    size_t n1, n2;
+    int64_t fill = 0;
+    memset(m, 0, sizeof *m);
+    int rc = nds_json_get_u64_array(o, "shape", "meta.json", UINT64_MAX >> 1, m->shape, NDS_MAX_RANK, &n1);
+    if (!rc) rc = nds_json_get_u64_array(o, "chunks", "meta.json", 1 << 20, m->chunk_shape, NDS_MAX_RANK, &n2);
+    if (!rc) rc = nds_json_get_int(o, "fill", true, 0, 255, "meta.json", &fill);
+    if (!rc && n1 != n2) rc = nds_err(NDS_EFORMAT, "rank mismatch");
+    m->rank = n1;
+    m->dtype = NDS_UINT16;
+    m->fill_value[0] = (uint8_t)fill;
+    m->fill_value[1] = (uint8_t)fill;
+    return rc;
+}
+
+static int tf_open(nds_kvstore *kv, const json_object *spec, unsigned mode, void **state, nds_array_meta *meta) {
+    tf_state *s = calloc(1, sizeof *s);
+    nds_read_result r;
+    int rc = nds_kvstore_read(kv, "meta.json", NULL, &r);
+    if (!rc && r.state == NDS_READ_VALUE) {
+        json_object *o;
+        rc = nds_json_parse((const char *)r.value.data, r.value.len, "meta.json", &o);
+        if (!rc) rc = tf_parse_meta(o, &s->meta), json_object_put(o);
+    } else if (!rc && (mode & NDS_OPEN_CREATE)) {
+        json_object *m;
+        rc = nds_json_member(spec, "metadata", "spec", &m);
+        if (!rc) rc = tf_parse_meta(m, &s->meta);
+        if (!rc) rc = tf_write_meta(kv, &s->meta, 1);
+    } else if (!rc) {
+        rc = nds_err(NDS_ENOTFOUND, "no test array");
+    }
+    nds_read_result_dispose(&r);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->chunk_bytes = 2;
+    for (size_t d = 0; d < s->meta.rank; d++) s->chunk_bytes *= s->meta.chunk_shape[d];
+    *meta = s->meta;
+    *state = s;
+    return 0;
+}
+
+static void tf_close(void *s) { free(s); }
+
+static int tf_chunk_key(void *st, const uint64_t *cell, char *buf, size_t cap) {
+    tf_state *s = st;
+    size_t used = (size_t)snprintf(buf, cap, "c");
+    for (size_t d = 0; d < s->meta.rank; d++) used += (size_t)snprintf(buf + used, cap - used, "/%llu", (unsigned long long)cell[d]);
+    return 0;
+}
+
+static int tf_parse_key(void *st, const char *key, uint64_t *cell) {
+    tf_state *s = st;
+    if (strncmp(key, "c", 1) != 0) return 0;
+    const char *p = key + 1;
+    for (size_t d = 0; d < s->meta.rank; d++) {
+        if (*p != '/') return 0;
+        char *end;
+        cell[d] = strtoull(p + 1, &end, 10);
+        p = end;
+    }
+    return *p == '\0';
+}
+
+static int tf_decode(void *st, const uint64_t *cell, const uint8_t *data, size_t len, uint8_t *out) {
+    tf_state *s = st;
+    if (len != s->chunk_bytes) return nds_err(NDS_ECORRUPT, "expected %zu bytes, found %zu", s->chunk_bytes, len);
+    memcpy(out, data, len);
+    return 0;
+}
+
+static int tf_encode(void *st, const uint64_t *cell, const uint8_t *chunk, nds_buf *out) {
+    tf_state *s = st;
+    out->len = 0;
+    return nds_buf_append(out, chunk, s->chunk_bytes);
+}
+
+static int tf_metadata(void *st, json_object **out) {
+    *out = json_object_new_object();
+    return 0;
+}
+
+static int tf_resize(void *st, nds_kvstore *kv, const uint64_t *shape, nds_array_meta *meta) {
+    tf_state *s = st;
+    memcpy(s->meta.shape, shape, s->meta.rank * sizeof *shape);
+    int rc = tf_write_meta(kv, &s->meta, 0);
+    if (!rc) *meta = s->meta;
+    return rc;
+}
+
+static int tf_get_attrs(void *st, nds_kvstore *kv, json_object **out) {
+    *out = json_object_new_object();
+    return 0;
+}
+
+static int tf_set_attrs(void *st, nds_kvstore *kv, const json_object *a) { return 0; }
+
+static const nds_format testfmt = {
+    NDS_FORMAT_VERSION, "testfmt", "testfmt", "meta.json", tf_open, tf_close, tf_chunk_key, tf_parse_key,
+    tf_decode, tf_encode, tf_metadata, tf_resize, tf_get_attrs, tf_set_attrs, NULL, NULL,
+};
+
+/* ---- helpers ---- */
+
+static nds_array *create(const char *name, const char *shape, const char *chunks, int fill) {
+    char spec[512];
+    snprintf(spec, sizeof spec,
+             "{\"driver\":\"testfmt\",\"kvstore\":\"memory://%s/\",\"create\":true,\"delete_existing\":true,"
+             "\"metadata\":{\"shape\":%s,\"chunks\":%s,\"fill\":%d}}", name, shape, chunks, fill);
+    nds_array *a = NULL;
+    NDS_OK(nds_array_open(&a, spec, NULL));
+    return a;
+}
+
+static uint64_t count_keys_fn_total;
+static int count_keys_fn(void *ctx, const char *key, uint64_t size) {
+    (void)ctx, (void)key, (void)size;
+    count_keys_fn_total++;
+    return 0;
+}
+
+static uint64_t count_chunks(nds_array *a) {
+    count_keys_fn_total = 0;
+    NDS_OK(nds_kvstore_list(nds_array_kvstore(a), "c/", count_keys_fn, NULL));
+    return count_keys_fn_total;
+}
+
+/* Reference: copy a box between a dense 3-d array and a dense box buffer. */
+static void ref_box(uint16_t *ref, const uint64_t *shape, const nds_box *b, uint16_t *buf, int to_ref) {
+    uint64_t n = 0;
+    for (uint64_t i = b->start[0]; i < b->stop[0]; i += b->step[0])
+        for (uint64_t j = b->start[1]; j < b->stop[1]; j += b->step[1])
+            for (uint64_t k = b->start[2]; k < b->stop[2]; k += b->step[2]) {
+                uint16_t *r = &ref[(i * shape[1] + j) * shape[2] + k];
+                if (to_ref) *r = buf[n++];
+                else buf[n++] = *r;
+            }
+}
+
+static void random_box(nds_box *b, const uint64_t *shape) {
+    b->rank = 3;
+    b->dropped = 0;
+    for (size_t d = 0; d < 3; d++) {
+        b->start[d] = (uint64_t)rand() % shape[d];
+        b->stop[d] = b->start[d] + 1 + (uint64_t)rand() % (shape[d] - b->start[d]);
+        b->step[d] = 1 + (uint64_t)(rand() % 4 == 0 ? rand() % 3 : 0);
+    }
+}
+
+/* ---- tests ---- */
+
+START_TEST(random_boxes_match_reference) {
+    nds_array *a = create("rand", "[23, 17, 9]", "[5, 4, 3]", 7);
+    uint64_t shape[3] = {23, 17, 9};
+    static uint16_t ref[23 * 17 * 9], buf[23 * 17 * 9], got[23 * 17 * 9];
+    for (size_t i = 0; i < 23 * 17 * 9; i++) ref[i] = 0x0707;
+    srand(7);
+    for (int iter = 0; iter < 200; iter++) {
+        nds_box b;
+        random_box(&b, shape);
+        uint64_t n = nds_box_count(&b);
+        if (iter % 3 != 2) {
+            for (uint64_t i = 0; i < n; i++) buf[i] = (uint16_t)rand();
+            NDS_OK(nds_array_write(a, &b, buf, NULL));
+            ref_box(ref, shape, &b, buf, 1);
+        } else {
+            NDS_OK(nds_array_read(a, &b, got, NULL));
+            ref_box(ref, shape, &b, buf, 0);
+            ck_assert_mem_eq(got, buf, n * 2);
+        }
+    }
+    nds_box all;
+    nds_box_full(&all, 3, shape);
+    NDS_OK(nds_array_read(a, &all, got, NULL));
+    ck_assert_mem_eq(got, ref, sizeof ref);
+    nds_array_free(a);
+}
+END_TEST
+
+START_TEST(missing_chunks_read_fill_and_fill_chunks_are_deleted) {
+    nds_array *a = create("fill", "[10, 10, 10]", "[5, 5, 5]", 3);
+    uint64_t shape[3] = {10, 10, 10};
+    static uint16_t buf[1000];
+    nds_box all;
+    nds_box_full(&all, 3, shape);
+    NDS_OK(nds_array_read(a, &all, buf, NULL));
+    for (int i = 0; i < 1000; i++) ck_assert_uint_eq(buf[i], 0x0303);
+    ck_assert_uint_eq(count_chunks(a), 0);
+    nds_box one;
+    NDS_OK(nds_box_parse(&one, "[1, 2, 3]", 3, shape));
+    uint16_t v = 99;
+    NDS_OK(nds_array_write(a, &one, &v, NULL));
+    ck_assert_uint_eq(count_chunks(a), 1);
+    v = 0x0303; /* writing fill back empties the chunk: it is deleted */
+    NDS_OK(nds_array_write(a, &one, &v, NULL));
+    ck_assert_uint_eq(count_chunks(a), 0);
+    for (int i = 0; i < 1000; i++) buf[i] = 0x0303;
+    NDS_OK(nds_array_write(a, &all, buf, NULL)); /* writing all fill stores nothing */
+    ck_assert_uint_eq(count_chunks(a), 0);
+    nds_array_stats st;
+    NDS_OK(nds_array_stats_get(a, &st));
+    ck_assert_uint_eq(st.chunks_total, 8);
+    ck_assert_uint_eq(st.chunks_stored, 0);
+    nds_array_free(a);
+}
+END_TEST
+
+typedef struct writer_arg {
+    nds_array *a;
+    int id;
+} writer_arg;
+
+/* Writer id owns the elements whose last index k == id (mod 4): all writers share every chunk. */
+static void *writer(void *p) {
+    writer_arg *w = p;
+    uint64_t shape[3];
+    nds_array_shape(w->a, shape);
+    for (int round = 0; round < 30; round++) {
+        nds_box b;
+        nds_box_full(&b, 3, shape);
+        b.start[2] = (uint64_t)w->id;
+        b.step[2] = 4;
+        uint64_t n = nds_box_count(&b);
+        uint16_t *buf = malloc(n * sizeof *buf);
+        for (uint64_t i = 0; i < n; i++) buf[i] = (uint16_t)(w->id * 1000 + round);
+        int rc = nds_array_write(w->a, &b, buf, NULL);
+        free(buf);
+        if (rc != 0) return (void *)1;
+    }
+    return NULL;
+}
+
+/* Checks that every element holds its owner's last round. */
+static void check_final(nds_array *a) {
+    uint64_t shape[3];
+    nds_array_shape(a, shape);
+    nds_box all;
+    nds_box_full(&all, 3, shape);
+    uint64_t n = nds_box_count(&all);
+    uint16_t *got = malloc(n * sizeof *got);
+    NDS_OK(nds_array_read(a, &all, got, NULL));
+    for (uint64_t i = 0; i < n; i++) ck_assert_uint_eq(got[i], (i % shape[2] % 4) * 1000 + 29);
+    free(got);
+}
+
+static void run_writers(nds_array *a, nds_array *b) {
+    pthread_t t[4];
+    writer_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (writer_arg){i % 2 ? a : b, i};
+        pthread_create(&t[i], NULL, writer, &args[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        ck_assert_ptr_null(r);
+    }
+}
+
+START_TEST(concurrent_writers_lose_nothing) {
+    nds_array *a = create("conc", "[8, 8, 8]", "[8, 8, 8]", 0);
+    run_writers(a, a);
+    /* A second handle on the same store sees the same result. */
+    nds_array *b = NULL;
+    NDS_OK(nds_array_open(&b, "memory://conc/|testfmt:", NULL));
+    check_final(b);
+    nds_array_free(a);
+    nds_array_free(b);
+}
+END_TEST
+
+START_TEST(two_handles_conflict_and_retry) {
+    /* Two handles have separate lock tables, so only the conditional writes keep every update. */
+    nds_array *a = create("two", "[4, 4, 64]", "[4, 4, 64]", 0);
+    nds_array *b = NULL;
+    NDS_OK(nds_array_open(&b, "memory://two/|testfmt:", NULL));
+    run_writers(a, b);
+    check_final(a);
+    nds_array_free(a);
+    nds_array_free(b);
+}
+END_TEST
+
+START_TEST(resize_deletes_and_clears) {
+    nds_array *a = create("resize", "[10, 10, 10]", "[4, 4, 4]", 0);
+    uint64_t shape[3] = {10, 10, 10};
+    static uint16_t buf[1000];
+    for (int i = 0; i < 1000; i++) buf[i] = 5;
+    nds_box all;
+    nds_box_full(&all, 3, shape);
+    NDS_OK(nds_array_write(a, &all, buf, NULL));
+    ck_assert_uint_eq(count_chunks(a), 27);
+    uint64_t small[3] = {5, 10, 10};
+    NDS_OK(nds_array_resize(a, small));
+    ck_assert_uint_eq(count_chunks(a), 18); /* rows of chunks 2.. are gone */
+    NDS_OK(nds_array_resize(a, shape));      /* grow back: the cut part reads fill */
+    NDS_OK(nds_array_read(a, &all, buf, NULL));
+    for (int i = 0; i < 1000; i++) ck_assert_uint_eq(buf[i], i / 100 < 5 ? 5 : 0);
+    uint64_t got[3];
+    nds_array_shape(a, got);
+    ck_assert_uint_eq(got[0], 10);
+    nds_array_free(a);
+}
+END_TEST
+
+static int on_bad(void *ctx, const char *key, int status, const char *message) {
+    ck_assert_str_eq(key, "c/0/0/0");
+    ck_assert_int_eq(status, NDS_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(message, "expected 128 bytes, found 3"));
+    ++*(int *)ctx;
+    return 0;
+}
+
+START_TEST(verify_and_read_report_corrupt_chunks) {
+    nds_array *a = create("corrupt", "[8, 8]", "[8, 8]", 0);
+    NDS_OK(nds_kvstore_write(nds_array_kvstore(a), "c/0/0", "abc", 3, NULL, NULL));
+    nds_array_free(a);
+    a = create("corrupt3", "[8, 8, 8]", "[4, 4, 4]", 0);
+    NDS_OK(nds_kvstore_write(nds_array_kvstore(a), "c/0/0/0", "abc", 3, NULL, NULL));
+    int bad = 0;
+    uint64_t checked, nbad;
+    NDS_OK(nds_array_verify(a, on_bad, &bad, &checked, &nbad));
+    ck_assert_int_eq(bad, 1);
+    ck_assert_uint_eq(nbad, 1);
+    ck_assert_uint_eq(checked, 1);
+    static uint16_t buf[512];
+    nds_box all;
+    uint64_t shape[3] = {8, 8, 8};
+    nds_box_full(&all, 3, shape);
+    ck_assert_int_eq(nds_array_read(a, &all, buf, NULL), NDS_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "testfmt: chunk c/0/0/0 of memory://corrupt3/"));
+    nds_array_free(a);
+}
+END_TEST
+
+START_TEST(open_errors) {
+    nds_array *a = NULL;
+    ck_assert_int_eq(nds_array_open(&a, "memory://nothing-here/", NULL), NDS_ENOTFOUND);
+    ck_assert_int_eq(nds_array_open(&a, "memory://x/|nosuchformat:", NULL), NDS_ENOTFOUND);
+    ck_assert_int_eq(nds_array_open(&a, "nosuch://x/", NULL), NDS_ENOTFOUND);
+    ck_assert_int_eq(nds_array_open(&a, "{\"driver\":\"testfmt\"}", NULL), NDS_EINVAL);
+    ck_assert_int_eq(nds_array_open(&a, "{not json", NULL), NDS_EFORMAT);
+    ck_assert_int_eq(nds_array_open(&a, "{\"kvstore\":\"memory://a/\",\"delete_existing\":true}", NULL), NDS_EINVAL);
+    ck_assert_ptr_null(a);
+    nds_array *b = create("detect", "[4]", "[2]", 0);
+    NDS_OK(nds_array_open(&a, "memory://detect", NULL)); /* format detected from meta.json */
+    ck_assert_str_eq(nds_array_format(a), "testfmt");
+    char *spec;
+    NDS_OK(nds_array_spec(a, &spec));
+    ck_assert_str_eq(spec, "{\"driver\":\"testfmt\",\"kvstore\":{\"driver\":\"memory\",\"path\":\"detect/\"}}");
+    nds_free(spec);
+    nds_array_free(a);
+    nds_array_free(b);
+}
+END_TEST
+
+START_TEST(rank_zero_array) {
+    nds_array *a = create("scalar", "[]", "[]", 0);
+    nds_box b;
+    nds_box_full(&b, 0, NULL);
+    uint16_t v = 4242, got = 0;
+    NDS_OK(nds_array_write(a, &b, &v, NULL));
+    NDS_OK(nds_array_read(a, &b, &got, NULL));
+    ck_assert_uint_eq(got, 4242);
+    nds_array_free(a);
+}
+END_TEST
+
+int main(void) {
+    nds_format_register(&testfmt);
+    Suite *s = suite_create("array");
+    TCase *tc = tcase_create("array");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, random_boxes_match_reference);
+    tcase_add_test(tc, missing_chunks_read_fill_and_fill_chunks_are_deleted);
+    tcase_add_test(tc, concurrent_writers_lose_nothing);
+    tcase_add_test(tc, two_handles_conflict_and_retry);
+    tcase_add_test(tc, resize_deletes_and_clears);
+    tcase_add_test(tc, verify_and_read_report_corrupt_chunks);
+    tcase_add_test(tc, open_errors);
+    tcase_add_test(tc, rank_zero_array);
+    suite_add_tcase(s, tc);
+    return nds_test_run(s);
+}

@@ -1,0 +1,95 @@
+/* Boxes and NumPy-style region strings. */
+#include <string.h>
+#include "support_check.h"
+
+static const uint64_t shape3[3] = {100, 200, 10};
+
+START_TEST(full_and_counts) {
+    nds_box b;
+    nds_box_full(&b, 3, shape3);
+    ck_assert_uint_eq(nds_box_count(&b), 200000);
+    ck_assert_uint_eq(nds_box_extent(&b, 1), 200);
+    NDS_OK(nds_box_check(&b, 3, shape3));
+}
+END_TEST
+
+START_TEST(parse_slices_steps_and_integers) {
+    nds_box b;
+    NDS_OK(nds_box_parse(&b, "[0:50, 100:200:3, 7]", 3, shape3));
+    ck_assert_uint_eq(b.start[0], 0);
+    ck_assert_uint_eq(b.stop[0], 50);
+    ck_assert_uint_eq(b.step[1], 3);
+    ck_assert_uint_eq(nds_box_extent(&b, 1), 34);
+    ck_assert_uint_eq(b.start[2], 7);
+    ck_assert_uint_eq(b.stop[2], 8);
+    ck_assert_uint_eq(b.dropped, 1u << 2);
+    char text[128];
+    nds_box_format(&b, text, sizeof text);
+    ck_assert_str_eq(text, "[0:50, 100:200:3, 7]");
+}
+END_TEST
+
+START_TEST(parse_negative_and_ellipsis) {
+    nds_box b;
+    NDS_OK(nds_box_parse(&b, "-10:, ...", 3, shape3));
+    ck_assert_uint_eq(b.start[0], 90);
+    ck_assert_uint_eq(b.stop[0], 100);
+    ck_assert_uint_eq(b.stop[1], 200);
+    ck_assert_uint_eq(b.stop[2], 10);
+    NDS_OK(nds_box_parse(&b, "[..., -1]", 3, shape3));
+    ck_assert_uint_eq(b.start[2], 9);
+    ck_assert_uint_eq(b.stop[1], 200);
+    NDS_OK(nds_box_parse(&b, "", 3, shape3));
+    ck_assert_uint_eq(nds_box_count(&b), 200000);
+    NDS_OK(nds_box_parse(&b, "[:-1, 5:2]", 3, shape3)); /* empty slice like numpy */
+    ck_assert_uint_eq(b.stop[0], 99);
+    ck_assert_uint_eq(nds_box_extent(&b, 1), 0);
+}
+END_TEST
+
+START_TEST(parse_errors) {
+    nds_box b;
+    ck_assert_int_eq(nds_box_parse(&b, "[100]", 3, shape3), NDS_ERANGE);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "dimension 0"));
+    ck_assert_int_eq(nds_box_parse(&b, "[-101]", 3, shape3), NDS_ERANGE);
+    ck_assert_int_eq(nds_box_parse(&b, "[1,2,3,4]", 3, shape3), NDS_EINVAL);
+    ck_assert_int_eq(nds_box_parse(&b, "[0:1:0]", 3, shape3), NDS_EINVAL);
+    ck_assert_int_eq(nds_box_parse(&b, "[0:1:-1]", 3, shape3), NDS_EINVAL);
+    ck_assert_int_eq(nds_box_parse(&b, "[a]", 3, shape3), NDS_EINVAL);
+    ck_assert_int_eq(nds_box_parse(&b, "[1:2:3:4]", 3, shape3), NDS_EINVAL);
+    ck_assert_int_eq(nds_box_parse(&b, "[..., ...]", 3, shape3), NDS_EINVAL);
+    ck_assert_int_eq(nds_box_parse(&b, "[0:1", 3, shape3), NDS_EINVAL);
+    ck_assert_int_eq(nds_box_parse(&b, "[1,,2]", 3, shape3), NDS_EINVAL);
+    ck_assert_int_eq(nds_box_parse(&b, "[99999999999999999999999]", 3, shape3), NDS_EINVAL);
+}
+END_TEST
+
+START_TEST(check_rejects_outside) {
+    nds_box b;
+    nds_box_full(&b, 3, shape3);
+    b.stop[1] = 201;
+    ck_assert_int_eq(nds_box_check(&b, 3, shape3), NDS_ERANGE);
+    ck_assert_int_eq(nds_box_check(&b, 2, shape3), NDS_ERANGE);
+}
+END_TEST
+
+START_TEST(rank_zero) {
+    nds_box b;
+    NDS_OK(nds_box_parse(&b, "[]", 0, NULL));
+    ck_assert_uint_eq(nds_box_count(&b), 1);
+    NDS_OK(nds_box_parse(&b, "...", 0, NULL));
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("box");
+    TCase *tc = tcase_create("box");
+    tcase_add_test(tc, full_and_counts);
+    tcase_add_test(tc, parse_slices_steps_and_integers);
+    tcase_add_test(tc, parse_negative_and_ellipsis);
+    tcase_add_test(tc, parse_errors);
+    tcase_add_test(tc, check_rejects_outside);
+    tcase_add_test(tc, rank_zero);
+    suite_add_tcase(s, tc);
+    return nds_test_run(s);
+}

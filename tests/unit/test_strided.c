@@ -1,0 +1,83 @@
+/* Strided copies: against a naive element-by-element reference, over random shapes and strides. */
+#include <stdlib.h>
+#include <string.h>
+#include "support_check.h"
+#include "internal/strided.h"
+
+/* Reference: element by element through an index vector. */
+static void naive_copy(size_t rank, const uint64_t *ext, size_t elem, uint8_t *dst, const int64_t *ds,
+                       const uint8_t *src, const int64_t *ss) {
+    uint64_t idx[NDS_MAX_RANK] = {0}, total = 1;
+    for (size_t d = 0; d < rank; d++) total *= ext[d];
+    for (uint64_t n = 0; n < total; n++) {
+        int64_t a = 0, b = 0;
+        for (size_t d = 0; d < rank; d++) a += (int64_t)idx[d] * ds[d], b += (int64_t)idx[d] * ss[d];
+        memcpy(dst + a, src + b, elem);
+        for (size_t d = rank; d-- > 0;)
+            if (++idx[d] < ext[d]) break;
+            else idx[d] = 0;
+    }
+}
+
+START_TEST(random_layouts_match_reference) {
+    srand(42);
+    for (int iter = 0; iter < 300; iter++) {
+        size_t rank = 1 + (size_t)rand() % 4, elem = (size_t[]){1, 2, 4, 8, 16}[rand() % 5];
+        uint64_t ext[4], full[4];
+        int64_t ss[4], ds[4], step[4];
+        for (size_t d = 0; d < rank; d++) {
+            ext[d] = 1 + (uint64_t)rand() % 6;
+            step[d] = 1 + rand() % 3;
+            full[d] = ext[d] * (uint64_t)step[d] + (uint64_t)(rand() % 3);
+        }
+        nds_c_strides(rank, full, elem, ss);
+        for (size_t d = 0; d < rank; d++) ss[d] *= step[d];
+        if (iter % 2) nds_f_strides(rank, ext, elem, ds);
+        else nds_c_strides(rank, ext, elem, ds);
+        size_t src_bytes = elem, dst_bytes = elem;
+        for (size_t d = 0; d < rank; d++) src_bytes *= full[d], dst_bytes *= ext[d];
+        uint8_t *src = malloc(src_bytes), *a = calloc(1, dst_bytes), *b = calloc(1, dst_bytes);
+        for (size_t i = 0; i < src_bytes; i++) src[i] = (uint8_t)rand();
+        nds_strided_copy(rank, ext, elem, a, ds, src, ss);
+        naive_copy(rank, ext, elem, b, ds, src, ss);
+        ck_assert_mem_eq(a, b, dst_bytes);
+        free(src), free(a), free(b);
+    }
+}
+END_TEST
+
+START_TEST(fill_sets_only_the_block) {
+    uint16_t buf[4][5];
+    memset(buf, 0, sizeof buf);
+    uint64_t ext[2] = {2, 3};
+    int64_t stride[2] = {10, 2};
+    uint16_t v = 0xabcd;
+    nds_strided_fill(2, ext, 2, (uint8_t *)&buf[1][1], stride, (const uint8_t *)&v);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 5; j++) {
+            int inside = i >= 1 && i < 3 && j >= 1 && j < 4;
+            ck_assert_uint_eq(buf[i][j], inside ? 0xabcd : 0);
+        }
+}
+END_TEST
+
+START_TEST(zero_extent_and_rank_zero) {
+    uint8_t a = 1, b = 2;
+    uint64_t ext[1] = {0};
+    int64_t s[1] = {1};
+    nds_strided_copy(1, ext, 1, &a, s, &b, s);
+    ck_assert_uint_eq(a, 1);
+    nds_strided_copy(0, NULL, 1, &a, NULL, &b, NULL);
+    ck_assert_uint_eq(a, 2);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("strided");
+    TCase *tc = tcase_create("strided");
+    tcase_add_test(tc, random_layouts_match_reference);
+    tcase_add_test(tc, fill_sets_only_the_block);
+    tcase_add_test(tc, zero_extent_and_rank_zero);
+    suite_add_tcase(s, tc);
+    return nds_test_run(s);
+}
