@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs every test: the Check unit suites and fuzz-corpus replays (Release build), the same suites under
+# AddressSanitizer + UndefinedBehaviorSanitizer, the CLI integration tests, the multi-process writers test,
+# and interop with zarr-python. Installs what it needs first. Prints one summary line per stage and, last,
+# "N passed, N failed" over the stages; exits non-zero when any stage fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=$(nproc)
+fixtures=${NDS_FIXTURES:-$root/../shared/fixtures}
+
+bash scripts/install-deps.sh || exit 1
+
+passed=0
+failed=0
+failures=()
+stage() { # stage NAME COMMAND...
+  local name=$1
+  shift
+  echo "=== $name"
+  local start=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "=== $name: ok ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "=== $name: FAILED ($((SECONDS - start)) s)"
+  fi
+}
+
+build() { # build DIR CMAKE-ARGS...
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -DNDS_WERROR=ON "$@" >/dev/null && cmake --build "$dir" -j"$jobs" >/dev/null
+}
+
+stage "build (release)" build build -DCMAKE_BUILD_TYPE=Release
+stage "unit tests (release)" bash -c "cd build && ctest --output-on-failure -j$jobs"
+stage "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DNDS_SANITIZE=ON
+stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$jobs"
+[ -f tests/integration/cli_test.sh ] && stage "cli integration" bash tests/integration/cli_test.sh "$root/build/ndstore"
+[ -f tests/integration/concurrent_writers.sh ] &&
+  stage "concurrent writers" bash tests/integration/concurrent_writers.sh "$root/build/ndstore"
+[ -f tests/interop/zarr2_interop.py ] &&
+  stage "interop zarr-python (zarr v2)" /usr/bin/python3 tests/interop/zarr2_interop.py "$root/build/ndstore" "$fixtures"
+
+echo
+[ ${#failures[@]} -gt 0 ] && echo "failed stages: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
