@@ -113,8 +113,8 @@ static int open_with_spec(nds_array *a, json_object *spec, unsigned mode) {
     if (rc) return rc;
     const nds_format *f = a->format;
     a->format = NULL; /* set again only when open succeeded, so destroy does not close a failed state */
-    rc = f->open(a->kv, spec, mode, &a->state, &a->meta);
-    if (rc) return nds_err_prefix(rc, "%s", f->name);
+    rc = f->open(a->kv, spec, mode, &a->state, &a->meta); /* its errors name the format already */
+    if (rc) return rc;
     a->format = f;
     return nds_array_derive_sizes(a);
 }

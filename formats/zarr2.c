@@ -1,0 +1,551 @@
+/* The zarr v2 format driver: `.zarray` metadata, chunk keys, the chunk codec pipeline (compressor,
+ * byte order, C/F order), `.zattrs` attributes and `.zgroup` groups.
+ *
+ * Implements the zarr v2 storage specification for numeric dtypes; see docs/formats.md for what is
+ * not supported (strings, objects, structured dtypes, filters). Metadata parsing and printing live
+ * in zarr2_metadata.c. Region iteration, fill handling and the conditional-write protocol are the
+ * core's. Threading: an instance is immutable after open except through resize, which the core
+ * serialises; decode_chunk / encode_chunk run on many threads at once and use a per-thread scratch
+ * buffer for the F-order transpose and byte swapping. Ownership: the instance owns its metadata
+ * document and codec instance; the kvstore is borrowed for each call.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zarr2_metadata.h"
+#include "ndstore/sys/codec.h"
+#include "ndstore/sys/format.h"
+#include "ndstore/array.h"
+#include "internal/dtype_util.h"
+#include "internal/error.h"
+#include "internal/json_util.h"
+#include "internal/strided.h"
+#include "internal/util.h"
+
+/* Rounds of create-or-open when other processes create and delete the array at the same time. */
+#define OPEN_ATTEMPTS 8
+/* Rounds of read-modify-conditional-write of .zarray on resize before giving up. */
+#define RESIZE_ATTEMPTS 12
+/* Per-thread scratch above this size is freed after each use rather than kept. */
+#define SCRATCH_KEEP_BYTES (16u << 20)
+
+typedef struct zarr2 {
+    nds_zarr2_meta m;       /* the parsed .zarray */
+    json_object *doc;       /* the .zarray as stored (unknown members included), owned */
+    const nds_codec *codec; /* the compressor, NULL for none */
+    void *codec_state;      /* its instance, owned */
+    bool swap;              /* stored byte order differs from the host's */
+    char url[512];          /* the array's kvstore URL, for messages */
+    char doc_name[600];     /* "zarr: .zarray of <url>" */
+} zarr2;
+
+/* ---- per-thread scratch ---------------------------------------------------------------------- */
+
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static pthread_key_t scratch_key;
+static bool scratch_key_ok;
+
+static void scratch_destroy(void *p) {
+    nds_buf_dispose(p);
+    free(p);
+}
+
+static void scratch_init(void) {
+    scratch_key_ok = pthread_key_create(&scratch_key, scratch_destroy) == 0;
+}
+
+/* The calling thread's scratch buffer with at least n bytes; NULL when out of memory. A pthread key
+ * (not only _Thread_local) so the buffer is freed when a pool thread exits. */
+static nds_buf *scratch_get(size_t n) {
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_key_ok) return NULL;
+    nds_buf *b = pthread_getspecific(scratch_key);
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL;
+        if (pthread_setspecific(scratch_key, b) != 0) {
+            free(b);
+            return NULL;
+        }
+    }
+    return nds_buf_reserve(b, n) == 0 ? b : NULL;
+}
+
+/* Keeps small buffers for the next chunk; frees big ones so an idle thread does not pin gigabytes.
+ */
+static void scratch_done(nds_buf *b) {
+    if (b && b->cap > SCRATCH_KEEP_BYTES) nds_buf_dispose(b);
+}
+
+/* ---- instance -------------------------------------------------------------------------------- */
+
+/* Drops the metadata and codec so the instance can be (re)loaded. */
+static void zarr2_reset(zarr2 *z) {
+    if (z->codec) z->codec->destroy(z->codec_state);
+    z->codec = NULL;
+    z->codec_state = NULL;
+    nds_zarr2_meta_dispose(&z->m);
+    json_object_put(z->doc);
+    z->doc = NULL;
+}
+
+static void zarr2_close(void *state) {
+    zarr2 *z = state;
+    if (!z) return;
+    zarr2_reset(z);
+    free(z);
+}
+
+/* Makes doc (ownership taken, even on error) the instance's metadata: parses it and creates the
+ * codec. */
+static int zarr2_load(zarr2 *z, json_object *doc, const char *name) {
+    zarr2_reset(z);
+    nds_zarr2_meta m;
+    int rc = nds_zarr2_meta_parse(doc, name, &m);
+    if (rc) {
+        json_object_put(doc);
+        return rc;
+    }
+    z->m = m;
+    z->doc = doc;
+    if (m.compressor) {
+        json_object *id = NULL;
+        json_object_object_get_ex(m.compressor, "id", &id);
+        z->codec = nds_codec_find(json_object_get_string(id));
+        rc = z->codec->create(&z->codec_state, m.compressor, m.itemsize);
+        if (rc) {
+            z->codec = NULL;
+            return nds_err_prefix(rc, "%s: compressor", name);
+        }
+    }
+    z->swap = m.itemsize > 1 && (m.byte_order == '>') != nds_host_is_big_endian();
+    return 0;
+}
+
+static void zarr2_fill_meta(const zarr2 *z, nds_array_meta *meta) {
+    memset(meta, 0, sizeof *meta);
+    meta->rank = z->m.rank;
+    memcpy(meta->shape, z->m.shape, sizeof meta->shape);
+    memcpy(meta->chunk_shape, z->m.chunks, sizeof meta->chunk_shape);
+    meta->dtype = z->m.dtype;
+    memcpy(meta->fill_value, z->m.fill, sizeof meta->fill_value);
+}
+
+/* Reads key; *found is 0 when it is missing. On success with *found, r must be disposed. */
+static int read_key(nds_kvstore *kv, const char *key, const char *url, nds_read_result *r,
+                    bool *found) {
+    memset(r, 0, sizeof *r);
+    int rc = nds_kvstore_read(kv, key, NULL, r);
+    if (rc) return nds_err_prefix(rc, "zarr: reading %s of %s", key, url);
+    *found = r->state == NDS_READ_VALUE;
+    if (!*found) nds_read_result_dispose(r);
+    return 0;
+}
+
+/* Writes doc as zarr-python does (indent 4, sorted keys) under key with the given condition. */
+static int write_json(nds_kvstore *kv, const char *key, const json_object *doc,
+                      const nds_generation *if_equal, const char *url) {
+    nds_buf text = {0};
+    int rc = nds_zarr2_json_print(doc, &text);
+    if (rc == 0) {
+        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+        if (if_equal) wo.if_equal = *if_equal;
+        rc = nds_kvstore_write(kv, key, text.data, text.len, &wo, NULL);
+        if (rc && rc != NDS_ECONFLICT) rc = nds_err_prefix(rc, "zarr: writing %s of %s", key, url);
+    }
+    nds_buf_dispose(&text);
+    return rc;
+}
+
+/* ---- open ------------------------------------------------------------------------------------ */
+
+/* Opens the stored .zarray text and checks it against what the spec asks for. */
+static int open_existing(zarr2 *z, const nds_bytes *text, const json_object *req) {
+    json_object *doc;
+    int rc = nds_json_parse((const char *)text->data, text->len, z->doc_name, &doc);
+    if (rc == 0) rc = zarr2_load(z, doc, z->doc_name);
+    if (rc == 0) rc = nds_zarr2_meta_check(&z->m, req, z->url);
+    return rc;
+}
+
+/* Creates the array from the spec's request with a create-only write; NDS_ECONFLICT when another
+ * writer created it first. The whole document is validated before anything is written. */
+static int create_new(zarr2 *z, nds_kvstore *kv, const json_object *req) {
+    nds_read_result r;
+    bool group;
+    int rc = read_key(kv, ".zgroup", z->url, &r, &group);
+    if (rc) return rc;
+    if (group) {
+        nds_read_result_dispose(&r);
+        return nds_err(NDS_EEXIST,
+                       "zarr: cannot create an array at %s: a group exists there (.zgroup)",
+                       z->url);
+    }
+    char name[600];
+    snprintf(name, sizeof name, "zarr: spec for %s", z->url);
+    json_object *full = NULL, *norm = NULL;
+    nds_zarr2_meta m = {0};
+    if (json_object_deep_copy((json_object *)req, &full, NULL) != 0)
+        return nds_err(NDS_ENOMEM, "zarr: out of memory");
+    rc = nds_zarr2_request_complete(full, z->url);
+    if (rc == 0) rc = nds_zarr2_meta_parse(full, name, &m);
+    json_object_put(full);
+    /* Store the compressor with its defaults spelled out, as zarr-python does. */
+    if (rc == 0) rc = nds_zarr2_compressor_normalize(m.compressor, m.itemsize, name, &norm);
+    if (rc) {
+        nds_zarr2_meta_dispose(&m);
+        return rc;
+    }
+    json_object_put(m.compressor);
+    m.compressor = norm;
+    json_object *doc = nds_zarr2_meta_to_json(&m);
+    nds_zarr2_meta_dispose(&m);
+    if (!doc) return nds_err(NDS_ENOMEM, "zarr: out of memory");
+    rc = zarr2_load(z, doc, name);
+    nds_generation absent = {.kind = NDS_GEN_ABSENT};
+    if (rc == 0) rc = write_json(kv, ".zarray", z->doc, &absent, z->url);
+    return rc;
+}
+
+static int open_or_create(zarr2 *z, nds_kvstore *kv, const json_object *req, unsigned mode) {
+    if (!(mode & (NDS_OPEN_EXISTING | NDS_OPEN_CREATE))) mode |= NDS_OPEN_EXISTING;
+    for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
+        nds_read_result r;
+        bool found;
+        int rc = read_key(kv, ".zarray", z->url, &r, &found);
+        if (rc) return rc;
+        if (found) {
+            if (mode & NDS_OPEN_EXISTING)
+                rc = open_existing(z, &r.value, req);
+            else
+                rc = nds_err(NDS_EEXIST, "zarr: an array already exists at %s (.zarray)", z->url);
+            nds_read_result_dispose(&r);
+            return rc;
+        }
+        if (!(mode & NDS_OPEN_CREATE))
+            return nds_err(NDS_ENOTFOUND, "zarr: no array at %s (.zarray not found)", z->url);
+        rc = create_new(z, kv, req);
+        if (rc != NDS_ECONFLICT) return rc;
+        /* Another writer created it between our read and our write: open what it wrote. */
+    }
+    return nds_err(NDS_ECONFLICT,
+                   "zarr: .zarray of %s kept appearing and disappearing while opening", z->url);
+}
+
+static int zarr2_open(nds_kvstore *kv, const json_object *spec, unsigned mode, void **state,
+                      nds_array_meta *meta) {
+    *state = NULL;
+    zarr2 *z = calloc(1, sizeof *z);
+    if (!z) return nds_err(NDS_ENOMEM, "zarr: out of memory");
+    snprintf(z->url, sizeof z->url, "%s", nds_kvstore_url(kv));
+    snprintf(z->doc_name, sizeof z->doc_name, "zarr: .zarray of %s", z->url);
+    json_object *req = NULL;
+    int rc = nds_zarr2_request_from_spec(spec, z->url, &req);
+    if (rc == 0) rc = open_or_create(z, kv, req, mode);
+    json_object_put(req);
+    if (rc) {
+        zarr2_close(z);
+        return rc;
+    }
+    zarr2_fill_meta(z, meta);
+    *state = z;
+    return 0;
+}
+
+/* ---- chunk keys ------------------------------------------------------------------------------ */
+
+static int zarr2_chunk_key(void *state, const uint64_t *cell, char *buf, size_t cap) {
+    const zarr2 *z = state;
+    size_t used = 0;
+    if (z->m.rank == 0) used = (size_t)snprintf(buf, cap, "0");
+    for (size_t d = 0; d < z->m.rank && used < cap; d++) {
+        int n = snprintf(buf + used, cap - used, "%s%llu",
+                         d ? (z->m.separator == '/' ? "/" : ".") : "", (unsigned long long)cell[d]);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    if (used >= cap) return nds_err(NDS_ERANGE, "zarr: chunk key longer than %zu bytes", cap);
+    return 0;
+}
+
+/* One decimal index without leading zeros (so the key is exactly what chunk_key writes). */
+static const char *parse_index(const char *p, uint64_t *out) {
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return NULL;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if (!nds_mul_u64(v, 10, &v) || !nds_add_u64(v, (uint64_t)(*p - '0'), &v)) return NULL;
+    *out = v;
+    return p;
+}
+
+static int zarr2_parse_chunk_key(void *state, const char *key, uint64_t *cell) {
+    const zarr2 *z = state;
+    if (z->m.rank == 0) return strcmp(key, "0") == 0;
+    const char *p = key;
+    for (size_t d = 0; d < z->m.rank; d++) {
+        if (d > 0 && *p++ != z->m.separator) return 0;
+        uint64_t v;
+        if (!(p = parse_index(p, &v)) || v >= nds_ceil_div(z->m.shape[d], z->m.chunks[d])) return 0;
+        cell[d] = v;
+    }
+    return *p == '\0';
+}
+
+/* ---- chunk codec pipeline -------------------------------------------------------------------- */
+
+/* Copies a whole chunk between F order (src or dst per to_c) and C order. */
+static void transpose(const zarr2 *z, uint8_t *dst, const uint8_t *src, bool to_c) {
+    int64_t f[NDS_MAX_RANK], c[NDS_MAX_RANK];
+    nds_f_strides(z->m.rank, z->m.chunks, z->m.itemsize, f);
+    nds_c_strides(z->m.rank, z->m.chunks, z->m.itemsize, c);
+    nds_strided_copy(z->m.rank, z->m.chunks, z->m.itemsize, dst, to_c ? c : f, src, to_c ? f : c);
+}
+
+static void swap_bytes(const zarr2 *z, uint8_t *data) {
+    size_t unit = nds_dtype_swap_unit(z->m.dtype);
+    nds_byteswap(data, z->m.chunk_nbytes / unit, unit);
+}
+
+/* Decompresses into dst, which must come out exactly chunk_nbytes long. */
+static int decompress(const zarr2 *z, const uint8_t *data, size_t len, uint8_t *dst) {
+    size_t n = z->m.chunk_nbytes, got = 0;
+    int rc = z->codec->decode(z->codec_state, data, len, dst, n, &got);
+    if (rc) return rc;
+    if (got != n)
+        return nds_err(NDS_ECORRUPT, "%s: expected %zu bytes after decompression, found %zu",
+                       z->codec->name, n, got);
+    return 0;
+}
+
+static int zarr2_decode_chunk(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
+                              uint8_t *out) {
+    const zarr2 *z = state;
+    size_t n = z->m.chunk_nbytes;
+    (void)cell;
+    int rc = 0;
+    if (!z->codec) {
+        if (len != n) return nds_err(NDS_ECORRUPT, "expected %zu bytes, found %zu", n, len);
+        if (z->m.fortran)
+            transpose(z, out, data, true);
+        else
+            memcpy(out, data, n);
+    } else if (!z->m.fortran) {
+        rc = decompress(z, data, len, out); /* straight into out: no extra copy */
+    } else {
+        nds_buf *tmp = scratch_get(n);
+        if (!tmp) return nds_err(NDS_ENOMEM, "zarr: out of memory for a %zu-byte chunk", n);
+        rc = decompress(z, data, len, tmp->data);
+        if (rc == 0) transpose(z, out, tmp->data, true);
+        scratch_done(tmp);
+    }
+    if (rc == 0 && z->swap) swap_bytes(z, out);
+    return rc;
+}
+
+static int zarr2_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,
+                              nds_buf *out) {
+    const zarr2 *z = state;
+    size_t n = z->m.chunk_nbytes;
+    (void)cell;
+    if (!z->codec) {
+        if (nds_buf_reserve(out, n) != 0)
+            return nds_err(NDS_ENOMEM, "zarr: out of memory for a chunk");
+        if (z->m.fortran)
+            transpose(z, out->data, chunk, false);
+        else
+            memcpy(out->data, chunk, n);
+        if (z->swap) swap_bytes(z, out->data);
+        out->len = n;
+        return 0;
+    }
+    if (!z->m.fortran && !z->swap) return z->codec->encode(z->codec_state, chunk, n, out);
+    nds_buf *tmp = scratch_get(n);
+    if (!tmp) return nds_err(NDS_ENOMEM, "zarr: out of memory for a %zu-byte chunk", n);
+    if (z->m.fortran)
+        transpose(z, tmp->data, chunk, false);
+    else
+        memcpy(tmp->data, chunk, n);
+    if (z->swap) swap_bytes(z, tmp->data);
+    int rc = z->codec->encode(z->codec_state, tmp->data, n, out);
+    scratch_done(tmp);
+    return rc;
+}
+
+/* ---- metadata, resize ------------------------------------------------------------------------ */
+
+static int zarr2_metadata_json(void *state, json_object **out) {
+    const zarr2 *z = state;
+    *out = NULL;
+    if (json_object_deep_copy(z->doc, out, NULL) != 0)
+        return nds_err(NDS_ENOMEM, "zarr: out of memory");
+    return 0;
+}
+
+/* 1 when a and b describe the same array apart from its shape. */
+static bool same_but_shape(const nds_zarr2_meta *a, const nds_zarr2_meta *b) {
+    json_object *ja = nds_zarr2_meta_to_json(a), *jb = nds_zarr2_meta_to_json(b);
+    json_object_object_del(ja, "shape");
+    json_object_object_del(jb, "shape");
+    bool eq = ja && jb && json_object_equal(ja, jb);
+    json_object_put(ja);
+    json_object_put(jb);
+    return eq;
+}
+
+/* One read-modify-conditional-write of .zarray with the new shape; NDS_ECONFLICT to retry. */
+static int resize_once(zarr2 *z, nds_kvstore *kv, const uint64_t *new_shape) {
+    nds_read_result r;
+    bool found;
+    int rc = read_key(kv, ".zarray", z->url, &r, &found);
+    if (rc) return rc;
+    if (!found) return nds_err(NDS_ENOTFOUND, "zarr: .zarray of %s disappeared", z->url);
+    json_object *doc = NULL, *shape = json_object_new_array();
+    nds_zarr2_meta now = {0}, next = {0};
+    rc = nds_json_parse((const char *)r.value.data, r.value.len, z->doc_name, &doc);
+    if (rc == 0) rc = nds_zarr2_meta_parse(doc, z->doc_name, &now);
+    if (rc == 0 && !same_but_shape(&now, &z->m))
+        rc = nds_err(NDS_EMISMATCH,
+                     "%s: changed by another writer since it was opened; reopen the array",
+                     z->doc_name);
+    for (size_t d = 0; rc == 0 && d < z->m.rank; d++)
+        json_object_array_add(shape, json_object_new_uint64(new_shape[d]));
+    if (rc == 0) {
+        json_object_object_add(doc, "shape", shape);
+        shape = NULL;
+        rc = nds_zarr2_meta_parse(doc, z->doc_name, &next); /* the new shape within limits */
+    }
+    if (rc == 0) rc = write_json(kv, ".zarray", doc, &r.generation, z->url);
+    if (rc == 0) { /* the codec is unchanged (same_but_shape), so keep its instance */
+        nds_zarr2_meta_dispose(&z->m);
+        json_object_put(z->doc);
+        z->m = next;
+        z->doc = doc;
+    } else {
+        nds_zarr2_meta_dispose(&next);
+        json_object_put(doc);
+    }
+    json_object_put(shape);
+    nds_zarr2_meta_dispose(&now);
+    nds_read_result_dispose(&r);
+    return rc;
+}
+
+static int zarr2_resize(void *state, nds_kvstore *kv, const uint64_t *new_shape,
+                        nds_array_meta *meta) {
+    zarr2 *z = state;
+    int rc = NDS_ECONFLICT;
+    for (int attempt = 0; attempt < RESIZE_ATTEMPTS && rc == NDS_ECONFLICT; attempt++) {
+        if (attempt)
+            nds_sleep_ns((UINT64_C(1) << (attempt < 8 ? attempt : 8)) * 1000000 +
+                         nds_random_u64() % 1000000);
+        rc = resize_once(z, kv, new_shape);
+    }
+    if (rc == NDS_ECONFLICT)
+        return nds_err(NDS_ECONFLICT, "%s: kept changing during resize; gave up after %d attempts",
+                       z->doc_name, RESIZE_ATTEMPTS);
+    if (rc == 0) zarr2_fill_meta(z, meta);
+    return rc;
+}
+
+/* ---- attributes, groups, description --------------------------------------------------------- */
+
+static int zarr2_get_attributes(void *state, nds_kvstore *kv, json_object **out) {
+    const zarr2 *z = state;
+    nds_read_result r;
+    bool found;
+    *out = NULL;
+    int rc = read_key(kv, ".zattrs", z->url, &r, &found);
+    if (rc) return rc;
+    if (!found) {
+        *out = json_object_new_object();
+        return *out ? 0 : nds_err(NDS_ENOMEM, "zarr: out of memory");
+    }
+    char name[600];
+    snprintf(name, sizeof name, "zarr: .zattrs of %s", z->url);
+    rc = nds_json_parse((const char *)r.value.data, r.value.len, name, out);
+    nds_read_result_dispose(&r);
+    if (rc == 0 && !json_object_is_type(*out, json_type_object)) {
+        json_object_put(*out);
+        *out = NULL;
+        rc = nds_err(NDS_EFORMAT, "%s: expected a json object", name);
+    }
+    return rc;
+}
+
+static int zarr2_set_attributes(void *state, nds_kvstore *kv, const json_object *attrs) {
+    const zarr2 *z = state;
+    if (!json_object_is_type(attrs, json_type_object))
+        return nds_err(NDS_EINVAL, "zarr: attributes of %s must be a json object", z->url);
+    return write_json(kv, ".zattrs", attrs, NULL, z->url);
+}
+
+static int zarr2_create_group(nds_kvstore *kv) {
+    const char *url = nds_kvstore_url(kv);
+    nds_read_result r;
+    bool array;
+    int rc = read_key(kv, ".zarray", url, &r, &array);
+    if (rc) return rc;
+    if (array) {
+        nds_read_result_dispose(&r);
+        return nds_err(NDS_EEXIST,
+                       "zarr: cannot create a group at %s: an array exists there (.zarray)", url);
+    }
+    json_object *doc = json_object_new_object();
+    json_object_object_add(doc, "zarr_format", json_object_new_int(2));
+    nds_generation absent = {.kind = NDS_GEN_ABSENT};
+    rc = write_json(kv, ".zgroup", doc, &absent, url);
+    json_object_put(doc);
+    return rc == NDS_ECONFLICT ? 0 : rc; /* an existing group is left as it is */
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* "zstd(level=1)", "blosc(blocksize=0, clevel=5, cname=lz4, shuffle=1)" (members sorted), or
+ * "none". */
+static void zarr2_describe_codec(void *state, char *buf, size_t cap) {
+    const zarr2 *z = state;
+    json_object *config = NULL;
+    if (cap == 0) return;
+    if (!z->codec || z->codec->config_json(z->codec_state, &config) != 0) {
+        snprintf(buf, cap, "%s", z->codec ? z->codec->name : "none");
+        return;
+    }
+    const char *keys[64];
+    size_t n = 0, used = (size_t)snprintf(buf, cap, "%s(", z->codec->name);
+    json_object_object_foreach(config, key, val) {
+        (void)val;
+        if (strcmp(key, "id") != 0 && n < 64) keys[n++] = key;
+    }
+    qsort(keys, n, sizeof keys[0], cmp_str);
+    for (size_t i = 0; i < n && used < cap; i++) {
+        json_object *val = json_object_object_get(config, keys[i]);
+        const char *v = json_object_is_type(val, json_type_string)
+                            ? json_object_get_string(val)
+                            : json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN);
+        int k = snprintf(buf + used, cap - used, "%s%s=%s", i ? ", " : "", keys[i], v);
+        used += k > 0 ? (size_t)k : 0;
+    }
+    if (used < cap) snprintf(buf + used, cap - used, ")");
+    json_object_put(config);
+}
+
+const nds_format nds_format_zarr2 = {
+    .version = NDS_FORMAT_VERSION,
+    .name = "zarr",
+    .url_scheme = "zarr",
+    .metadata_key = ".zarray",
+    .open = zarr2_open,
+    .close = zarr2_close,
+    .chunk_key = zarr2_chunk_key,
+    .parse_chunk_key = zarr2_parse_chunk_key,
+    .decode_chunk = zarr2_decode_chunk,
+    .encode_chunk = zarr2_encode_chunk,
+    .metadata_json = zarr2_metadata_json,
+    .resize = zarr2_resize,
+    .get_attributes = zarr2_get_attributes,
+    .set_attributes = zarr2_set_attributes,
+    .create_group = zarr2_create_group,
+    .describe_codec = zarr2_describe_codec,
+};

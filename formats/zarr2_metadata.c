@@ -1,0 +1,778 @@
+/* zarr v2 metadata: strict .zarray parsing, spec requests (TensorStore "metadata" / "schema"),
+ * checks of an existing array against a spec, and zarr-python-style JSON printing.
+ *
+ * Implements the array metadata of the zarr v2 storage specification for the numeric NumPy types
+ * (plus TensorStore's "bfloat16"). Omits: structured, string, object, datetime and void dtypes, and
+ * filters (each rejected with NDS_EUNSUPPORTED naming it). Unknown .zarray members are ignored
+ * (zarr-python does the same); unknown spec "metadata" members are errors, since there they are
+ * most likely typos. Threading: reentrant, no shared state. Ownership: documented per function in
+ * zarr2_metadata.h.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zarr2_metadata.h"
+#include "ndstore/sys/codec.h"
+#include "internal/codec_spec.h"
+#include "internal/dtype_util.h"
+#include "internal/error.h"
+#include "internal/util.h"
+
+/* Chunk size the default chunk shape aims at. */
+#define DEFAULT_CHUNK_BYTES (UINT64_C(1) << 20)
+/* Nesting bound of the printer: far above any sane document, far below the stack's limit. */
+#define PRINT_MAX_DEPTH 512
+
+/* ---- dtypes ---------------------------------------------------------------------------------- */
+
+/* Kind letter and size after the byte-order character, and the ndstore type. */
+static const struct {
+    const char *code;
+    nds_dtype type;
+} dtype_codes[] = {
+    {"b1", NDS_BOOL},      {"i1", NDS_INT8},        {"u1", NDS_UINT8},   {"i2", NDS_INT16},
+    {"i4", NDS_INT32},     {"i8", NDS_INT64},       {"u2", NDS_UINT16},  {"u4", NDS_UINT32},
+    {"u8", NDS_UINT64},    {"f2", NDS_FLOAT16},     {"f4", NDS_FLOAT32}, {"f8", NDS_FLOAT64},
+    {"c8", NDS_COMPLEX64}, {"c16", NDS_COMPLEX128},
+};
+#define DTYPE_CODE_COUNT (sizeof dtype_codes / sizeof dtype_codes[0])
+
+void nds_zarr2_dtype_string(const nds_zarr2_meta *m, char *buf, size_t cap) {
+    if (m->dtype == NDS_BFLOAT16) {
+        snprintf(buf, cap, "bfloat16");
+        return;
+    }
+    for (size_t i = 0; i < DTYPE_CODE_COUNT; i++)
+        if (dtype_codes[i].type == m->dtype) {
+            snprintf(buf, cap, "%c%s", m->itemsize == 1 ? '|' : m->byte_order, dtype_codes[i].code);
+            return;
+        }
+    snprintf(buf, cap, "invalid");
+}
+
+/* What an unsupported NumPy kind letter stands for, for the error message; NULL if not a kind. */
+static const char *unsupported_kind(char kind) {
+    switch (kind) {
+    case 'S':
+    case 'a': return "byte strings";
+    case 'U': return "unicode strings";
+    case 'O': return "python objects";
+    case 'V': return "void or structured elements";
+    case 'M':
+    case 'm': return "datetimes";
+    case 'b':
+    case 'i':
+    case 'u':
+    case 'f':
+    case 'c': return "this element size";
+    default: return NULL;
+    }
+}
+
+static int parse_dtype_string(const char *s, const char *doc, nds_zarr2_meta *m) {
+    if (strcmp(s, "bfloat16") == 0) { /* TensorStore's spelling; always little-endian */
+        m->dtype = NDS_BFLOAT16;
+        m->byte_order = '<';
+        m->itemsize = 2;
+        return 0;
+    }
+    if (s[0] == '<' || s[0] == '>' || s[0] == '|') {
+        for (size_t i = 0; i < DTYPE_CODE_COUNT; i++) {
+            if (strcmp(s + 1, dtype_codes[i].code) != 0) continue;
+            m->dtype = dtype_codes[i].type;
+            m->itemsize = nds_dtype_size(m->dtype);
+            if (m->itemsize > 1 && s[0] == '|')
+                return nds_err(NDS_EFORMAT,
+                               "%s: \"dtype\" \"%s\": '|' (no byte order) is only valid for "
+                               "1-byte types",
+                               doc, s);
+            m->byte_order = m->itemsize == 1 ? '|' : s[0];
+            return 0;
+        }
+    }
+    const char *what = (s[0] == '<' || s[0] == '>' || s[0] == '|' || s[0] == '=') && s[1]
+                           ? unsupported_kind(s[1])
+                           : NULL;
+    if (what)
+        return nds_err(NDS_EUNSUPPORTED,
+                       "%s: dtype \"%.40s\" is not supported (%s); ndstore supports bool, "
+                       "integers, floats and complex numbers",
+                       doc, s, what);
+    return nds_err(NDS_EFORMAT, "%s: \"dtype\" \"%.40s\" is not a numpy type string", doc, s);
+}
+
+/* ---- members --------------------------------------------------------------------------------- */
+
+/* Parse state: the struct being filled plus what only the final checks need. */
+typedef struct parsed {
+    nds_zarr2_meta m;
+    size_t chunk_rank; /* entries of "chunks" (checked against the shape's rank at the end) */
+} parsed;
+
+typedef int (*member_fn)(const json_object *v, const char *doc, parsed *p);
+
+/* A list of unsigned integers (json ints only: zarr-python never writes 4.0 for a shape). */
+static int parse_u64_list(const json_object *v, const char *doc, const char *name, uint64_t min,
+                          uint64_t *out, size_t *n) {
+    const char *what = min ? "positive" : "non-negative";
+    if (!json_object_is_type(v, json_type_array))
+        return nds_err(NDS_EFORMAT, "%s: \"%s\" must be an array of %s integers", doc, name, what);
+    size_t len = json_object_array_length(v);
+    if (len > NDS_MAX_RANK)
+        return nds_err(NDS_ELIMIT, "%s: \"%s\" has %zu dimensions; ndstore supports at most %d",
+                       doc, name, len, NDS_MAX_RANK);
+    for (size_t i = 0; i < len; i++) {
+        json_object *e = json_object_array_get_idx(v, i);
+        if (!json_object_is_type(e, json_type_int) || json_object_get_int64(e) < 0 ||
+            json_object_get_uint64(e) < min)
+            return nds_err(NDS_EFORMAT, "%s: \"%s\" must be an array of %s integers", doc, name,
+                           what);
+        out[i] = json_object_get_uint64(e);
+    }
+    *n = len;
+    return 0;
+}
+
+static int parse_format(const json_object *v, const char *doc, parsed *p) {
+    (void)p;
+    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) != 2)
+        return nds_err(NDS_EFORMAT, "%s: \"zarr_format\" must be 2", doc);
+    return 0;
+}
+
+static int parse_shape(const json_object *v, const char *doc, parsed *p) {
+    return parse_u64_list(v, doc, "shape", 0, p->m.shape, &p->m.rank);
+}
+
+static int parse_chunks(const json_object *v, const char *doc, parsed *p) {
+    return parse_u64_list(v, doc, "chunks", 1, p->m.chunks, &p->chunk_rank);
+}
+
+static int parse_dtype(const json_object *v, const char *doc, parsed *p) {
+    if (json_object_is_type(v, json_type_array)) {
+        const char *text = json_object_to_json_string_ext((json_object *)v, JSON_C_TO_STRING_PLAIN);
+        return nds_err(NDS_EUNSUPPORTED, "%s: structured dtype %.80s is not supported", doc, text);
+    }
+    if (!json_object_is_type(v, json_type_string))
+        return nds_err(NDS_EFORMAT, "%s: \"dtype\" must be a string", doc);
+    return parse_dtype_string(json_object_get_string((json_object *)v), doc, &p->m);
+}
+
+static int parse_fill(const json_object *v, const char *doc, parsed *p) {
+    p->m.fill_null = json_object_is_type(v, json_type_null);
+    return nds_fill_from_json(p->m.dtype, v, doc, p->m.fill);
+}
+
+static int parse_order(const json_object *v, const char *doc, parsed *p) {
+    const char *s =
+        json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
+    if (strcmp(s, "C") != 0 && strcmp(s, "F") != 0)
+        return nds_err(NDS_EFORMAT, "%s: \"order\" must be \"C\" or \"F\"", doc);
+    p->m.fortran = s[0] == 'F';
+    return 0;
+}
+
+/* The compressor is borrowed from the document while parsing; nds_zarr2_meta_parse takes a
+ * reference. */
+static int parse_compressor(const json_object *v, const char *doc, parsed *p) {
+    p->m.compressor = NULL;
+    if (json_object_is_type(v, json_type_null)) return 0;
+    json_object *id;
+    if (!json_object_is_type(v, json_type_object) || !json_object_object_get_ex(v, "id", &id) ||
+        !json_object_is_type(id, json_type_string))
+        return nds_err(NDS_EFORMAT,
+                       "%s: \"compressor\" must be null or an object with a string \"id\"", doc);
+    const char *name = json_object_get_string(id);
+    if (!nds_codec_find(name))
+        return nds_err(NDS_EUNSUPPORTED, "%s: compressor \"%.40s\" is not supported", doc, name);
+    p->m.compressor = (json_object *)v;
+    return 0;
+}
+
+static int parse_filters(const json_object *v, const char *doc, parsed *p) {
+    (void)p;
+    if (json_object_is_type(v, json_type_null)) return 0;
+    if (!json_object_is_type(v, json_type_array))
+        return nds_err(NDS_EFORMAT, "%s: \"filters\" must be null or an array", doc);
+    size_t n = json_object_array_length(v);
+    if (n == 0) return 0;
+    char ids[200] = "";
+    for (size_t i = 0, used = 0; i < n && used < sizeof ids; i++) {
+        json_object *f = json_object_array_get_idx(v, i), *id = NULL;
+        const char *name =
+            json_object_object_get_ex(f, "id", &id) && json_object_is_type(id, json_type_string)
+                ? json_object_get_string(id)
+                : "?";
+        int k = snprintf(ids + used, sizeof ids - used, "%s\"%.40s\"", i ? ", " : "", name);
+        used += k > 0 ? (size_t)k : 0;
+    }
+    return nds_err(NDS_EUNSUPPORTED, "%s: filters are not supported (%s)", doc, ids);
+}
+
+static int parse_separator(const json_object *v, const char *doc, parsed *p) {
+    const char *s =
+        json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
+    if (strcmp(s, ".") != 0 && strcmp(s, "/") != 0)
+        return nds_err(NDS_EFORMAT, "%s: \"dimension_separator\" must be \".\" or \"/\"", doc);
+    p->m.separator = s[0];
+    return 0;
+}
+
+/* The members, in the order they are parsed: dtype before fill_value, which depends on it. */
+static const struct {
+    const char *name;
+    member_fn parse;
+    bool required;
+} members[] = {
+    {"zarr_format", parse_format, true},
+    {"shape", parse_shape, true},
+    {"chunks", parse_chunks, true},
+    {"dtype", parse_dtype, true},
+    {"fill_value", parse_fill, true},
+    {"order", parse_order, true},
+    {"compressor", parse_compressor, true},
+    {"filters", parse_filters, true},
+    {"dimension_separator", parse_separator, false},
+};
+#define MEMBER_COUNT (sizeof members / sizeof members[0])
+
+static bool is_member(const char *name) {
+    for (size_t i = 0; i < MEMBER_COUNT; i++)
+        if (strcmp(members[i].name, name) == 0) return true;
+    return false;
+}
+
+/* Checks that need several members: ranks agree, sizes stay within limits. */
+static int parse_finish(const char *doc, parsed *p) {
+    nds_zarr2_meta *m = &p->m;
+    if (p->chunk_rank != m->rank)
+        return nds_err(NDS_EFORMAT, "%s: \"chunks\" has %zu entries but \"shape\" has %zu", doc,
+                       p->chunk_rank, m->rank);
+    uint64_t n;
+    if (!nds_product_u64(m->shape, m->rank, &n))
+        return nds_err(NDS_ELIMIT, "%s: \"shape\" has more than 2^64 elements", doc);
+    if (!nds_product_u64(m->chunks, m->rank, &n) || !nds_mul_u64(n, m->itemsize, &n) ||
+        n > NDS_ZARR2_MAX_CHUNK_BYTES)
+        return nds_err(NDS_ELIMIT, "%s: \"chunks\" makes chunks larger than 2 GiB, ndstore's limit",
+                       doc);
+    m->chunk_nbytes = (size_t)n;
+    return 0;
+}
+
+int nds_zarr2_meta_parse(const json_object *doc_json, const char *doc, nds_zarr2_meta *m) {
+    memset(m, 0, sizeof *m);
+    if (!json_object_is_type(doc_json, json_type_object))
+        return nds_err(NDS_EFORMAT, "%s: expected a json object", doc);
+    parsed p;
+    memset(&p, 0, sizeof p);
+    p.m.separator = '.';
+    for (size_t i = 0; i < MEMBER_COUNT; i++) {
+        json_object *v;
+        if (!json_object_object_get_ex(doc_json, members[i].name, &v)) {
+            if (!members[i].required) continue;
+            return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", doc, members[i].name);
+        }
+        int rc = members[i].parse(v, doc, &p);
+        if (rc) return rc;
+    }
+    int rc = parse_finish(doc, &p);
+    if (rc) return rc;
+    *m = p.m;
+    if (m->compressor) json_object_get(m->compressor);
+    return 0;
+}
+
+void nds_zarr2_meta_dispose(nds_zarr2_meta *m) {
+    json_object_put(m->compressor);
+    m->compressor = NULL;
+}
+
+static json_object *u64_array(const uint64_t *v, size_t n) {
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; a && i < n; i++) json_object_array_add(a, json_object_new_uint64(v[i]));
+    return a;
+}
+
+static json_object *json_copy(const json_object *v) {
+    json_object *out = NULL;
+    if (v && json_object_deep_copy((json_object *)v, &out, NULL) != 0) return NULL;
+    return out;
+}
+
+json_object *nds_zarr2_meta_to_json(const nds_zarr2_meta *m) {
+    char dtype[16], sep[2] = {m->separator, 0};
+    nds_zarr2_dtype_string(m, dtype, sizeof dtype);
+    json_object *o = json_object_new_object();
+    if (!o) return NULL;
+    json_object_object_add(o, "chunks", u64_array(m->chunks, m->rank));
+    json_object_object_add(o, "compressor", json_copy(m->compressor));
+    json_object_object_add(o, "dimension_separator", json_object_new_string(sep));
+    json_object_object_add(o, "dtype", json_object_new_string(dtype));
+    json_object_object_add(o, "fill_value",
+                           m->fill_null ? NULL : nds_fill_to_json(m->dtype, m->fill));
+    json_object_object_add(o, "filters", NULL);
+    json_object_object_add(o, "order", json_object_new_string(m->fortran ? "F" : "C"));
+    json_object_object_add(o, "shape", u64_array(m->shape, m->rank));
+    json_object_object_add(o, "zarr_format", json_object_new_int(2));
+    return o;
+}
+
+/* ---- compressors ----------------------------------------------------------------------------- */
+
+int nds_zarr2_compressor_normalize(const json_object *config, size_t itemsize, const char *doc,
+                                   json_object **out) {
+    *out = NULL;
+    if (!config || json_object_is_type(config, json_type_null)) return 0;
+    json_object *id;
+    if (!json_object_is_type(config, json_type_object) ||
+        !json_object_object_get_ex(config, "id", &id) || !json_object_is_type(id, json_type_string))
+        return nds_err(NDS_EFORMAT,
+                       "%s: \"compressor\" must be null or an object with a string \"id\"", doc);
+    const nds_codec *codec = nds_codec_find(json_object_get_string(id));
+    if (!codec)
+        return nds_err(NDS_EUNSUPPORTED, "%s: compressor \"%.40s\" is not supported", doc,
+                       json_object_get_string(id));
+    void *state = NULL;
+    int rc = codec->create(&state, config, itemsize);
+    if (rc) return nds_err_prefix(rc, "%s: compressor", doc);
+    rc = codec->config_json(state, out);
+    codec->destroy(state);
+    return rc ? nds_err_prefix(rc, "%s: compressor", doc) : 0;
+}
+
+/* ---- spec requests --------------------------------------------------------------------------- */
+
+static int put_member(json_object *req, const char *name, json_object *v, bool own) {
+    if (json_object_object_get_ex(req, name, NULL)) { /* "metadata" wins over "schema" */
+        if (own) json_object_put(v);
+        return 0;
+    }
+    json_object_object_add(req, name, own ? v : json_object_get(v));
+    return 0;
+}
+
+/* A TensorStore dtype name as a zarr v2 typestring (little-endian, as TensorStore creates them). */
+/* A format-neutral dtype ("uint16") constrains the type, not the byte order, so it is kept under
+ * its own name in the request: request_complete turns it into a little-endian typestring (as
+ * TensorStore creates them) and meta_check compares only the type. */
+#define SCHEMA_DTYPE "schema dtype"
+
+static int schema_dtype(json_object *req, const json_object *v, const char *where) {
+    const char *name =
+        json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
+    if (nds_dtype_from_name(name) == NDS_DTYPE_INVALID)
+        return nds_err(NDS_EINVAL, "zarr: spec for %s: unknown \"dtype\" \"%.40s\"", where, name);
+    if (json_object_object_get_ex(req, "dtype", NULL)) return 0; /* "metadata" wins */
+    return put_member(req, SCHEMA_DTYPE, (json_object *)v, false);
+}
+
+/* The zarr v2 typestring of a format-neutral dtype name (already validated). */
+static json_object *typestring_of(const json_object *name) {
+    nds_zarr2_meta m = {.dtype = nds_dtype_from_name(json_object_get_string((json_object *)name)),
+                        .byte_order = '<'};
+    m.itemsize = nds_dtype_size(m.dtype);
+    char s[16];
+    nds_zarr2_dtype_string(&m, s, sizeof s);
+    return json_object_new_string(s);
+}
+
+/* {"shape": [...]}: the only part of a schema "domain" or chunk layout ndstore understands. */
+static int schema_shape(json_object *req, const json_object *v, const char *member,
+                        const char *dest, const char *where) {
+    json_object *shape = NULL;
+    if (!json_object_is_type(v, json_type_object))
+        return nds_err(NDS_EINVAL, "zarr: spec for %s: \"%s\" must be an object", where, member);
+    json_object_object_foreach((json_object *)v, key, val) {
+        if (strcmp(key, "shape") != 0)
+            return nds_err(NDS_EUNSUPPORTED, "zarr: spec for %s: \"%s.%s\" is not supported", where,
+                           member, key);
+        shape = val;
+    }
+    return shape ? put_member(req, dest, shape, false) : 0;
+}
+
+static int schema_chunk_layout(json_object *req, const json_object *v, const char *where) {
+    if (!json_object_is_type(v, json_type_object))
+        return nds_err(NDS_EINVAL, "zarr: spec for %s: \"chunk_layout\" must be an object", where);
+    json_object_object_foreach((json_object *)v, key, val) {
+        /* zarr v2 has one chunk shape, so read, write and plain chunk constraints all name it. */
+        if (strcmp(key, "chunk") != 0 && strcmp(key, "write_chunk") != 0 &&
+            strcmp(key, "read_chunk") != 0)
+            return nds_err(NDS_EUNSUPPORTED,
+                           "zarr: spec for %s: \"chunk_layout.%s\" is not supported", where, key);
+        int rc = schema_shape(req, val, key, "chunks", where);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* "codec": ndstore's compact string ("zstd:3"), or TensorStore's
+ * {"driver":"zarr","compressor":...}. */
+static int schema_codec(json_object *req, const json_object *v, const char *where) {
+    if (json_object_is_type(v, json_type_string)) {
+        json_object *config = NULL;
+        int rc = nds_codec_spec_parse(json_object_get_string((json_object *)v), &config);
+        if (rc) return nds_err_prefix(rc, "zarr: spec for %s: \"codec\"", where);
+        return put_member(req, "compressor", config, true);
+    }
+    if (!json_object_is_type(v, json_type_object))
+        return nds_err(NDS_EINVAL, "zarr: spec for %s: \"codec\" must be a string or an object",
+                       where);
+    json_object_object_foreach((json_object *)v, key, val) {
+        if (strcmp(key, "compressor") == 0 || strcmp(key, "filters") == 0)
+            put_member(req, key, val, false);
+        else if (strcmp(key, "driver") != 0)
+            return nds_err(NDS_EUNSUPPORTED, "zarr: spec for %s: \"codec.%s\" is not supported",
+                           where, key);
+    }
+    return 0;
+}
+
+static int schema_member(json_object *req, const char *key, const json_object *v,
+                         const char *where) {
+    if (strcmp(key, "dtype") == 0) return schema_dtype(req, v, where);
+    if (strcmp(key, "domain") == 0) return schema_shape(req, v, "domain", "shape", where);
+    if (strcmp(key, "chunk_layout") == 0) return schema_chunk_layout(req, v, where);
+    if (strcmp(key, "fill_value") == 0)
+        return put_member(req, "fill_value", (json_object *)v, false);
+    if (strcmp(key, "codec") == 0) return schema_codec(req, v, where);
+    if (strcmp(key, "rank") == 0) return 0; /* implied by the shape; checked through it */
+    return nds_err(NDS_EUNSUPPORTED, "zarr: spec for %s: schema member \"%.40s\" is not supported",
+                   where, key);
+}
+
+static int request_build(json_object *req, const json_object *spec, const char *where) {
+    json_object *v;
+    if (json_object_object_get_ex(spec, "metadata", &v)) {
+        if (!json_object_is_type(v, json_type_object))
+            return nds_err(NDS_EINVAL, "zarr: spec for %s: \"metadata\" must be an object", where);
+        json_object_object_foreach(v, key, val) {
+            if (!is_member(key))
+                return nds_err(NDS_EINVAL, "zarr: spec for %s: unknown metadata member \"%.40s\"",
+                               where, key);
+            json_object_object_add(req, key, json_object_get(val));
+        }
+    }
+    if (json_object_object_get_ex(spec, "schema", &v)) {
+        if (!json_object_is_type(v, json_type_object))
+            return nds_err(NDS_EINVAL, "zarr: spec for %s: \"schema\" must be an object", where);
+        json_object_object_foreach(v, key, val) {
+            int rc = schema_member(req, key, val, where);
+            if (rc) return rc;
+        }
+    }
+    /* TensorStore also accepts the dtype at the top level of the spec. */
+    if (json_object_object_get_ex(spec, "dtype", &v)) return schema_dtype(req, v, where);
+    return 0;
+}
+
+int nds_zarr2_request_from_spec(const json_object *spec, const char *where, json_object **out) {
+    *out = json_object_new_object();
+    if (!*out) return nds_err(NDS_ENOMEM, "zarr: out of memory");
+    if (!spec) return 0;
+    if (!json_object_is_type(spec, json_type_object))
+        return nds_err(NDS_EINVAL, "zarr: spec for %s: expected a json object", where);
+    int rc = request_build(*out, spec, where);
+    if (rc) {
+        json_object_put(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* About DEFAULT_CHUNK_BYTES per chunk: start from the whole shape and halve the longest dimension.
+ */
+static void default_chunks(size_t rank, const uint64_t *shape, size_t itemsize, uint64_t *chunks) {
+    uint64_t target = DEFAULT_CHUNK_BYTES / itemsize;
+    for (size_t d = 0; d < rank; d++) chunks[d] = shape[d] ? shape[d] : 1;
+    for (;;) {
+        uint64_t n;
+        if (nds_product_u64(chunks, rank, &n) && n <= target) return;
+        size_t longest = 0;
+        for (size_t d = 1; d < rank; d++)
+            if (chunks[d] > chunks[longest]) longest = d;
+        chunks[longest] = nds_ceil_div(chunks[longest], 2);
+    }
+}
+
+static void add_default(json_object *req, const char *name, json_object *v) {
+    if (!json_object_object_get_ex(req, name, NULL))
+        json_object_object_add(req, name, v);
+    else
+        json_object_put(v);
+}
+
+int nds_zarr2_request_complete(json_object *req, const char *where) {
+    char doc[600];
+    snprintf(doc, sizeof doc, "zarr: spec for %s", where);
+    json_object *shape, *dtype, *neutral;
+    if (!json_object_object_get_ex(req, "dtype", NULL) &&
+        json_object_object_get_ex(req, SCHEMA_DTYPE, &neutral))
+        json_object_object_add(req, "dtype", typestring_of(neutral));
+    if (!json_object_object_get_ex(req, "shape", &shape))
+        return nds_err(NDS_EINVAL,
+                       "%s: cannot create an array without a shape (give \"metadata\": "
+                       "{\"shape\": [...]} or \"schema\": {\"domain\": {\"shape\": [...]}})",
+                       doc);
+    if (!json_object_object_get_ex(req, "dtype", &dtype))
+        return nds_err(NDS_EINVAL,
+                       "%s: cannot create an array without a dtype (give \"metadata\": "
+                       "{\"dtype\": \"<u2\"} or \"schema\": {\"dtype\": \"uint16\"})",
+                       doc);
+    parsed p;
+    memset(&p, 0, sizeof p);
+    int rc = parse_shape(shape, doc, &p);
+    if (rc == 0) rc = parse_dtype(dtype, doc, &p);
+    if (rc) return rc;
+    if (!json_object_object_get_ex(req, "chunks", NULL)) {
+        default_chunks(p.m.rank, p.m.shape, p.m.itemsize, p.m.chunks);
+        json_object_object_add(req, "chunks", u64_array(p.m.chunks, p.m.rank));
+    }
+    json_object *zstd = json_object_new_object();
+    json_object_object_add(zstd, "id", json_object_new_string("zstd"));
+    json_object_object_add(zstd, "level", json_object_new_int(1));
+    add_default(req, "compressor", zstd);
+    add_default(req, "zarr_format", json_object_new_int(2));
+    add_default(req, "order", json_object_new_string("C"));
+    add_default(req, "fill_value", nds_fill_to_json(p.m.dtype, p.m.fill)); /* zero, not null */
+    add_default(req, "filters", NULL);
+    add_default(req, "dimension_separator", json_object_new_string("."));
+    return 0;
+}
+
+/* ---- checks against an existing array -------------------------------------------------------- */
+
+/* 1 when member i has the same value in a and b. */
+static int member_equal(size_t i, const parsed *a, const nds_zarr2_meta *b, const char *doc,
+                        bool *eq) {
+    const nds_zarr2_meta *x = &a->m;
+    const char *name = members[i].name;
+    if (strcmp(name, "shape") == 0)
+        *eq = x->rank == b->rank && memcmp(x->shape, b->shape, b->rank * sizeof b->shape[0]) == 0;
+    else if (strcmp(name, "chunks") == 0)
+        *eq = a->chunk_rank == b->rank &&
+              memcmp(x->chunks, b->chunks, b->rank * sizeof b->chunks[0]) == 0;
+    else if (strcmp(name, "dtype") == 0)
+        *eq = x->dtype == b->dtype && x->byte_order == b->byte_order;
+    else if (strcmp(name, "fill_value") == 0)
+        *eq = x->fill_null == b->fill_null && memcmp(x->fill, b->fill, b->itemsize) == 0;
+    else if (strcmp(name, "order") == 0)
+        *eq = x->fortran == b->fortran;
+    else if (strcmp(name, "dimension_separator") == 0)
+        *eq = x->separator == b->separator;
+    else if (strcmp(name, "compressor") == 0) {
+        json_object *na = NULL, *nb = NULL;
+        int rc = nds_zarr2_compressor_normalize(x->compressor, b->itemsize, doc, &na);
+        if (rc == 0) rc = nds_zarr2_compressor_normalize(b->compressor, b->itemsize, doc, &nb);
+        *eq = rc == 0 && (na == nb || (na && nb && json_object_equal(na, nb)));
+        json_object_put(na);
+        json_object_put(nb);
+        return rc;
+    } else
+        *eq = true; /* zarr_format and filters have one accepted value each */
+    return 0;
+}
+
+static int mismatch(const nds_zarr2_meta *stored, const json_object *asked, const char *name,
+                    const char *where) {
+    json_object *canon = nds_zarr2_meta_to_json(stored), *have = NULL;
+    json_object_object_get_ex(canon, name, &have);
+    char *h = nds_strdup(json_object_to_json_string_ext(have, JSON_C_TO_STRING_PLAIN));
+    const char *w = json_object_to_json_string_ext((json_object *)asked, JSON_C_TO_STRING_PLAIN);
+    int rc =
+        nds_err(NDS_EMISMATCH, "zarr: .zarray of %s: \"%s\" is %.200s, the spec asks for %.200s",
+                where, name, h ? h : "?", w);
+    free(h);
+    json_object_put(canon);
+    return rc;
+}
+
+int nds_zarr2_meta_check(const nds_zarr2_meta *stored, const json_object *req, const char *where) {
+    char doc[600];
+    snprintf(doc, sizeof doc, "zarr: spec for %s", where);
+    parsed p = {.m = *stored, .chunk_rank = stored->rank};
+    for (size_t i = 0; i < MEMBER_COUNT; i++) {
+        json_object *v;
+        if (!json_object_object_get_ex(req, members[i].name, &v)) continue;
+        int rc = members[i].parse(v, doc, &p);
+        bool eq = false;
+        if (rc == 0) rc = member_equal(i, &p, stored, doc, &eq);
+        if (rc) return rc;
+        if (!eq) return mismatch(stored, v, members[i].name, where);
+    }
+    json_object *neutral;
+    if (json_object_object_get_ex(req, SCHEMA_DTYPE, &neutral) &&
+        nds_dtype_from_name(json_object_get_string(neutral)) != stored->dtype)
+        return mismatch(stored, neutral, "dtype", where);
+    return 0;
+}
+
+/* ---- printing, zarr-python style ------------------------------------------------------------- */
+
+static int put(nds_buf *b, const char *s, size_t n) { return nds_buf_append(b, s, n); }
+static int puts_(nds_buf *b, const char *s) { return put(b, s, strlen(s)); }
+
+static int indent(nds_buf *b, int depth) {
+    int rc = puts_(b, "\n");
+    for (int i = 0; rc == 0 && i < depth; i++) rc = puts_(b, "    ");
+    return rc;
+}
+
+/* Decodes one UTF-8 sequence at s[0..n); returns its length, or 0 when invalid. */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+    if (len == 0 || len > n || s[0] >= 0xf8) return 0;
+    uint32_t c = s[0] & (0x3f >> (len - 1));
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        c = (c << 6) | (s[i] & 0x3f);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min[len] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
+    *cp = c;
+    return len;
+}
+
+/* The two-character escape of c, or NULL. */
+static const char *short_escape(unsigned char c) {
+    switch (c) {
+    case '"': return "\\\"";
+    case '\\': return "\\\\";
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    case '\b': return "\\b";
+    case '\f': return "\\f";
+    default: return NULL;
+    }
+}
+
+/* Python's ensure_ascii escaping: everything outside ' '..'~' as \uXXXX (surrogate pairs above the
+ * BMP). Invalid UTF-8 bytes are written as the Latin-1 character of the same value rather than
+ * failing the whole write. */
+static int print_string(nds_buf *b, const char *s, size_t n) {
+    int rc = puts_(b, "\"");
+    for (size_t i = 0; rc == 0 && i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        uint32_t cp = c;
+        size_t len = c >= 0x80 ? utf8_decode((const unsigned char *)s + i, n - i, &cp) : 1;
+        i += len ? len : 1;
+        char esc[16];
+        int k = 0;
+        if (short_escape(c))
+            rc = puts_(b, short_escape(c));
+        else if (cp >= 0x20 && cp < 0x7f)
+            rc = put(b, (const char *)&c, 1);
+        else if (cp < 0x10000)
+            k = snprintf(esc, sizeof esc, "\\u%04x", cp);
+        else
+            k = snprintf(esc, sizeof esc, "\\u%04x\\u%04x", 0xd800 + ((cp - 0x10000) >> 10),
+                         0xdc00 + ((cp - 0x10000) & 0x3ff));
+        if (k > 0) rc = put(b, esc, (size_t)k);
+    }
+    return rc ? rc : puts_(b, "\"");
+}
+
+/* Python's repr(float): the shortest digits that read back exactly; exponent form when the decimal
+ * exponent is below -4 or above 16; otherwise fixed with at least one digit after the point. */
+static int print_double(nds_buf *b, double d) {
+    if (isnan(d)) return puts_(b, "NaN");
+    if (isinf(d)) return puts_(b, d > 0 ? "Infinity" : "-Infinity");
+    char e[40];
+    for (int prec = 0; prec <= 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec, d);
+        if (strtod(e, NULL) == d) break;
+    }
+    char digits[24], out[64];
+    size_t nd = 0;
+    const char *p = e + (e[0] == '-');
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9') digits[nd++] = *p;
+    digits[nd] = 0;
+    int decpt = atoi(p + 1) + 1; /* value = 0.DIGITS x 10^decpt */
+    const char *sign = signbit(d) ? "-" : "";
+    int n = 0, exp10 = decpt - 1;
+    if (decpt <= -4 || decpt > 16) {
+        n = snprintf(out, sizeof out, "%s%c%s%se%c%02d", sign, digits[0], nd > 1 ? "." : "",
+                     digits + 1, exp10 < 0 ? '-' : '+', abs(exp10));
+    } else if (decpt <= 0) { /* 0.000DIGITS */
+        n = snprintf(out, sizeof out, "%s0.", sign);
+        for (int i = 0; i < -decpt; i++) out[n++] = '0';
+        n += snprintf(out + n, sizeof out - (size_t)n, "%s", digits);
+    } else if ((size_t)decpt >= nd) { /* DIGITS000.0 */
+        n = snprintf(out, sizeof out, "%s%s", sign, digits);
+        for (size_t i = nd; i < (size_t)decpt; i++) out[n++] = '0';
+        n += snprintf(out + n, sizeof out - (size_t)n, ".0");
+    } else {
+        n = snprintf(out, sizeof out, "%s%.*s.%s", sign, decpt, digits, digits + decpt);
+    }
+    (void)n;
+    return puts_(b, out);
+}
+
+static int cmp_keys(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int print_value(nds_buf *b, const json_object *v, int depth);
+
+static int print_object(nds_buf *b, const json_object *v, int depth) {
+    size_t n = (size_t)json_object_object_length(v), k = 0;
+    if (n == 0) return puts_(b, "{}");
+    const char **keys = malloc(n * sizeof *keys);
+    if (!keys) return nds_err(NDS_ENOMEM, "zarr: out of memory printing json");
+    json_object_object_foreach((json_object *)v, key, val) {
+        (void)val;
+        keys[k++] = key;
+    }
+    qsort(keys, n, sizeof *keys, cmp_keys);
+    int rc = puts_(b, "{");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        json_object *val = NULL;
+        json_object_object_get_ex(v, keys[i], &val);
+        if ((rc = i ? puts_(b, ",") : 0) == 0 && (rc = indent(b, depth + 1)) == 0 &&
+            (rc = print_string(b, keys[i], strlen(keys[i]))) == 0 && (rc = puts_(b, ": ")) == 0)
+            rc = print_value(b, val, depth + 1);
+    }
+    free(keys);
+    if (rc == 0) rc = indent(b, depth);
+    return rc ? rc : puts_(b, "}");
+}
+
+static int print_array(nds_buf *b, const json_object *v, int depth) {
+    size_t n = json_object_array_length(v);
+    if (n == 0) return puts_(b, "[]");
+    int rc = puts_(b, "[");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if ((rc = i ? puts_(b, ",") : 0) == 0 && (rc = indent(b, depth + 1)) == 0)
+            rc = print_value(b, json_object_array_get_idx(v, i), depth + 1);
+    }
+    if (rc == 0) rc = indent(b, depth);
+    return rc ? rc : puts_(b, "]");
+}
+
+static int print_value(nds_buf *b, const json_object *v, int depth) {
+    if (depth > PRINT_MAX_DEPTH)
+        return nds_err(NDS_ELIMIT, "zarr: json nested deeper than %d levels", depth);
+    switch (json_object_get_type(v)) {
+    case json_type_null: return puts_(b, "null");
+    case json_type_boolean: return puts_(b, json_object_get_boolean(v) ? "true" : "false");
+    case json_type_double: return print_double(b, json_object_get_double(v));
+    case json_type_int:
+        return puts_(b, json_object_to_json_string_ext((json_object *)v, JSON_C_TO_STRING_PLAIN));
+    case json_type_string:
+        return print_string(b, json_object_get_string((json_object *)v),
+                            (size_t)json_object_get_string_len(v));
+    case json_type_array: return print_array(b, v, depth);
+    case json_type_object: return print_object(b, v, depth);
+    }
+    return nds_err(NDS_EINTERNAL, "zarr: unknown json type");
+}
+
+int nds_zarr2_json_print(const json_object *v, nds_buf *out) {
+    out->len = 0;
+    int rc = print_value(out, v, 0);
+    return rc == NDS_ENOMEM ? nds_err(NDS_ENOMEM, "zarr: out of memory printing json") : rc;
+}

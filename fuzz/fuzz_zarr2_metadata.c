@@ -1,0 +1,118 @@
+/* libFuzzer harness for the zarr v2 format driver: arbitrary bytes as `.zarray`, optionally
+ * followed by the separator "\0CHUNK\0" and the stored bytes of chunk 0 (0.0..., or "0" for rank
+ * 0).
+ *
+ * Through a memory kvstore: opens the array through the format vtable, prints its metadata, checks
+ * that chunk keys parse back, decodes the chunk and, when it decodes, checks that encode + decode
+ * gives the same chunk. The same bytes, when they are a JSON object, are also used as the spec's
+ * "metadata" to create an array, which must then reopen. Invariant violations trap; errors are
+ * expected. Threading: single-threaded, as libFuzzer runs it. Ownership: everything is freed per
+ * input.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "ndstore/ndstore.h"
+#include "ndstore/sys/format.h"
+
+extern const nds_format nds_format_zarr2;
+
+/* Chunks above this are not decoded: the fuzzer would spend its time in malloc and memset. */
+#define FUZZ_MAX_CHUNK (4u << 20)
+
+static const char SEPARATOR[] = "\0CHUNK\0";
+#define SEPARATOR_LEN (sizeof SEPARATOR - 1)
+
+static void check(int ok) {
+    if (!ok) __builtin_trap();
+}
+
+/* Decodes chunk 0, then encodes and decodes it again: the chunk must survive the round trip. */
+static void exercise_chunk(void *st, const nds_array_meta *meta, const uint8_t *chunk, size_t len) {
+    size_t n = nds_dtype_size(meta->dtype);
+    for (size_t d = 0; d < meta->rank; d++) {
+        if (meta->chunk_shape[d] > FUZZ_MAX_CHUNK || n * meta->chunk_shape[d] > FUZZ_MAX_CHUNK)
+            return;
+        n *= meta->chunk_shape[d];
+    }
+    uint64_t cell[NDS_MAX_RANK] = {0};
+    uint8_t *a = malloc(n ? n : 1), *b = malloc(n ? n : 1);
+    nds_buf enc = {0};
+    if (a && b && nds_format_zarr2.decode_chunk(st, cell, chunk, len, a) == 0 &&
+        nds_format_zarr2.encode_chunk(st, cell, a, &enc) == 0) {
+        check(nds_format_zarr2.decode_chunk(st, cell, enc.data, enc.len, b) == 0);
+        check(memcmp(a, b, n) == 0);
+    }
+    nds_buf_dispose(&enc);
+    free(a);
+    free(b);
+}
+
+static void exercise_open(nds_kvstore *kv, const uint8_t *chunk, size_t chunk_len, int has_chunk) {
+    void *st = NULL;
+    nds_array_meta meta;
+    if (nds_format_zarr2.open(kv, NULL, NDS_OPEN_EXISTING, &st, &meta) != 0) return;
+    json_object *doc = NULL;
+    if (nds_format_zarr2.metadata_json(st, &doc) == 0) json_object_put(doc);
+    char desc[256], key[1024];
+    nds_format_zarr2.describe_codec(st, desc, sizeof desc);
+    uint64_t cell[NDS_MAX_RANK] = {0}, back[NDS_MAX_RANK];
+    int empty = 0;
+    for (size_t d = 0; d < meta.rank; d++) empty |= meta.shape[d] == 0;
+    if (nds_format_zarr2.chunk_key(st, cell, key, sizeof key) == 0) {
+        check(nds_format_zarr2.parse_chunk_key(st, key, back) == !empty);
+        if (has_chunk && !empty) exercise_chunk(st, &meta, chunk, chunk_len);
+    }
+    /* Rewrites .zarray through the resize path (same shape) and reopens nothing: state stays valid.
+     */
+    nds_array_meta after;
+    if (nds_format_zarr2.resize(st, kv, meta.shape, &after) == 0) check(after.rank == meta.rank);
+    nds_format_zarr2.close(st);
+}
+
+/* The input as spec "metadata": what the driver creates must open again. */
+static void exercise_create(const uint8_t *data, size_t size) {
+    json_tokener *tok = json_tokener_new_ex(32);
+    json_object *meta = tok ? json_tokener_parse_ex(tok, (const char *)data, (int)size) : NULL;
+    json_tokener_free(tok);
+    if (!json_object_is_type(meta, json_type_object)) {
+        json_object_put(meta);
+        return;
+    }
+    json_object *spec = json_object_new_object();
+    json_object_object_add(spec, "metadata", meta);
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, "memory://fuzz/zarr2-create/", NULL) == 0) {
+        void *st = NULL;
+        nds_array_meta m;
+        if (nds_format_zarr2.open(kv, spec, NDS_OPEN_CREATE, &st, &m) == 0) {
+            nds_format_zarr2.close(st);
+            st = NULL;
+            check(nds_format_zarr2.open(kv, spec, NDS_OPEN_EXISTING, &st, &m) == 0);
+            nds_format_zarr2.close(st);
+        }
+        nds_kvstore_delete_range(kv, "", "");
+        nds_kvstore_free(kv);
+    }
+    json_object_put(spec);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > (1u << 20)) return 0;
+    const uint8_t *sep = memmem(data, size, SEPARATOR, SEPARATOR_LEN);
+    size_t meta_len = sep ? (size_t)(sep - data) : size;
+    const uint8_t *chunk = sep ? sep + SEPARATOR_LEN : NULL;
+    size_t chunk_len = sep ? size - meta_len - SEPARATOR_LEN : 0;
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, "memory://fuzz/zarr2/", NULL) != 0) return 0;
+    if (nds_kvstore_write(kv, ".zarray", data, meta_len, NULL, NULL) == 0) {
+        exercise_open(kv, chunk ? chunk : (const uint8_t *)"", chunk_len, sep != NULL);
+        nds_kvstore_delete_range(kv, "", "");
+    }
+    nds_kvstore_free(kv);
+    exercise_create(data, meta_len);
+    return 0;
+}
