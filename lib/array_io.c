@@ -16,17 +16,51 @@
 #define RETRY_MAX 2000
 #define SCRATCH_KEEP ((size_t)64 << 20)
 
-static _Thread_local nds_buf scratch[NDS_SCRATCH_SLOTS];
+/* Scratch buffers live in thread-specific storage whose destructor frees them when a thread exits, so the
+ * workers of a freed context give their memory back (a plain _Thread_local would leak it). */
+typedef struct scratch_set {
+    nds_buf slot[NDS_SCRATCH_SLOTS];
+} scratch_set;
 
-nds_buf *nds_scratch_buf(int slot) { return &scratch[slot]; }
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p) {
+    scratch_set *s = p;
+    for (int i = 0; i < NDS_SCRATCH_SLOTS; i++) nds_buf_dispose(&s->slot[i]);
+    free(s);
+}
+
+static void scratch_key_create(void) { pthread_key_create(&scratch_key, scratch_free); }
+
+static scratch_set *scratch_get(void) {
+    pthread_once(&scratch_once, scratch_key_create);
+    scratch_set *s = pthread_getspecific(scratch_key);
+    if (!s && (s = calloc(1, sizeof *s)) != NULL && pthread_setspecific(scratch_key, s) != 0) {
+        free(s);
+        s = NULL;
+    }
+    return s;
+}
+
+nds_buf *nds_scratch_buf(int slot) {
+    scratch_set *s = scratch_get();
+    return s ? &s->slot[slot] : NULL;
+}
 
 uint8_t *nds_scratch(int slot, size_t n) {
-    return nds_buf_reserve(&scratch[slot], n) == 0 ? scratch[slot].data : NULL;
+    nds_buf *b = nds_scratch_buf(slot);
+    if (!b) {
+        nds_err(NDS_ENOMEM, "out of memory");
+        return NULL;
+    }
+    return nds_buf_reserve(b, n) == 0 ? b->data : NULL;
 }
 
 void nds_scratch_trim(void) {
-    for (int i = 0; i < NDS_SCRATCH_SLOTS; i++)
-        if (scratch[i].cap > SCRATCH_KEEP) nds_buf_dispose(&scratch[i]);
+    scratch_set *s = scratch_get();
+    for (int i = 0; s && i < NDS_SCRATCH_SLOTS; i++)
+        if (s->slot[i].cap > SCRATCH_KEEP) nds_buf_dispose(&s->slot[i]);
 }
 
 int nds_array_chunk_key(const nds_array *a, const uint64_t *cell, char *buf, size_t cap) {
@@ -157,6 +191,7 @@ static int read_task(void *ctx, size_t i) {
         nds_strided_copy(a->meta.rank, s.extent, a->elem, bp, c->buf_stride, cp, c->chunk_stride);
     else
         nds_strided_fill(a->meta.rank, s.extent, a->elem, bp, c->buf_stride, a->meta.fill_value);
+    if (a->chunk_bytes > SCRATCH_KEEP) nds_scratch_trim(); /* do not pin huge chunks per thread */
     return 0;
 }
 
@@ -194,6 +229,7 @@ static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, cons
         return nds_kvstore_delete(a->kv, key, &wo);
     }
     nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
+    if (!enc) return nds_err(NDS_ENOMEM, "out of memory");
     enc->len = 0;
     int rc = a->format->encode_chunk(a->state, cell, chunk, enc);
     if (rc) return nds_err_prefix(rc, "%s: encoding chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
@@ -255,7 +291,9 @@ static int write_task(void *ctx, size_t i) {
     grid_cell(&c->grid, i, cell);
     if (!select_in_chunk(&c->a->meta, c->box, cell, &s)) return 0;
     write_merge w = {c, &s};
-    return nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
+    int rc = nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
+    if (c->a->chunk_bytes > SCRATCH_KEEP) nds_scratch_trim(); /* do not pin huge chunks per thread */
+    return rc;
 }
 
 int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_io_options *opts) {

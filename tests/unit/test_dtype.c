@@ -124,7 +124,8 @@ END_TEST
 
 START_TEST(json_helpers_name_members) {
     json_object *o;
-    NDS_OK(nds_json_parse("{\"a\": [1, 2, -3], \"b\": \"x\"}", 29, "doc", &o));
+    const char *text = "{\"a\": [1, 2, -3], \"b\": \"x\"}";
+    NDS_OK(nds_json_parse(text, strlen(text), "doc", &o));
     uint64_t v[4];
     size_t n;
     ck_assert_int_eq(nds_json_get_u64_array(o, "a", "doc", 100, v, 4, &n), NDS_EFORMAT);

@@ -1,0 +1,157 @@
+/* Shared declarations of the ndstore command line (cli/).
+ *
+ * The command line uses only the public API (the headers in include/ndstore/) plus json-c to build specs and print
+ * JSON. Each command lives in cli/cmd_<name>.c and is entered as cli_cmd_<name>(argc, argv) with argv[0]
+ * the command name; it returns the process exit status: 0 success, 1 failure (one line "ndstore: <message>"
+ * on stderr), 2 bad usage (a message and a usage line on stderr).
+ *
+ * The helpers declared here (main.c) print their own errors and return an exit status, so a command reads
+ * as a straight line of "if ((rc = step()) != 0) goto out;". The process is single-threaded apart from
+ * the library's own pool; nothing here is thread-safe or needs to be.
+ */
+#ifndef NDS_CLI_H
+#define NDS_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <json-c/json.h>
+#include "ndstore/ndstore.h"
+
+/** Exit statuses. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/** Default memory budget of cp, read and write streaming (bytes). */
+#define CLI_DEFAULT_BUDGET ((uint64_t)256 << 20)
+/** Regions up to this many elements are printed as text when read has no -o. */
+#define CLI_PRINT_LIMIT 1000
+
+#if defined(__GNUC__)
+#define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CLI_PRINTF(a, b)
+#endif
+
+/* ---- commands (cli/cmd_<name>.c) ---- */
+int cli_cmd_create(int argc, char **argv);
+int cli_cmd_info(int argc, char **argv);
+int cli_cmd_read(int argc, char **argv);
+int cli_cmd_write(int argc, char **argv);
+int cli_cmd_cp(int argc, char **argv);
+int cli_cmd_ls(int argc, char **argv);
+int cli_cmd_verify(int argc, char **argv);
+int cli_cmd_demo(int argc, char **argv);
+int cli_cmd_resize(int argc, char **argv);
+int cli_cmd_attrs(int argc, char **argv);
+int cli_cmd_group(int argc, char **argv);
+
+/** Prints the info report of an open array (text, or one JSON object) to out. @return exit status */
+int cli_info_print(nds_array *a, bool as_json, FILE *out);
+
+/* ---- reporting (main.c) ---- */
+/** Prints "ndstore: <message>" on stderr; returns CLI_FAIL. */
+int cli_fail(const char *fmt, ...) CLI_PRINTF(1, 2);
+/** Prints "ndstore: <last library error>" (or nds_strerror(code) when no message is set); returns
+ *  CLI_FAIL. what (may be NULL) is put in front of the message when the library's message is empty. */
+int cli_fail_nds(int code, const char *what);
+/** Prints "ndstore: <message>" and "usage: <usage>" on stderr; returns CLI_USAGE. */
+int cli_usage(const char *usage, const char *fmt, ...) CLI_PRINTF(2, 3);
+/** Prints help text on stdout; returns CLI_OK. */
+int cli_help(const char *text);
+/** Reports the option getopt_long rejected with c ('?' unknown, ':' missing value; the optstring must
+ *  start with ':'); returns CLI_USAGE. */
+int cli_bad_option(const char *usage, char **argv, int c);
+/** Resets getopt_long before a command parses its options (argv[0] is the command). */
+void cli_getopt_reset(void);
+
+/* ---- parsing (main.c) ---- */
+/** Parses "100,200" (optionally "[100, 200]") into out[0..*n). 0, or -1 (message in err). */
+int cli_parse_u64_list(const char *text, uint64_t *out, size_t cap, size_t *n, char *err, size_t errcap);
+/** Parses a byte size: digits with an optional K, M, G, T suffix (powers of 1024, "MiB" and "MB" too). */
+int cli_parse_size(const char *text, uint64_t *out);
+/** Parses a decimal integer in [min, max]. 0 or -1. */
+int cli_parse_long(const char *text, long min, long max, long *out);
+/** Formats shape as "[a, b, c]" into buf. */
+void cli_format_list(char *buf, size_t cap, size_t rank, const uint64_t *v);
+/** Formats shape as a NumPy tuple "(a, b)", "(a,)" or "()" into buf. */
+void cli_format_tuple(char *buf, size_t cap, size_t rank, const uint64_t *v);
+/** Parses JSON text, rejecting trailing garbage. what names it in the message. 0 or CLI_FAIL (printed). */
+int cli_json_parse(const char *text, const char *what, json_object **out);
+/** Reads a whole file (at most max bytes) into a malloc'd NUL-terminated buffer. 0 or CLI_FAIL. */
+int cli_read_file(const char *path, size_t max, char **out, size_t *len);
+/** Seconds since an arbitrary fixed point (monotonic). */
+double cli_now(void);
+
+/* ---- arrays (main.c) ---- */
+/** Opens an array (mode 0 = from the spec) in ctx (NULL = default). 0 or CLI_FAIL (printed). */
+int cli_open_array(const char *spec, nds_context *ctx, unsigned mode, nds_array **out);
+/** Sets *box from region text (NULL = the whole array). 0, or CLI_FAIL (printed). */
+int cli_parse_region(nds_array *a, const char *region, nds_box *box);
+/** The shape of box with dropped dimensions removed (what a .npy file holds); returns its rank. */
+size_t cli_box_out_shape(const nds_box *box, uint64_t *shape);
+/** Number of elements of box, or CLI_FAIL (printed) when the count overflows; 0 for an empty box. */
+int cli_box_count(const nds_box *box, size_t elem, uint64_t *count, uint64_t *bytes);
+
+/**
+ * Splits a box into tiles of at most budget bytes (at least one unit), visited in C order of their
+ * origins. units[d] (NULL = all 1) is the tile granularity in selected indices, measured from the box's
+ * first index: cp passes the destination chunk shape so each tile is a run of whole chunks. With all units
+ * 1, tiles are single indices in the dimensions before the split dimension and whole in the ones after it,
+ * so the tiles' C-order data concatenated is the box's C-order data (read and write stream this way).
+ */
+typedef struct cli_tiler {
+    nds_box box;                  /**< the whole selection */
+    uint64_t ext[NDS_MAX_RANK];   /**< selected indices per dimension */
+    uint64_t tile[NDS_MAX_RANK];  /**< tile extent per dimension (selected indices) */
+    uint64_t pos[NDS_MAX_RANK];   /**< origin of the next tile (selected indices) */
+    size_t split;                 /**< dimensions 0..split are iterated; the ones after are whole */
+    bool done;                    /**< no tile left */
+    uint64_t max_tile_bytes;      /**< bytes of the largest tile (the first one) */
+} cli_tiler;
+void cli_tiler_init(cli_tiler *t, const nds_box *box, size_t elem, uint64_t budget, const uint64_t *units);
+/** Sets *sub to the next tile and *count to its elements; false when there is none left. */
+bool cli_tiler_next(cli_tiler *t, nds_box *sub, uint64_t *count);
+
+/* ---- specs (spec_build.c) ---- */
+/** What goes into a spec's "schema". NULL / false members are left out. */
+typedef struct cli_schema {
+    const char *dtype;          /**< "uint16" */
+    size_t shape_rank;          /**< 0 = no shape */
+    uint64_t shape[NDS_MAX_RANK];
+    size_t chunk_rank;          /**< 0 = no chunk shape */
+    uint64_t chunks[NDS_MAX_RANK];
+    const char *codec;          /**< compact codec string ("zstd:1") */
+    json_object *fill;          /**< fill value (borrowed; a new reference is taken) */
+} cli_schema;
+
+/**
+ * Builds the JSON text of a spec that creates an array: spec is JSON text, "@file.json" or a URL
+ * ("file:///d/a.zarr|zarr:", "memory://x|zarr:", a bare path = zarr). Members of overrides replace what
+ * the spec's "schema" holds; members of defaults (may be NULL) are added only where the schema has none.
+ * Sets "create": true, and "delete_existing": true when delete_existing. *out is malloc'd (free).
+ * @return CLI_OK, CLI_FAIL (printed)
+ */
+int cli_spec_build(const char *spec, const cli_schema *overrides, const cli_schema *defaults,
+                   bool delete_existing, char **out);
+/** Parses a --fill value ("0", "1.5", "NaN", "true", "[1, 2]") into a new JSON value. 0 or -1. */
+int cli_fill_parse(const char *text, json_object **out);
+/** Strips a trailing "|format:" from a URL into buf (for ls and group). */
+void cli_kvstore_url(const char *url, char *buf, size_t cap);
+
+/* ---- progress (progress.c) ---- */
+/** A progress bar on stderr, drawn only when stderr is a terminal and the work has run a while. */
+typedef struct cli_progress {
+    bool enabled;       /**< stderr is a terminal */
+    bool drawn;         /**< something is on the line and must be cleared */
+    const char *label;
+    uint64_t total;     /**< bytes of work */
+    double start;       /**< cli_now() at begin */
+    double last_draw;
+} cli_progress;
+void cli_progress_begin(cli_progress *p, const char *label, uint64_t total);
+void cli_progress_update(cli_progress *p, uint64_t done);
+/** Clears the bar (if drawn). */
+void cli_progress_end(cli_progress *p);
+
+#endif

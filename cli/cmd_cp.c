@@ -1,0 +1,260 @@
+/* `ndstore cp SRC DST [--jobs N] [--chunks ..] [--codec ..] [--fill V] [--memory-budget B]`: copies any
+ * array into a new array, in any format and store.
+ *
+ * The destination's dtype, shape, chunk shape and fill value come from the source unless DST's "schema"
+ * or the options say otherwise; its codec is the destination format's default unless --codec or the
+ * schema names one. The copy streams by slabs aligned to the destination's chunk grid (each a run of
+ * whole destination chunks, so no destination chunk is written twice): a slab is read from SRC into one
+ * buffer, then written to DST. Half the memory budget sizes the slab and half goes to the library's
+ * in-flight chunks, so memory stays near the budget whatever the array's size (a single destination chunk
+ * larger than half the budget is still copied, one chunk at a time).
+ * Omits: dtype conversion, resuming an interrupted copy.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "npy.h"
+
+static const char usage[] =
+    "ndstore cp SRC DST [--jobs N] [--chunks N,..] [--codec C] [--fill V] [--memory-budget BYTES] "
+    "[--delete-existing]";
+
+static const char help[] =
+    "usage: ndstore cp SRC DST [options]\n"
+    "\n"
+    "Copy an array into a new array. SRC is any array spec or URL; DST is a URL or JSON spec for the\n"
+    "new array (file:///d/b.zarr|zarr:, a bare path, {\"driver\":...}). The destination's dtype, shape,\n"
+    "chunks and fill value are the source's unless overridden; its codec is the format's default unless\n"
+    "--codec is given.\n"
+    "\n"
+    "  -j, --jobs N            threads for decoding and encoding (default: the number of cores)\n"
+    "      --chunks N,..       destination chunk shape\n"
+    "      --codec C           destination codec: none, zstd[:level], blosc[:cname[:clevel[:shuffle]]],\n"
+    "                          gzip[:level], zlib[:level], bz2[:level], lz4[:acceleration]\n"
+    "      --fill V            destination fill value\n"
+    "      --memory-budget B   memory to use, e.g. 64M or 2G (default 256M)\n"
+    "      --delete-existing   replace an array already at DST\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Example: ndstore cp /data/a.zarr 'file:///data/b.zarr|zarr:' --chunks 128,128 --codec zstd:5 -j 8\n";
+
+enum { OPT_CHUNKS = 256, OPT_CODEC, OPT_FILL, OPT_BUDGET, OPT_DELETE };
+
+static const struct option options[] = {
+    {"jobs", required_argument, NULL, 'j'},
+    {"chunks", required_argument, NULL, OPT_CHUNKS},
+    {"codec", required_argument, NULL, OPT_CODEC},
+    {"fill", required_argument, NULL, OPT_FILL},
+    {"memory-budget", required_argument, NULL, OPT_BUDGET},
+    {"delete-existing", no_argument, NULL, OPT_DELETE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct cp_args {
+    const char *src, *dst;
+    long jobs;
+    uint64_t budget;
+    bool delete_existing;
+    cli_schema over;   /* --chunks, --codec, --fill */
+} cp_args;
+
+static int parse_option(int c, char **argv, cp_args *ca) {
+    char err[256];
+    switch (c) {
+    case 'j':
+        if (cli_parse_long(optarg, 1, 1024, &ca->jobs) != 0)
+            return cli_usage(usage, "--jobs: expected 1..1024, got '%s'", optarg);
+        return CLI_OK;
+    case OPT_CHUNKS:
+        if (cli_parse_u64_list(optarg, ca->over.chunks, NDS_MAX_RANK, &ca->over.chunk_rank, err,
+                               sizeof err) != 0)
+            return cli_usage(usage, "--chunks: %s", err);
+        return CLI_OK;
+    case OPT_CODEC: ca->over.codec = optarg; return CLI_OK;
+    case OPT_FILL:
+        json_object_put(ca->over.fill);
+        ca->over.fill = NULL;
+        if (cli_fill_parse(optarg, &ca->over.fill) != 0)
+            return cli_usage(usage, "--fill: not a value: '%s'", optarg);
+        return CLI_OK;
+    case OPT_BUDGET:
+        if (cli_parse_size(optarg, &ca->budget) != 0 || ca->budget < 2)
+            return cli_usage(usage, "--memory-budget: not a size: '%s'", optarg);
+        return CLI_OK;
+    case OPT_DELETE: ca->delete_existing = true; return CLI_OK;
+    case 'h': return -1;
+    default: return cli_bad_option(usage, argv, c);
+    }
+}
+
+/* Parses argv; returns CLI_OK, CLI_USAGE (printed), or -1 for --help. */
+static int parse_args(int argc, char **argv, cp_args *ca) {
+    ca->budget = CLI_DEFAULT_BUDGET;
+    int c, rc = CLI_OK;
+    cli_getopt_reset();
+    while (rc == CLI_OK && (c = getopt_long(argc, argv, ":hj:", options, NULL)) != -1)
+        rc = parse_option(c, argv, ca);
+    if (rc != CLI_OK)
+        return rc;
+    if (argc - optind != 2)
+        return cli_usage(usage, argc - optind < 2 ? "missing SRC or DST" : "too many arguments");
+    ca->src = argv[optind];
+    ca->dst = argv[optind + 1];
+    return CLI_OK;
+}
+
+/* The local directory of a file kvstore (resolved, so "a.zarr" and "/d/a.zarr" compare equal). */
+static bool file_dir(const nds_kvstore *kv, char *out) {
+    char *spec = NULL;
+    bool ok = false;
+    if (nds_kvstore_spec(kv, &spec) != 0)
+        return false;
+    json_object *o = json_tokener_parse(spec), *driver, *path;
+    if (o && json_object_object_get_ex(o, "driver", &driver) &&
+        strcmp(json_object_get_string(driver), "file") == 0 && json_object_object_get_ex(o, "path", &path))
+        ok = realpath(json_object_get_string(path), out) != NULL;
+    json_object_put(o);
+    nds_free(spec);
+    return ok;
+}
+
+static bool same_store(const nds_kvstore *a, const nds_kvstore *b) {
+    char pa[PATH_MAX], pb[PATH_MAX];
+    if (file_dir(a, pa) && file_dir(b, pb))
+        return strcmp(pa, pb) == 0;
+    return strcmp(nds_kvstore_url(a), nds_kvstore_url(b)) == 0;
+}
+
+/* --delete-existing on the source's own store would delete what is about to be read: refuse it. Only
+ * URL destinations are compared (a JSON destination is the user's explicit choice). */
+static int check_not_source(nds_array *src, const char *dst) {
+    char url[4096];
+    if (dst[strspn(dst, " \t\n")] == '{' || dst[0] == '@')
+        return CLI_OK;
+    cli_kvstore_url(dst, url, sizeof url);
+    size_t len = strlen(url);
+    if (len > 0 && url[len - 1] != '/' && len + 1 < sizeof url)
+        memcpy(url + len, "/", 2);
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, url, NULL) != 0)
+        return CLI_OK; /* opening the destination will report it */
+    bool same = same_store(kv, nds_array_kvstore(src));
+    nds_kvstore_free(kv);
+    return same ? cli_fail("cp: destination %s is the source; --delete-existing would destroy it", url)
+                : CLI_OK;
+}
+
+/* Opens the destination with the source's grid as defaults. */
+static int open_dst(nds_array *src, const cp_args *ca, nds_context *ctx, nds_array **dst) {
+    cli_schema def;
+    memset(&def, 0, sizeof def);
+    uint8_t fill[NDS_DTYPE_MAX_SIZE];
+    nds_dtype t = nds_array_dtype(src);
+    def.dtype = nds_dtype_name(t);
+    def.shape_rank = def.chunk_rank = nds_array_rank(src);
+    nds_array_shape(src, def.shape);
+    nds_array_chunk_shape(src, def.chunks);
+    nds_array_fill_value(src, fill);
+    def.fill = cli_element_to_json(t, fill);
+    char *spec = NULL;
+    int rc = cli_spec_build(ca->dst, &ca->over, &def, ca->delete_existing, &spec);
+    json_object_put(def.fill);
+    if (rc == CLI_OK)
+        rc = cli_open_array(spec, ctx, 0, dst);
+    free(spec);
+    return rc;
+}
+
+/* The destination must hold exactly the source's elements. */
+static int check_same_grid(nds_array *src, nds_array *dst) {
+    uint64_t s1[NDS_MAX_RANK], s2[NDS_MAX_RANK];
+    size_t r1 = nds_array_rank(src), r2 = nds_array_rank(dst);
+    nds_array_shape(src, s1);
+    nds_array_shape(dst, s2);
+    if (r1 != r2 || memcmp(s1, s2, r1 * sizeof s1[0]) != 0) {
+        char a[NDS_MAX_RANK * 24], b[NDS_MAX_RANK * 24];
+        cli_format_list(a, sizeof a, r1, s1);
+        cli_format_list(b, sizeof b, r2, s2);
+        return cli_fail("destination shape %s differs from the source's %s", b, a);
+    }
+    if (nds_array_dtype(src) != nds_array_dtype(dst))
+        return cli_fail("destination dtype %s differs from the source's %s",
+                        nds_dtype_name(nds_array_dtype(dst)), nds_dtype_name(nds_array_dtype(src)));
+    return CLI_OK;
+}
+
+static int copy_slabs(nds_array *src, nds_array *dst, const cp_args *ca) {
+    size_t rank = nds_array_rank(src), elem = nds_dtype_size(nds_array_dtype(src));
+    uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK], count, bytes;
+    nds_array_shape(src, shape);
+    nds_array_chunk_shape(dst, chunks);
+    nds_box box;
+    nds_box_full(&box, rank, shape);
+    int rc = cli_box_count(&box, elem, &count, &bytes);
+    cli_tiler t;
+    cli_tiler_init(&t, &box, elem, ca->budget / 2, chunks);
+    uint8_t *buf = rc == CLI_OK ? malloc(t.max_tile_bytes ? t.max_tile_bytes : 1) : NULL;
+    if (rc == CLI_OK && !buf)
+        rc = cli_fail("out of memory (a slab of %" PRIu64 " bytes)", t.max_tile_bytes);
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.threads = (int)ca->jobs;
+    cli_progress bar;
+    cli_progress_begin(&bar, "cp", bytes);
+    double t0 = cli_now();
+    nds_box sub;
+    uint64_t n, done = 0;
+    while (rc == CLI_OK && cli_tiler_next(&t, &sub, &n)) {
+        int st = nds_array_read(src, &sub, buf, &io);
+        if (st == 0)
+            st = nds_array_write(dst, &sub, buf, &io);
+        if (st != 0)
+            rc = cli_fail_nds(st, "cp");
+        done += n * elem;
+        cli_progress_update(&bar, done);
+    }
+    cli_progress_end(&bar);
+    free(buf);
+    double secs = cli_now() - t0;
+    if (rc == CLI_OK)
+        printf("copied %" PRIu64 " elements (%" PRIu64 " bytes) to %s in %.2f s (%.1f MB/s)\n", count,
+               bytes, nds_kvstore_url(nds_array_kvstore(dst)), secs,
+               secs > 0 ? (double)bytes / secs / 1e6 : 0.0);
+    return rc;
+}
+
+int cli_cmd_cp(int argc, char **argv) {
+    cp_args ca;
+    memset(&ca, 0, sizeof ca);
+    int rc = parse_args(argc, argv, &ca);
+    if (rc != CLI_OK) {
+        json_object_put(ca.over.fill);
+        return rc == -1 ? cli_help(help) : rc;
+    }
+    nds_context *ctx = NULL;
+    nds_context_options co = NDS_CONTEXT_OPTIONS_INIT;
+    co.threads = (int)ca.jobs;
+    co.memory_budget = (size_t)(ca.budget - ca.budget / 2);
+    int st = nds_context_new(&ctx, &co);
+    if (st != 0)
+        rc = cli_fail_nds(st, "context");
+    nds_array *src = NULL, *dst = NULL;
+    if (rc == CLI_OK)
+        rc = cli_open_array(ca.src, ctx, 0, &src);
+    if (rc == CLI_OK && ca.delete_existing)
+        rc = check_not_source(src, ca.dst);
+    if (rc == CLI_OK)
+        rc = open_dst(src, &ca, ctx, &dst);
+    if (rc == CLI_OK)
+        rc = check_same_grid(src, dst);
+    if (rc == CLI_OK)
+        rc = copy_slabs(src, dst, &ca);
+    nds_array_free(dst);
+    nds_array_free(src);
+    nds_context_free(ctx);
+    json_object_put(ca.over.fill);
+    return rc;
+}

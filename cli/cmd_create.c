@@ -1,0 +1,125 @@
+/* `ndstore create SPEC [--shape ..] [--chunks ..] [--dtype T] [--codec C] [--fill V] [--delete-existing]`
+ *
+ * Builds a spec with "create": true and the options in its "schema" (cli_spec_build), opens it (the mode
+ * comes from the spec), and prints one line describing what was created.
+ * Omits: attributes (use `ndstore attrs --set` afterwards).
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+static const char usage[] =
+    "ndstore create SPEC [--shape N,..] [--chunks N,..] [--dtype T] [--codec C] [--fill V] "
+    "[--delete-existing]";
+
+static const char help[] =
+    "usage: ndstore create SPEC [options]\n"
+    "\n"
+    "Create an array. SPEC is JSON text, @file.json, or a URL: file:///d/a.zarr|zarr:, memory://x|zarr:,\n"
+    "or a bare path (zarr). Options go into the spec's \"schema\" and override what it holds.\n"
+    "\n"
+    "  --shape N,..        array shape, e.g. 1000,2000\n"
+    "  --chunks N,..       chunk shape, e.g. 100,200\n"
+    "  --dtype T           bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64,\n"
+    "                      complex64, complex128\n"
+    "  --codec C           none, zstd[:level], blosc[:cname[:clevel[:shuffle]]], gzip[:level],\n"
+    "                      zlib[:level], bz2[:level], lz4[:acceleration]\n"
+    "  --fill V            fill value: a number, true/false, NaN, Infinity, [re, im]\n"
+    "  --delete-existing   delete an array already there instead of failing\n"
+    "  -h, --help          show this help\n"
+    "\n"
+    "Example: ndstore create /tmp/a.zarr --shape 1000,1000 --chunks 100,100 --dtype uint16 --codec zstd:3\n";
+
+enum { OPT_SHAPE = 256, OPT_CHUNKS, OPT_DTYPE, OPT_CODEC, OPT_FILL, OPT_DELETE };
+
+static const struct option options[] = {
+    {"shape", required_argument, NULL, OPT_SHAPE},
+    {"chunks", required_argument, NULL, OPT_CHUNKS},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"codec", required_argument, NULL, OPT_CODEC},
+    {"fill", required_argument, NULL, OPT_FILL},
+    {"delete-existing", no_argument, NULL, OPT_DELETE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Applies one option to the schema; CLI_USAGE (printed) for a bad value. */
+static int apply_option(int c, const char *arg, cli_schema *s, bool *delete_existing) {
+    char err[256];
+    switch (c) {
+    case OPT_SHAPE:
+        if (cli_parse_u64_list(arg, s->shape, NDS_MAX_RANK, &s->shape_rank, err, sizeof err) != 0)
+            return cli_usage(usage, "--shape: %s", err);
+        return CLI_OK;
+    case OPT_CHUNKS:
+        if (cli_parse_u64_list(arg, s->chunks, NDS_MAX_RANK, &s->chunk_rank, err, sizeof err) != 0)
+            return cli_usage(usage, "--chunks: %s", err);
+        return CLI_OK;
+    case OPT_DTYPE:
+        if (nds_dtype_from_name(arg) == NDS_DTYPE_INVALID)
+            return cli_usage(usage, "--dtype: unknown dtype '%s'", arg);
+        s->dtype = arg;
+        return CLI_OK;
+    case OPT_CODEC:
+        s->codec = arg;
+        return CLI_OK;
+    case OPT_FILL:
+        json_object_put(s->fill);
+        s->fill = NULL;
+        if (cli_fill_parse(arg, &s->fill) != 0)
+            return cli_usage(usage, "--fill: not a value: '%s'", arg);
+        return CLI_OK;
+    default:
+        *delete_existing = true;
+        return CLI_OK;
+    }
+}
+
+static int create_and_report(const char *spec_text) {
+    nds_array *a = NULL;
+    int rc = cli_open_array(spec_text, NULL, 0, &a);
+    if (rc != CLI_OK)
+        return rc;
+    uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK];
+    char s1[NDS_MAX_RANK * 24], s2[NDS_MAX_RANK * 24];
+    size_t rank = nds_array_rank(a);
+    nds_array_shape(a, shape);
+    nds_array_chunk_shape(a, chunks);
+    cli_format_list(s1, sizeof s1, rank, shape);
+    cli_format_list(s2, sizeof s2, rank, chunks);
+    printf("created %s array %s: shape %s, chunks %s, %s\n", nds_array_format(a),
+           nds_kvstore_url(nds_array_kvstore(a)), s1, s2, nds_dtype_name(nds_array_dtype(a)));
+    nds_array_free(a);
+    return CLI_OK;
+}
+
+int cli_cmd_create(int argc, char **argv) {
+    cli_schema schema;
+    memset(&schema, 0, sizeof schema);
+    bool delete_existing = false;
+    int c, rc = CLI_OK;
+    cli_getopt_reset();
+    while (rc == CLI_OK && (c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (c == 'h')
+            rc = -1;
+        else if (c == '?' || c == ':')
+            rc = cli_bad_option(usage, argv, c);
+        else
+            rc = apply_option(c, optarg, &schema, &delete_existing);
+    }
+    if (rc == -1) {
+        json_object_put(schema.fill);
+        return cli_help(help);
+    }
+    if (rc == CLI_OK && argc - optind != 1)
+        rc = cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
+    char *spec = NULL;
+    if (rc == CLI_OK)
+        rc = cli_spec_build(argv[optind], &schema, NULL, delete_existing, &spec);
+    if (rc == CLI_OK)
+        rc = create_and_report(spec);
+    free(spec);
+    json_object_put(schema.fill);
+    return rc;
+}

@@ -1,0 +1,158 @@
+/* `ndstore info SPEC [--json]`: an array's format, shape, dtype, chunks, codec, fill value, stored chunks
+ * and bytes, and user attributes; --json prints the same as one JSON object (plus the format's metadata
+ * document and the spec that reopens the array).
+ * Omits: per-chunk listings (use `ndstore ls`).
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "npy.h"
+
+static const char usage[] = "ndstore info SPEC [--json]";
+
+static const char help[] =
+    "usage: ndstore info SPEC [--json]\n"
+    "\n"
+    "Show an array's format, shape, dtype, chunk shape, codec, fill value, stored chunks and bytes, and\n"
+    "attributes. SPEC is JSON text, @file.json, or a URL (a bare path is detected from its metadata).\n"
+    "\n"
+    "  --json       print one JSON object (members: url, format, shape, dtype, chunks, codec,\n"
+    "               fill_value, chunks_stored, chunks_total, bytes_stored, attributes, metadata, spec)\n"
+    "  -h, --help   show this help\n";
+
+static const struct option options[] = {
+    {"json", no_argument, NULL, 'j'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static json_object *u64_array(size_t n, const uint64_t *v) {
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; i < n; i++)
+        json_object_array_add(arr, json_object_new_uint64(v[i]));
+    return arr;
+}
+
+/* What info reports, gathered once for both outputs. */
+typedef struct info {
+    size_t rank;
+    uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK];
+    nds_dtype dtype;
+    uint8_t fill[NDS_DTYPE_MAX_SIZE];
+    char codec[256];
+    nds_array_stats stats;
+    char *attrs;     /* JSON text, nds_free */
+    char *metadata;  /* JSON text, nds_free */
+    char *spec;      /* JSON text, nds_free */
+} info;
+
+static int gather(nds_array *a, info *in) {
+    memset(in, 0, sizeof *in);
+    in->rank = nds_array_rank(a);
+    nds_array_shape(a, in->shape);
+    nds_array_chunk_shape(a, in->chunks);
+    in->dtype = nds_array_dtype(a);
+    nds_array_fill_value(a, in->fill);
+    nds_array_codec_description(a, in->codec, sizeof in->codec);
+    int rc = nds_array_stats_get(a, &in->stats);
+    if (rc == 0)
+        rc = nds_array_get_attributes(a, &in->attrs);
+    if (rc == 0)
+        rc = nds_array_metadata(a, &in->metadata);
+    if (rc == 0)
+        rc = nds_array_spec(a, &in->spec);
+    return rc == 0 ? CLI_OK : cli_fail_nds(rc, "info");
+}
+
+static void info_dispose(info *in) {
+    nds_free(in->attrs);
+    nds_free(in->metadata);
+    nds_free(in->spec);
+}
+
+/* Parsed JSON text, or the text as a string when it does not parse (never expected). */
+static json_object *json_or_string(const char *text) {
+    json_object *o = text ? json_tokener_parse(text) : NULL;
+    return o ? o : json_object_new_string(text ? text : "");
+}
+
+static void print_json(nds_array *a, const info *in, FILE *out) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "url", json_object_new_string(nds_kvstore_url(nds_array_kvstore(a))));
+    json_object_object_add(o, "format", json_object_new_string(nds_array_format(a)));
+    json_object_object_add(o, "shape", u64_array(in->rank, in->shape));
+    json_object_object_add(o, "dtype", json_object_new_string(nds_dtype_name(in->dtype)));
+    json_object_object_add(o, "chunks", u64_array(in->rank, in->chunks));
+    json_object_object_add(o, "codec", json_object_new_string(in->codec));
+    json_object_object_add(o, "fill_value", cli_element_to_json(in->dtype, in->fill));
+    json_object_object_add(o, "chunks_stored", json_object_new_uint64(in->stats.chunks_stored));
+    json_object_object_add(o, "chunks_total", json_object_new_uint64(in->stats.chunks_total));
+    json_object_object_add(o, "bytes_stored", json_object_new_uint64(in->stats.bytes_stored));
+    json_object_object_add(o, "attributes", json_or_string(in->attrs));
+    json_object_object_add(o, "metadata", json_or_string(in->metadata));
+    json_object_object_add(o, "spec", json_or_string(in->spec));
+    fprintf(out, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                              JSON_C_TO_STRING_SPACED |
+                                                              JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(o);
+}
+
+static void print_text(nds_array *a, const info *in, FILE *out) {
+    char buf[NDS_MAX_RANK * 24], fill[96];
+    fprintf(out, "url:         %s\n", nds_kvstore_url(nds_array_kvstore(a)));
+    fprintf(out, "format:      %s\n", nds_array_format(a));
+    cli_format_list(buf, sizeof buf, in->rank, in->shape);
+    fprintf(out, "shape:       %s\n", buf);
+    fprintf(out, "dtype:       %s\n", nds_dtype_name(in->dtype));
+    cli_format_list(buf, sizeof buf, in->rank, in->chunks);
+    fprintf(out, "chunks:      %s\n", buf);
+    fprintf(out, "codec:       %s\n", in->codec);
+    cli_format_element(in->dtype, in->fill, fill, sizeof fill);
+    fprintf(out, "fill value:  %s\n", fill);
+    fprintf(out, "stored:      %" PRIu64 " of %" PRIu64 " chunks, %" PRIu64 " bytes\n",
+            in->stats.chunks_stored, in->stats.chunks_total, in->stats.bytes_stored);
+    json_object *attrs = in->attrs ? json_tokener_parse(in->attrs) : NULL;
+    bool empty = !attrs || (json_object_is_type(attrs, json_type_object) &&
+                            json_object_object_length(attrs) == 0);
+    fprintf(out, "attributes:  %s\n",
+            !empty ? json_object_to_json_string_ext(attrs, JSON_C_TO_STRING_SPACED |
+                                                               JSON_C_TO_STRING_NOSLASHESCAPE)
+                   : (attrs || !in->attrs ? "{}" : in->attrs));
+    json_object_put(attrs);
+}
+
+int cli_info_print(nds_array *a, bool as_json, FILE *out) {
+    info in;
+    int rc = gather(a, &in);
+    if (rc == CLI_OK) {
+        if (as_json)
+            print_json(a, &in, out);
+        else
+            print_text(a, &in, out);
+    }
+    info_dispose(&in);
+    return rc;
+}
+
+int cli_cmd_info(int argc, char **argv) {
+    bool as_json = false;
+    int c;
+    cli_getopt_reset();
+    while ((c = getopt_long(argc, argv, ":hj", options, NULL)) != -1) {
+        if (c == 'h')
+            return cli_help(help);
+        if (c != 'j')
+            return cli_bad_option(usage, argv, c);
+        as_json = true;
+    }
+    if (argc - optind != 1)
+        return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
+    nds_array *a = NULL;
+    int rc = cli_open_array(argv[optind], NULL, 0, &a);
+    if (rc == CLI_OK)
+        rc = cli_info_print(a, as_json, stdout);
+    nds_array_free(a);
+    return rc;
+}

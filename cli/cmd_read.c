@@ -1,0 +1,181 @@
+/* `ndstore read SPEC [--region R] [-o OUT.npy|-] [--raw]`: reads a region into a .npy file (C order, host
+ * byte order, dropped dimensions left out of the shape), raw bytes, or, for small regions with no -o,
+ * prints it as NumPy prints arrays.
+ *
+ * Large regions stream: the region is cut into tiles of at most --memory-budget bytes whose C-order data
+ * concatenated is the region's, so memory stays bounded whatever the region's size. A failed write to a
+ * file removes the partial file. Omits: Fortran-order output.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+#include "npy.h"
+
+static const char usage[] = "ndstore read SPEC [--region R] [-o OUT.npy|-] [--raw] [--jobs N]";
+
+static const char help[] =
+    "usage: ndstore read SPEC [--region R] [-o OUT.npy|-] [--raw] [--jobs N] [--memory-budget BYTES]\n"
+    "\n"
+    "Read a region of an array. With -o, write a .npy file (- = stdout); with no -o, print regions of\n"
+    "up to 1000 elements as text, as NumPy prints arrays.\n"
+    "\n"
+    "  -r, --region R          NumPy-style region, e.g. '[0:512, 100:200:2, 7]' (default: everything);\n"
+    "                          an integer index leaves that dimension out of the .npy shape\n"
+    "  -o, --output FILE       output .npy file, or - for stdout\n"
+    "      --raw               write raw bytes (C order, host byte order) instead of .npy\n"
+    "  -j, --jobs N            threads for decoding (default: the number of cores)\n"
+    "      --memory-budget B   bytes read per step (default 256M)\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Example: ndstore read /tmp/a.zarr --region '[0:10, 5]'\n";
+
+enum { OPT_RAW = 256, OPT_BUDGET };
+
+static const struct option options[] = {
+    {"region", required_argument, NULL, 'r'},
+    {"output", required_argument, NULL, 'o'},
+    {"raw", no_argument, NULL, OPT_RAW},
+    {"jobs", required_argument, NULL, 'j'},
+    {"memory-budget", required_argument, NULL, OPT_BUDGET},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct read_args {
+    const char *spec, *region, *output;
+    bool raw;
+    long jobs;
+    uint64_t budget;
+} read_args;
+
+/* Parses argv; returns CLI_OK, CLI_USAGE (printed), or -1 for --help. */
+static int parse_args(int argc, char **argv, read_args *ra) {
+    memset(ra, 0, sizeof *ra);
+    ra->budget = CLI_DEFAULT_BUDGET;
+    int c;
+    cli_getopt_reset();
+    while ((c = getopt_long(argc, argv, ":hr:o:j:", options, NULL)) != -1) {
+        switch (c) {
+        case 'h': return -1;
+        case 'r': ra->region = optarg; break;
+        case 'o': ra->output = optarg; break;
+        case OPT_RAW: ra->raw = true; break;
+        case 'j':
+            if (cli_parse_long(optarg, 1, 1024, &ra->jobs) != 0)
+                return cli_usage(usage, "--jobs: expected 1..1024, got '%s'", optarg);
+            break;
+        case OPT_BUDGET:
+            if (cli_parse_size(optarg, &ra->budget) != 0 || ra->budget == 0)
+                return cli_usage(usage, "--memory-budget: not a size: '%s'", optarg);
+            break;
+        default: return cli_bad_option(usage, argv, c);
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
+    ra->spec = argv[optind];
+    if (ra->raw && !ra->output)
+        return cli_usage(usage, "--raw needs -o FILE or -o -");
+    return CLI_OK;
+}
+
+static int print_region(nds_array *a, const nds_box *box, uint64_t count, uint64_t bytes,
+                        const nds_io_options *io) {
+    if (count > CLI_PRINT_LIMIT)
+        return cli_usage(usage, "the region has %" PRIu64 " elements; only up to %d are printed: "
+                                "give -o FILE.npy or -o -", count, CLI_PRINT_LIMIT);
+    void *buf = malloc(bytes ? bytes : 1);
+    if (!buf)
+        return cli_fail("out of memory");
+    int rc = count ? nds_array_read(a, box, buf, io) : 0;
+    if (rc == 0) {
+        uint64_t shape[NDS_MAX_RANK];
+        size_t rank = cli_box_out_shape(box, shape);
+        cli_print_array(stdout, nds_array_dtype(a), buf, rank, shape);
+    }
+    free(buf);
+    return rc == 0 ? CLI_OK : cli_fail_nds(rc, "read");
+}
+
+/* Reads the region tile by tile into f. */
+static int stream_region(nds_array *a, const nds_box *box, uint64_t bytes, const read_args *ra,
+                         const nds_io_options *io, FILE *f) {
+    size_t elem = nds_dtype_size(nds_array_dtype(a));
+    cli_tiler t;
+    cli_tiler_init(&t, box, elem, ra->budget, NULL);
+    uint8_t *buf = malloc(t.max_tile_bytes ? t.max_tile_bytes : 1);
+    if (!buf)
+        return cli_fail("out of memory (%" PRIu64 " bytes)", t.max_tile_bytes);
+    cli_progress bar;
+    cli_progress_begin(&bar, "read", bytes);
+    nds_box sub;
+    uint64_t n, done = 0;
+    int rc = CLI_OK;
+    while (rc == CLI_OK && cli_tiler_next(&t, &sub, &n)) {
+        int st = nds_array_read(a, &sub, buf, io);
+        if (st != 0)
+            rc = cli_fail_nds(st, "read");
+        else if (fwrite(buf, elem, n, f) != n)
+            rc = cli_fail("%s: %s", ra->output, strerror(errno));
+        done += n * elem;
+        cli_progress_update(&bar, done);
+    }
+    cli_progress_end(&bar);
+    free(buf);
+    return rc;
+}
+
+static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const read_args *ra,
+                        const nds_io_options *io) {
+    nds_dtype t = nds_array_dtype(a);
+    if (!ra->raw && !cli_npy_descr(t))
+        return cli_fail("%s has no .npy dtype: use --raw", nds_dtype_name(t));
+    bool to_stdout = strcmp(ra->output, "-") == 0;
+    if (to_stdout && isatty(STDOUT_FILENO))
+        return cli_usage(usage, "refusing to write binary data to a terminal: redirect -o - or give a file");
+    FILE *f = to_stdout ? stdout : fopen(ra->output, "wb");
+    if (!f)
+        return cli_fail("%s: %s", ra->output, strerror(errno));
+    int rc = CLI_OK;
+    if (!ra->raw) {
+        uint64_t shape[NDS_MAX_RANK];
+        char err[256];
+        size_t rank = cli_box_out_shape(box, shape);
+        if (cli_npy_write_header(f, t, rank, shape, err, sizeof err) != 0)
+            rc = cli_fail("%s: %s", ra->output, err);
+    }
+    if (rc == CLI_OK)
+        rc = stream_region(a, box, bytes, ra, io, f);
+    if (fflush(f) != 0 && rc == CLI_OK)
+        rc = cli_fail("%s: %s", ra->output, strerror(errno));
+    if (!to_stdout && fclose(f) != 0 && rc == CLI_OK)
+        rc = cli_fail("%s: %s", ra->output, strerror(errno));
+    if (rc != CLI_OK && !to_stdout)
+        unlink(ra->output);
+    return rc;
+}
+
+int cli_cmd_read(int argc, char **argv) {
+    read_args ra;
+    int rc = parse_args(argc, argv, &ra);
+    if (rc != CLI_OK)
+        return rc == -1 ? cli_help(help) : rc;
+    nds_array *a = NULL;
+    nds_box box;
+    uint64_t count = 0, bytes = 0;
+    rc = cli_open_array(ra.spec, NULL, 0, &a);
+    if (rc == CLI_OK)
+        rc = cli_parse_region(a, ra.region, &box);
+    if (rc == CLI_OK)
+        rc = cli_box_count(&box, nds_dtype_size(nds_array_dtype(a)), &count, &bytes);
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.threads = (int)ra.jobs;
+    if (rc == CLI_OK)
+        rc = ra.output ? write_output(a, &box, bytes, &ra, &io) : print_region(a, &box, count, bytes, &io);
+    nds_array_free(a);
+    return rc;
+}

@@ -1,0 +1,233 @@
+/* `ndstore write SPEC [--region R] -i IN.npy|- [--raw]`: writes a .npy file (or raw bytes) into a region.
+ *
+ * The region's shape with dropped dimensions removed must equal the file's shape, and the file's dtype
+ * must be the array's (no conversion): either mismatch is an error naming both sides. Data streams in
+ * tiles of at most --memory-budget bytes (C-order files); a Fortran-order file is reordered in memory, so
+ * it must fit the budget. Each touched chunk is committed by itself (the library's isolated per-chunk
+ * write); on failure, chunks already written stay written.
+ * Omits: dtype conversion, broadcasting.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "npy.h"
+
+static const char usage[] = "ndstore write SPEC [--region R] -i IN.npy|- [--raw] [--jobs N]";
+
+static const char help[] =
+    "usage: ndstore write SPEC [--region R] -i IN.npy|- [--raw] [--jobs N] [--memory-budget BYTES]\n"
+    "\n"
+    "Write a .npy file (or raw bytes) into a region of an existing array. The region's shape (without\n"
+    "dimensions selected by an integer index) must equal the file's shape, and the dtypes must match.\n"
+    "\n"
+    "  -r, --region R          NumPy-style region, e.g. '[0:512, 100:200]' (default: everything)\n"
+    "  -i, --input FILE        input .npy file, or - for stdin\n"
+    "      --raw               the input is raw bytes (C order, host byte order) of the region\n"
+    "  -j, --jobs N            threads for encoding (default: the number of cores)\n"
+    "      --memory-budget B   bytes written per step (default 256M)\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Example: ndstore write /tmp/a.zarr --region '[0:10, 0:20]' -i block.npy\n";
+
+enum { OPT_RAW = 256, OPT_BUDGET };
+
+static const struct option options[] = {
+    {"region", required_argument, NULL, 'r'},
+    {"input", required_argument, NULL, 'i'},
+    {"raw", no_argument, NULL, OPT_RAW},
+    {"jobs", required_argument, NULL, 'j'},
+    {"memory-budget", required_argument, NULL, OPT_BUDGET},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct write_args {
+    const char *spec, *region, *input;
+    bool raw;
+    long jobs;
+    uint64_t budget;
+} write_args;
+
+/* Parses argv; returns CLI_OK, CLI_USAGE (printed), or -1 for --help. */
+static int parse_args(int argc, char **argv, write_args *wa) {
+    memset(wa, 0, sizeof *wa);
+    wa->budget = CLI_DEFAULT_BUDGET;
+    int c;
+    cli_getopt_reset();
+    while ((c = getopt_long(argc, argv, ":hr:i:j:", options, NULL)) != -1) {
+        switch (c) {
+        case 'h': return -1;
+        case 'r': wa->region = optarg; break;
+        case 'i': wa->input = optarg; break;
+        case OPT_RAW: wa->raw = true; break;
+        case 'j':
+            if (cli_parse_long(optarg, 1, 1024, &wa->jobs) != 0)
+                return cli_usage(usage, "--jobs: expected 1..1024, got '%s'", optarg);
+            break;
+        case OPT_BUDGET:
+            if (cli_parse_size(optarg, &wa->budget) != 0 || wa->budget == 0)
+                return cli_usage(usage, "--memory-budget: not a size: '%s'", optarg);
+            break;
+        default: return cli_bad_option(usage, argv, c);
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
+    wa->spec = argv[optind];
+    if (!wa->input)
+        return cli_usage(usage, "missing -i IN.npy (or -i - for stdin)");
+    return CLI_OK;
+}
+
+/* Everything one write needs. */
+typedef struct write_job {
+    nds_array *a;
+    nds_box box;
+    nds_dtype dtype;
+    size_t elem;
+    uint64_t count, bytes;
+    FILE *in;
+    const char *name;    /* input name for messages */
+    bool swap;           /* input bytes are in the other byte order */
+    nds_io_options io;
+    uint64_t budget;
+} write_job;
+
+static int read_input(write_job *w, void *buf, uint64_t n, uint64_t done) {
+    size_t got = fread(buf, w->elem, n, w->in);
+    if (got != n) {
+        if (ferror(w->in))
+            return cli_fail("%s: %s", w->name, strerror(errno));
+        return cli_fail("%s: input ended after %" PRIu64 " of %" PRIu64 " data bytes", w->name,
+                        done + got * w->elem, w->bytes);
+    }
+    if (w->swap)
+        cli_byteswap(buf, n * w->elem / cli_swap_unit(w->dtype), cli_swap_unit(w->dtype));
+    return CLI_OK;
+}
+
+/* C-order input: tile by tile. */
+static int stream_write(write_job *w) {
+    cli_tiler t;
+    cli_tiler_init(&t, &w->box, w->elem, w->budget, NULL);
+    uint8_t *buf = malloc(t.max_tile_bytes ? t.max_tile_bytes : 1);
+    if (!buf)
+        return cli_fail("out of memory (%" PRIu64 " bytes)", t.max_tile_bytes);
+    cli_progress bar;
+    cli_progress_begin(&bar, "write", w->bytes);
+    nds_box sub;
+    uint64_t n, done = 0;
+    int rc = CLI_OK;
+    while (rc == CLI_OK && cli_tiler_next(&t, &sub, &n)) {
+        rc = read_input(w, buf, n, done);
+        int st = rc == CLI_OK ? nds_array_write(w->a, &sub, buf, &w->io) : 0;
+        if (st != 0)
+            rc = cli_fail_nds(st, "write");
+        done += n * w->elem;
+        cli_progress_update(&bar, done);
+    }
+    cli_progress_end(&bar);
+    free(buf);
+    return rc;
+}
+
+/* Fortran-order input: the whole block is reordered in memory, so it must fit the budget. */
+static int fortran_write(write_job *w, const cli_npy_header *h) {
+    if (w->bytes > w->budget)
+        return cli_fail("%s: a Fortran-order file of %" PRIu64 " bytes is larger than the memory budget "
+                        "(%" PRIu64 "); raise --memory-budget or save it in C order", w->name, w->bytes,
+                        w->budget);
+    uint8_t *src = malloc(w->bytes), *dst = malloc(w->bytes);
+    int rc = src && dst ? read_input(w, src, w->count, 0) : cli_fail("out of memory");
+    if (rc == CLI_OK) {
+        cli_fortran_to_c(h->rank, h->shape, w->elem, dst, src);
+        int st = nds_array_write(w->a, &w->box, dst, &w->io);
+        if (st != 0)
+            rc = cli_fail_nds(st, "write");
+    }
+    free(src);
+    free(dst);
+    return rc;
+}
+
+/* Checks a .npy header against the region: same dtype, same shape. */
+static int check_header(write_job *w, const cli_npy_header *h) {
+    if (h->dtype != w->dtype)
+        return cli_fail("dtype mismatch: %s holds %s ('%s'), the array is %s", w->name,
+                        nds_dtype_name(h->dtype), h->descr, nds_dtype_name(w->dtype));
+    uint64_t shape[NDS_MAX_RANK];
+    size_t rank = cli_box_out_shape(&w->box, shape);
+    if (rank != h->rank || memcmp(shape, h->shape, rank * sizeof shape[0]) != 0) {
+        char region[NDS_MAX_RANK * 72], s1[NDS_MAX_RANK * 24], s2[NDS_MAX_RANK * 24];
+        nds_box_format(&w->box, region, sizeof region);
+        cli_format_tuple(s1, sizeof s1, rank, shape);
+        cli_format_tuple(s2, sizeof s2, h->rank, h->shape);
+        return cli_fail("shape mismatch: region %s has shape %s, %s has shape %s", region, s1, w->name, s2);
+    }
+    return CLI_OK;
+}
+
+static int write_npy(write_job *w) {
+    cli_npy_header h;
+    char err[256];
+    if (cli_npy_read_header(w->in, &h, err, sizeof err) != 0)
+        return cli_fail("%s: %s", w->name, err);
+    int rc = check_header(w, &h);
+    if (rc != CLI_OK)
+        return rc;
+    w->swap = h.swap;
+    if (h.fortran_order && h.rank > 1 && w->count > 1)
+        return fortran_write(w, &h);
+    return stream_write(w);
+}
+
+static int write_raw(write_job *w) {
+    int rc = stream_write(w);
+    if (rc == CLI_OK && fgetc(w->in) != EOF)
+        rc = cli_fail("%s: input is longer than the region's %" PRIu64 " bytes", w->name, w->bytes);
+    return rc;
+}
+
+static int run(write_job *w, const write_args *wa) {
+    bool from_stdin = strcmp(wa->input, "-") == 0;
+    w->name = from_stdin ? "stdin" : wa->input;
+    w->in = from_stdin ? stdin : fopen(wa->input, "rb");
+    if (!w->in)
+        return cli_fail("%s: %s", wa->input, strerror(errno));
+    int rc = wa->raw ? write_raw(w) : write_npy(w);
+    if (!from_stdin)
+        fclose(w->in);
+    if (rc == CLI_OK) {
+        char region[NDS_MAX_RANK * 72];
+        nds_box_format(&w->box, region, sizeof region);
+        printf("wrote %" PRIu64 " elements (%" PRIu64 " bytes) to %s\n", w->count, w->bytes, region);
+    }
+    return rc;
+}
+
+int cli_cmd_write(int argc, char **argv) {
+    write_args wa;
+    int rc = parse_args(argc, argv, &wa);
+    if (rc != CLI_OK)
+        return rc == -1 ? cli_help(help) : rc;
+    write_job w;
+    memset(&w, 0, sizeof w);
+    w.io = (nds_io_options)NDS_IO_OPTIONS_INIT;
+    w.io.threads = (int)wa.jobs;
+    w.budget = wa.budget;
+    rc = cli_open_array(wa.spec, NULL, 0, &w.a);
+    if (rc == CLI_OK) {
+        w.dtype = nds_array_dtype(w.a);
+        w.elem = nds_dtype_size(w.dtype);
+        rc = cli_parse_region(w.a, wa.region, &w.box);
+    }
+    if (rc == CLI_OK)
+        rc = cli_box_count(&w.box, w.elem, &w.count, &w.bytes);
+    if (rc == CLI_OK)
+        rc = run(&w, &wa);
+    nds_array_free(w.a);
+    return rc;
+}

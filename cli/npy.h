@@ -1,0 +1,52 @@
+/* NumPy interchange for the command line: .npy files (format version 1.0 written; 1.0, 2.0 and 3.0 read),
+ * element values as NumPy prints them, and element values as JSON. Plain functions, no state. */
+#ifndef NDS_CLI_NPY_H
+#define NDS_CLI_NPY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <json-c/json.h>
+#include "ndstore/ndstore.h"
+
+/** Largest .npy header accepted (numpy itself refuses more than 10000 bytes by default). */
+#define CLI_NPY_MAX_HEADER 65536
+
+/** What a .npy header says. */
+typedef struct cli_npy_header {
+    nds_dtype dtype;
+    bool swap;                    /**< the data's byte order differs from the host's */
+    bool fortran_order;           /**< data is in Fortran order (first dimension fastest) */
+    size_t rank;
+    uint64_t shape[NDS_MAX_RANK];
+    uint64_t count;               /**< elements */
+    uint64_t data_bytes;          /**< count * element size */
+    char descr[16];               /**< the descr as written ("<u2") */
+} cli_npy_header;
+
+/** The .npy descr of dtype in host byte order ("<u2", "|b1"); NULL for bfloat16 (numpy has none). */
+const char *cli_npy_descr(nds_dtype t);
+/** Writes a version 1.0 header for C-order data of dtype and shape. 0, or -1 with a message in err. */
+int cli_npy_write_header(FILE *f, nds_dtype t, size_t rank, const uint64_t *shape, char *err, size_t cap);
+/** Reads and checks a header (version 1.0, 2.0 or 3.0), leaving f at the data. 0, or -1 (message). */
+int cli_npy_read_header(FILE *f, cli_npy_header *h, char *err, size_t cap);
+
+/** Reverses the byte order of n units of unit bytes each. */
+void cli_byteswap(void *data, size_t n_units, size_t unit);
+/** Bytes the byte order applies to: the element size, or half of it for complex types. */
+size_t cli_swap_unit(nds_dtype t);
+/** Reorders a Fortran-order block of shape into C order (dst and src do not overlap). */
+void cli_fortran_to_c(size_t rank, const uint64_t *shape, size_t elem, uint8_t *dst, const uint8_t *src);
+
+/** Formats one element as NumPy prints it ("7", "1.5", "2.", "nan", "True", "1.+2.j"). */
+void cli_format_element(nds_dtype t, const void *elem, char *buf, size_t cap);
+/** Prints a C-order block of shape as NumPy's str() does: nested brackets, aligned columns. */
+void cli_print_array(FILE *out, nds_dtype t, const void *data, size_t rank, const uint64_t *shape);
+/** One element as a new JSON value (numbers; "NaN"/"Infinity" strings; [re, im] for complex). */
+json_object *cli_element_to_json(nds_dtype t, const void *elem);
+/** IEEE half and bfloat16 bit patterns to double (exact). */
+double cli_half_to_double(uint16_t h);
+double cli_bf16_to_double(uint16_t h);
+
+#endif

@@ -1,0 +1,202 @@
+/* Building array specs for the commands that create arrays (create, cp, demo).
+ *
+ * A spec given on the command line is JSON text, "@file.json", or a URL. A URL "KV|FORMAT:" becomes
+ * {"driver":"FORMAT","kvstore":"KV"} (the core accepts a URL string for "kvstore"); a URL or bare path with
+ * no "|FORMAT:" is zarr. Options go into the spec's "schema" member in TensorStore's shape:
+ *   {"dtype":"uint16","domain":{"shape":[..]},"chunk_layout":{"chunk":{"shape":[..]}},
+ *    "fill_value":V,"codec":"zstd:1"}
+ * and "create": true is set. Omits: validation of the schema itself, which is the core's job (its messages
+ * are better placed to name what is wrong for the format at hand).
+ * Threading: none. Ownership: results are malloc'd and returned to the caller.
+ */
+#include <string.h>
+#include <strings.h>
+#include <stdlib.h>
+#include "cli.h"
+
+/* Specs read with @file are small documents; this bounds a mistaken @/dev/zero. */
+#define SPEC_FILE_MAX ((size_t)16 << 20)
+
+static bool valid_format_name(const char *s, size_t n) {
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static int spec_from_url(const char *url, json_object **out) {
+    const char *bar = strrchr(url, '|');
+    char driver[64] = "zarr";
+    size_t kv_len = strlen(url);
+    if (bar) {
+        const char *fmt = bar + 1;
+        const char *colon = strchr(fmt, ':');
+        size_t n = colon ? (size_t)(colon - fmt) : strlen(fmt);
+        if (!colon || colon[1] != '\0' || !valid_format_name(fmt, n) || n >= sizeof driver)
+            return cli_fail("spec '%s': expected KVSTORE-URL|FORMAT: (e.g. file:///d/a.zarr|zarr:)", url);
+        memcpy(driver, fmt, n);
+        driver[n] = '\0';
+        kv_len = (size_t)(bar - url);
+    }
+    if (kv_len == 0)
+        return cli_fail("spec '%s': no kvstore before '|'", url);
+    json_object *obj = json_object_new_object();
+    if (!obj)
+        return cli_fail("out of memory");
+    json_object_object_add(obj, "driver", json_object_new_string(driver));
+    json_object_object_add(obj, "kvstore", json_object_new_string_len(url, (int)kv_len));
+    *out = obj;
+    return CLI_OK;
+}
+
+/* JSON text, @file or URL to a spec object (new reference). */
+static int spec_load(const char *spec, json_object **out) {
+    const char *p = spec;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    json_object *obj = NULL;
+    int rc;
+    if (*p == '{') {
+        rc = cli_json_parse(p, "spec", &obj);
+    } else if (*p == '@') {
+        char *text = NULL;
+        rc = cli_read_file(p + 1, SPEC_FILE_MAX, &text, NULL);
+        if (rc == CLI_OK)
+            rc = cli_json_parse(text, p + 1, &obj);
+        free(text);
+    } else {
+        if (*p == '\0')
+            return cli_fail("empty spec");
+        return spec_from_url(p, out);
+    }
+    if (rc != CLI_OK)
+        return rc;
+    if (!json_object_is_type(obj, json_type_object)) {
+        json_object_put(obj);
+        return cli_fail("spec must be a JSON object");
+    }
+    *out = obj;
+    return CLI_OK;
+}
+
+static json_object *u64_array(size_t n, const uint64_t *v) {
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; arr && i < n; i++)
+        json_object_array_add(arr, json_object_new_uint64(v[i]));
+    return arr;
+}
+
+/* Sets parent[key] = value (consumed) when force or when absent. */
+static void put(json_object *parent, const char *key, json_object *value, bool force) {
+    if (!force && json_object_object_get_ex(parent, key, NULL)) {
+        json_object_put(value);
+        return;
+    }
+    json_object_object_add(parent, key, value);
+}
+
+/* The object parent[key], created when absent; NULL when it exists and is not an object. */
+static json_object *child_object(json_object *parent, const char *key) {
+    json_object *c = NULL;
+    if (json_object_object_get_ex(parent, key, &c))
+        return json_object_is_type(c, json_type_object) ? c : NULL;
+    c = json_object_new_object();
+    json_object_object_add(parent, key, c);
+    return c;
+}
+
+static int apply_schema(json_object *schema, const cli_schema *s, bool force) {
+    if (s->dtype)
+        put(schema, "dtype", json_object_new_string(s->dtype), force);
+    if (s->codec)
+        put(schema, "codec", json_object_new_string(s->codec), force);
+    if (s->fill)
+        put(schema, "fill_value", json_object_get(s->fill), force);
+    if (s->shape_rank) {
+        json_object *domain = child_object(schema, "domain");
+        if (!domain)
+            return cli_fail("spec: schema member \"domain\" must be an object");
+        put(domain, "shape", u64_array(s->shape_rank, s->shape), force);
+    }
+    if (s->chunk_rank) {
+        json_object *layout = child_object(schema, "chunk_layout");
+        json_object *chunk = layout ? child_object(layout, "chunk") : NULL;
+        if (!chunk)
+            return cli_fail("spec: schema member \"chunk_layout\" must be an object with an object \"chunk\"");
+        put(chunk, "shape", u64_array(s->chunk_rank, s->chunks), force);
+    }
+    return CLI_OK;
+}
+
+int cli_spec_build(const char *spec, const cli_schema *overrides, const cli_schema *defaults,
+                   bool delete_existing, char **out) {
+    json_object *obj = NULL;
+    int rc = spec_load(spec, &obj);
+    if (rc != CLI_OK)
+        return rc;
+    json_object *schema = child_object(obj, "schema");
+    if (!schema)
+        rc = cli_fail("spec: member \"schema\" must be an object");
+    if (rc == CLI_OK && overrides)
+        rc = apply_schema(schema, overrides, true);
+    if (rc == CLI_OK && defaults)
+        rc = apply_schema(schema, defaults, false);
+    if (rc == CLI_OK && json_object_object_length(schema) == 0)
+        json_object_object_del(obj, "schema");
+    if (rc == CLI_OK) {
+        json_object_object_add(obj, "create", json_object_new_boolean(1));
+        if (delete_existing)
+            json_object_object_add(obj, "delete_existing", json_object_new_boolean(1));
+        const char *text = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
+                                                                   JSON_C_TO_STRING_NOSLASHESCAPE);
+        *out = text ? strdup(text) : NULL;
+        if (!*out)
+            rc = cli_fail("out of memory");
+    }
+    json_object_put(obj);
+    return rc;
+}
+
+int cli_fill_parse(const char *text, json_object **out) {
+    static const struct { const char *in, *out; } special[] = {
+        {"nan", "NaN"}, {"inf", "Infinity"}, {"infinity", "Infinity"}, {"+inf", "Infinity"},
+        {"-inf", "-Infinity"}, {"-infinity", "-Infinity"},
+    };
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
+        if (strcasecmp(text, special[i].in) == 0) {
+            *out = json_object_new_string(special[i].out);
+            return *out ? 0 : -1;
+        }
+    }
+    if (strncasecmp(text, "0x", 2) == 0) { /* a bit pattern, as zarr v3 writes them */
+        *out = json_object_new_string(text);
+        return *out ? 0 : -1;
+    }
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return -1;
+    /* Passing the NUL too ends a bare number ("12" would otherwise wait for more digits). */
+    json_object *v = json_tokener_parse_ex(tok, text, (int)strlen(text) + 1);
+    bool ok = json_tokener_get_error(tok) == json_tokener_success &&
+              (size_t)tok->char_offset >= strlen(text);
+    json_tokener_free(tok);
+    if (!ok || json_object_is_type(v, json_type_object)) {
+        json_object_put(v);
+        return -1;
+    }
+    *out = v; /* NULL for JSON null, which the formats read as zero */
+    return 0;
+}
+
+void cli_kvstore_url(const char *url, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s", url);
+    char *bar = strrchr(buf, '|');
+    /* Only a trailing "|format:" is dropped; kvstore adapters ("|zip:") keep theirs when the URL
+     * continues after them. */
+    if (bar && strchr(bar, '/') == NULL && bar[1] != '\0' && bar[strlen(bar) - 1] == ':')
+        *bar = '\0';
+}
