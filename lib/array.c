@@ -15,6 +15,26 @@
 /* Largest canonical chunk the core will hold in memory. */
 #define NDS_CHUNK_BYTES_MAX ((uint64_t)2 << 30)
 
+/* The optional read grid of sharded formats: every entry set, dividing the chunk, and a read_chunk method. */
+static int derive_read_chunk(nds_array *a) {
+    const nds_array_meta *m = &a->meta;
+    a->read_chunk_bytes = 0;
+    if (m->rank == 0 || m->read_chunk_shape[0] == 0) return 0;
+    size_t bytes = a->elem;
+    for (size_t d = 0; d < m->rank; d++) {
+        uint64_t r = m->read_chunk_shape[d];
+        if (r == 0 || m->chunk_shape[d] % r != 0)
+            return nds_err(NDS_EFORMAT, "%s: read chunk dimension %zu (%llu) does not divide the chunk (%llu)",
+                           nds_kvstore_url(a->kv), d, (unsigned long long)r, (unsigned long long)m->chunk_shape[d]);
+        bytes *= (size_t)r; /* <= chunk_bytes, which fits */
+    }
+    if (!a->format->read_chunk)
+        return nds_err(NDS_EINTERNAL, "%s: format %s has a read grid but no read_chunk", nds_kvstore_url(a->kv),
+                       a->format->name);
+    a->read_chunk_bytes = bytes;
+    return 0;
+}
+
 int nds_array_derive_sizes(nds_array *a) {
     const nds_array_meta *m = &a->meta;
     a->elem = nds_dtype_size(m->dtype);
@@ -29,7 +49,7 @@ int nds_array_derive_sizes(nds_array *a) {
                        (unsigned long long)NDS_CHUNK_BYTES_MAX);
     a->chunk_elems = (size_t)elems;
     a->chunk_bytes = (size_t)bytes;
-    return 0;
+    return derive_read_chunk(a);
 }
 
 /* Format detection: the first registered format whose metadata key exists under kv. */

@@ -91,18 +91,19 @@ typedef struct grid_range {
     uint64_t total;
 } grid_range;
 
-static void grid_range_of(const nds_array_meta *m, const nds_box *box, grid_range *g) {
-    g->rank = m->rank;
+/* grid: the chunk shape of the grid iterated (the storage chunks, or the finer read chunks). */
+static void grid_range_of(size_t rank, const uint64_t *grid, const nds_box *box, grid_range *g) {
+    g->rank = rank;
     g->total = 1;
-    for (size_t d = 0; d < m->rank; d++) {
+    for (size_t d = 0; d < rank; d++) {
         uint64_t ext = nds_box_extent(box, d);
         if (ext == 0) {
             g->total = 0;
             return;
         }
         uint64_t last = box->start[d] + (ext - 1) * box->step[d];
-        g->first[d] = box->start[d] / m->chunk_shape[d];
-        g->count[d] = last / m->chunk_shape[d] - g->first[d] + 1;
+        g->first[d] = box->start[d] / grid[d];
+        g->count[d] = last / grid[d] - g->first[d] + 1;
         g->total *= g->count[d]; /* bounded by the element count of the box, which fits */
     }
 }
@@ -121,10 +122,11 @@ typedef struct chunk_sel {
     int whole; /* the selection is every element of the chunk that lies inside the array */
 } chunk_sel;
 
-static bool select_in_chunk(const nds_array_meta *m, const nds_box *box, const uint64_t *cell, chunk_sel *s) {
+static bool select_in_chunk(const nds_array_meta *m, const uint64_t *grid, const nds_box *box,
+                            const uint64_t *cell, chunk_sel *s) {
     s->whole = 1;
     for (size_t d = 0; d < m->rank; d++) {
-        uint64_t c0 = cell[d] * m->chunk_shape[d], c1 = c0 + m->chunk_shape[d];
+        uint64_t c0 = cell[d] * grid[d], c1 = c0 + grid[d];
         uint64_t hi = nds_min_u64(c1, box->stop[d]), lo = nds_max_u64(c0, box->start[d]);
         uint64_t k0 = nds_ceil_div(lo - box->start[d], box->step[d]);
         uint64_t i0 = box->start[d] + k0 * box->step[d];
@@ -142,22 +144,27 @@ static bool select_in_chunk(const nds_array_meta *m, const nds_box *box, const u
 typedef struct io_call {
     nds_array *a;
     const nds_box *box;
+    const uint64_t *grid_shape; /* chunk shape of the grid iterated */
+    size_t grid_bytes;          /* canonical bytes of one chunk of that grid */
     grid_range grid;
     uint8_t *buf; /* caller's buffer (read: destination; write: source, not modified) */
     int64_t buf_stride[NDS_MAX_RANK];
     int64_t chunk_stride[NDS_MAX_RANK]; /* canonical chunk strides x box step */
 } io_call;
 
-static void io_call_init(io_call *c, nds_array *a, const nds_box *box, const void *buf) {
+/* fine: iterate the read-chunk grid (when the format has one) instead of the storage chunks. */
+static void io_call_init(io_call *c, nds_array *a, const nds_box *box, const void *buf, bool fine) {
     uint64_t ext[NDS_MAX_RANK];
     c->a = a;
     c->box = box;
     c->buf = (uint8_t *)buf;
+    c->grid_shape = fine ? a->meta.read_chunk_shape : a->meta.chunk_shape;
+    c->grid_bytes = fine ? a->read_chunk_bytes : a->chunk_bytes;
     for (size_t d = 0; d < box->rank; d++) ext[d] = nds_box_extent(box, d);
     nds_c_strides(box->rank, ext, a->elem, c->buf_stride);
-    nds_c_strides(box->rank, a->meta.chunk_shape, a->elem, c->chunk_stride);
+    nds_c_strides(box->rank, c->grid_shape, a->elem, c->chunk_stride);
     for (size_t d = 0; d < box->rank; d++) c->chunk_stride[d] *= (int64_t)box->step[d];
-    grid_range_of(&a->meta, box, &c->grid);
+    grid_range_of(box->rank, c->grid_shape, box, &c->grid);
 }
 
 static void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, uint8_t **bp, uint8_t **cp) {
@@ -172,19 +179,29 @@ static void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, u
 
 /* ---- read ---- */
 
+/* Loads one chunk of the read grid: a read chunk through the format, or a whole storage chunk. */
+static int load_for_read(io_call *c, const uint64_t *cell, uint8_t *chunk, int *present) {
+    nds_array *a = c->a;
+    if (c->grid_shape == a->meta.read_chunk_shape) {
+        int rc = a->format->read_chunk(a->state, a->kv, cell, chunk, present);
+        return rc ? nds_err_prefix(rc, "%s: read of %s", a->format->name, nds_kvstore_url(a->kv)) : 0;
+    }
+    char key[KEY_MAX];
+    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    return rc ? rc : nds_array_load_chunk(a, cell, key, chunk, present, NULL);
+}
+
 static int read_task(void *ctx, size_t i) {
     io_call *c = ctx;
     nds_array *a = c->a;
     uint64_t cell[NDS_MAX_RANK];
     chunk_sel s;
     grid_cell(&c->grid, i, cell);
-    if (!select_in_chunk(&a->meta, c->box, cell, &s)) return 0;
-    char key[KEY_MAX];
-    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
-    uint8_t *chunk = rc ? NULL : nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes);
-    if (rc || !chunk) return rc ? rc : NDS_ENOMEM;
-    int present;
-    if ((rc = nds_array_load_chunk(a, cell, key, chunk, &present, NULL))) return rc;
+    if (!select_in_chunk(&a->meta, c->grid_shape, c->box, cell, &s)) return 0;
+    uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, c->grid_bytes);
+    if (!chunk) return NDS_ENOMEM;
+    int present, rc;
+    if ((rc = load_for_read(c, cell, chunk, &present))) return rc;
     uint8_t *bp, *cp;
     sel_pointers(c, &s, chunk, &bp, &cp);
     if (present)
@@ -205,7 +222,7 @@ int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_opt
     if (rc) rc = nds_err_prefix(rc, "read of %s", nds_kvstore_url(a->kv));
     io_call c;
     if (!rc) {
-        io_call_init(&c, a, box, out);
+        io_call_init(&c, a, box, out, a->read_chunk_bytes != 0);
         rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), read_task, &c);
     }
     pthread_rwlock_unlock(&a->meta_lock);
@@ -289,7 +306,7 @@ static int write_task(void *ctx, size_t i) {
     uint64_t cell[NDS_MAX_RANK];
     chunk_sel s;
     grid_cell(&c->grid, i, cell);
-    if (!select_in_chunk(&c->a->meta, c->box, cell, &s)) return 0;
+    if (!select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, &s)) return 0;
     write_merge w = {c, &s};
     int rc = nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
     if (c->a->chunk_bytes > SCRATCH_KEEP) nds_scratch_trim(); /* do not pin huge chunks per thread */
@@ -302,7 +319,7 @@ int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_
     if (rc) rc = nds_err_prefix(rc, "write to %s", nds_kvstore_url(a->kv));
     io_call c;
     if (!rc) {
-        io_call_init(&c, a, box, in);
+        io_call_init(&c, a, box, in, false);
         rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), write_task, &c);
     }
     pthread_rwlock_unlock(&a->meta_lock);

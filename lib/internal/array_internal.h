@@ -20,6 +20,7 @@ struct nds_array {
     size_t elem;               /* bytes per element */
     size_t chunk_elems;        /* elements per chunk */
     size_t chunk_bytes;        /* bytes per canonical chunk */
+    size_t read_chunk_bytes;   /* bytes per canonical read chunk; 0 when reads use whole chunks */
     nds_chunk_locks locks;     /* per-chunk in-process locks */
 };
 

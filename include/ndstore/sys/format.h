@@ -34,6 +34,13 @@ typedef struct nds_array_meta {
     uint64_t chunk_shape[NDS_MAX_RANK];
     nds_dtype dtype;
     uint8_t fill_value[NDS_DTYPE_MAX_SIZE]; /**< one element, host byte order */
+    /**
+     * Optional finer grid for reads (all 0 = reads use chunk_shape). Sharded formats set chunk_shape to the
+     * shard (the unit of storage and of writes: one read-modify-write per shard per write call) and this
+     * to the inner chunk, which the core then reads one by one through nds_format.read_chunk. Each entry
+     * must divide the chunk_shape entry.
+     */
+    uint64_t read_chunk_shape[NDS_MAX_RANK];
 } nds_array_meta;
 
 typedef struct nds_format {
@@ -79,6 +86,13 @@ typedef struct nds_format {
     int (*create_group)(nds_kvstore *kv);
     /** Describes the chunk encoding for `ndstore info` ("blosc(lz4, clevel 5, shuffle)"), into buf. */
     void (*describe_codec)(void *state, char *buf, size_t cap);
+    /**
+     * Optional (required when meta.read_chunk_shape is set): reads one chunk of the read grid (cell in
+     * read-chunk units) straight from kv into out (canonical form of the read-chunk shape), e.g. an inner
+     * chunk of a shard through byte-range reads of the shard's index and data. Sets *present = 0 and leaves
+     * out alone when that chunk is not stored. Runs on many threads at once.
+     */
+    int (*read_chunk)(void *state, nds_kvstore *kv, const uint64_t *cell, uint8_t *out, int *present);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
