@@ -1,0 +1,670 @@
+/* The kvstore contract suite: every driver must pass these through the public API (DESIGN.md
+ * section 2).
+ *
+ * Each test is a Check loop test whose loop index selects the registered URL maker, so one process
+ * can hold the suite for several drivers. Keys, values and generations are checked exactly; the
+ * concurrency test proves that read + conditional write + retry loses no update.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ndstore/sys/kv_driver.h"
+#include "support_check.h"
+#include "support_kv_conformance.h"
+
+#define MAX_MAKERS 8
+
+static nds_kv_url_fn g_makers[MAX_MAKERS];
+static int g_maker_count;
+
+/* ---- helpers (also used by driver-specific tests) ---- */
+
+static nds_kvstore *open_url(const char *url) {
+    nds_kvstore *kv = NULL;
+    NDS_OK(nds_kvstore_open(&kv, url, NULL));
+    ck_assert_ptr_nonnull(kv);
+    return kv;
+}
+
+/* A new empty store of the driver under test (_i of the loop test). */
+static nds_kvstore *open_fresh(int i) {
+    return open_url(g_makers[i]());
+}
+
+char *nds_kv_test_get(nds_kvstore *kv, const char *key, nds_generation *gen) {
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, key, NULL, &r));
+    if (gen)
+        *gen = r.generation;
+    if (r.state == NDS_READ_MISSING) {
+        ck_assert_int_eq(r.generation.kind, NDS_GEN_ABSENT);
+        nds_read_result_dispose(&r);
+        return NULL;
+    }
+    ck_assert_int_eq(r.state, NDS_READ_VALUE);
+    ck_assert_int_eq(r.generation.kind, NDS_GEN_VALUE);
+    char *s = malloc(r.value.len + 1);
+    ck_assert_ptr_nonnull(s);
+    if (r.value.len)
+        memcpy(s, r.value.data, r.value.len);
+    s[r.value.len] = '\0';
+    nds_read_result_dispose(&r);
+    return s;
+}
+
+nds_generation nds_kv_test_put(nds_kvstore *kv, const char *key, const char *value) {
+    nds_generation g = {NDS_GEN_NONE, {0}};
+    NDS_OK(nds_kvstore_write(kv, key, value, strlen(value), NULL, &g));
+    ck_assert_int_eq(g.kind, NDS_GEN_VALUE);
+    return g;
+}
+
+typedef struct listing {
+    char **items;
+    size_t n, cap;
+} listing;
+
+static int list_collect(void *ctx, const char *key, uint64_t size) {
+    listing *l = ctx;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 16;
+        l->items = realloc(l->items, l->cap * sizeof *l->items);
+        ck_assert_ptr_nonnull(l->items);
+    }
+    char *item = NULL;
+    ck_assert_int_ge(asprintf(&item, "%s=%llu", key, (unsigned long long)size), 0);
+    l->items[l->n++] = item;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *nds_kv_test_list(nds_kvstore *kv, const char *prefix) {
+    listing l = {0};
+    NDS_OK(nds_kvstore_list(kv, prefix, list_collect, &l));
+    if (l.n)
+        qsort(l.items, l.n, sizeof *l.items, cmp_str);
+    size_t total = 1;
+    for (size_t i = 0; i < l.n; i++)
+        total += strlen(l.items[i]) + 1;
+    char *out = calloc(1, total);
+    ck_assert_ptr_nonnull(out);
+    for (size_t i = 0; i < l.n; i++) {
+        if (i)
+            strcat(out, ",");
+        strcat(out, l.items[i]);
+        free(l.items[i]);
+    }
+    free(l.items);
+    return out;
+}
+
+int nds_kv_test_increment(nds_kvstore *kv, const char *key) {
+    for (int conflicts = 0;; conflicts++) {
+        nds_generation gen;
+        char *cur = nds_kv_test_get(kv, key, &gen);
+        long n = cur ? strtol(cur, NULL, 10) : 0;
+        free(cur);
+        char next[32];
+        snprintf(next, sizeof next, "%ld", n + 1);
+        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+        wo.if_equal = gen; /* ABSENT when missing: create-only */
+        int rc = nds_kvstore_write(kv, key, next, strlen(next), &wo, NULL);
+        if (rc == 0)
+            return conflicts;
+        ck_assert_msg(rc == NDS_ECONFLICT, "increment of %s: %d (%s)", key, rc,
+                      nds_error_last()->message);
+    }
+}
+
+static void assert_value(nds_kvstore *kv, const char *key, const char *expected) {
+    char *v = nds_kv_test_get(kv, key, NULL);
+    if (!expected) {
+        ck_assert_msg(v == NULL, "%s: expected missing, got \"%s\"", key, v ? v : "");
+    } else {
+        ck_assert_msg(v != NULL, "%s: expected \"%s\", got missing", key, expected);
+        ck_assert_str_eq(v, expected);
+    }
+    free(v);
+}
+
+static void assert_list(nds_kvstore *kv, const char *prefix, const char *expected) {
+    char *got = nds_kv_test_list(kv, prefix);
+    ck_assert_msg(strcmp(got, expected) == 0, "list \"%s\": got \"%s\", expected \"%s\"", prefix,
+                  got, expected);
+    free(got);
+}
+
+/* Reads with options; returns the state and copies the bytes into a malloc'd string in *bytes. */
+static nds_read_state read_opts(nds_kvstore *kv, const char *key, const nds_read_options *o,
+                                char **bytes, nds_generation *gen, uint64_t *total) {
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, key, o, &r));
+    if (bytes) {
+        *bytes = calloc(1, r.value.len + 1);
+        if (r.value.len)
+            memcpy(*bytes, r.value.data, r.value.len);
+    }
+    if (gen)
+        *gen = r.generation;
+    if (total)
+        *total = r.total_size;
+    if (r.state != NDS_READ_VALUE)
+        ck_assert_uint_eq(r.value.len, 0);
+    nds_read_state st = r.state;
+    nds_read_result_dispose(&r);
+    return st;
+}
+
+/* ---- basic reads and writes ---- */
+
+START_TEST(open_url_and_capabilities) {
+    const char *url = g_makers[_i]();
+    nds_kvstore *kv = open_url(url);
+    ck_assert_str_eq(nds_kvstore_url(kv), url);
+    uint32_t caps = nds_kvstore_capabilities(kv);
+    ck_assert(caps & NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE); /* the suite writes conditionally */
+    ck_assert(!(caps & NDS_KV_CAP_READ_ONLY));
+    /* The URL's path is the handle's prefix, and the spec names it. */
+    const char *sep = strstr(url, "://");
+    ck_assert_str_eq(nds_kvstore_path(kv), sep + 3);
+    char *spec = NULL;
+    NDS_OK(nds_kvstore_spec(kv, &spec));
+    ck_assert_ptr_nonnull(strstr(spec, "\"path\""));
+    nds_free(spec);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(read_missing_key) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, "nothing", NULL, &r));
+    ck_assert_int_eq(r.state, NDS_READ_MISSING);
+    ck_assert_int_eq(r.generation.kind, NDS_GEN_ABSENT);
+    ck_assert_uint_eq(r.value.len, 0);
+    nds_read_result_dispose(&r);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(write_then_read) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_generation g = nds_kv_test_put(kv, "k", "hello");
+    ck_assert_uint_gt(strlen(g.value), 0);
+    ck_assert_uint_lt(strlen(g.value), NDS_GENERATION_MAX);
+    nds_generation rg;
+    uint64_t total = 0;
+    char *v = NULL;
+    ck_assert_int_eq(read_opts(kv, "k", NULL, &v, &rg, &total), NDS_READ_VALUE);
+    ck_assert_str_eq(v, "hello");
+    ck_assert_uint_eq(total, 5);
+    ck_assert(nds_generation_equal(&g, &rg));
+    free(v);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(overwrite_changes_generation) {
+    nds_kvstore *kv = open_fresh(_i);
+    enum { N = 20 };
+    nds_generation gens[N];
+    for (int i = 0; i < N; i++) {
+        /* Same size each time, often the same bytes: the generation must still change. */
+        char value[8];
+        snprintf(value, sizeof value, "v%03d", i % 2);
+        gens[i] = nds_kv_test_put(kv, "same", value);
+        for (int j = 0; j < i; j++)
+            ck_assert_msg(!nds_generation_equal(&gens[i], &gens[j]),
+                          "write %d repeats generation of %d", i, j);
+        nds_generation now;
+        char *got = nds_kv_test_get(kv, "same", &now);
+        ck_assert_str_eq(got, value);
+        ck_assert(nds_generation_equal(&now, &gens[i]));
+        free(got);
+    }
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(delete_key) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_kv_test_put(kv, "d", "x");
+    NDS_OK(nds_kvstore_delete(kv, "d", NULL));
+    assert_value(kv, "d", NULL);
+    NDS_OK(nds_kvstore_delete(kv, "d", NULL)); /* deleting a missing key succeeds */
+    NDS_OK(nds_kvstore_delete(kv, "never/was", NULL));
+    nds_kv_test_put(kv, "d", "again");
+    assert_value(kv, "d", "again");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(empty_value) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_generation g;
+    NDS_OK(nds_kvstore_write(kv, "empty", "", 0, NULL, &g));
+    ck_assert_int_eq(g.kind, NDS_GEN_VALUE);
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, "empty", NULL, &r));
+    ck_assert_int_eq(r.state, NDS_READ_VALUE); /* present, not missing */
+    ck_assert_uint_eq(r.value.len, 0);
+    ck_assert(nds_generation_equal(&r.generation, &g));
+    nds_read_result_dispose(&r);
+    NDS_OK(nds_kvstore_write(kv, "null", NULL, 0, NULL, NULL));
+    assert_list(kv, "", "empty=0,null=0");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(large_value) {
+    nds_kvstore *kv = open_fresh(_i);
+    size_t n = 1 << 20;
+    uint8_t *data = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        data[i] = (uint8_t)(i * 2654435761u >> 13);
+    NDS_OK(nds_kvstore_write(kv, "big/value", data, n, NULL, NULL));
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, "big/value", NULL, &r));
+    ck_assert_int_eq(r.state, NDS_READ_VALUE);
+    ck_assert_uint_eq(r.value.len, n);
+    ck_assert(memcmp(r.value.data, data, n) == 0);
+    nds_read_result_dispose(&r);
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.byte_start = 500000;
+    o.byte_length = 70000;
+    NDS_OK(nds_kvstore_read(kv, "big/value", &o, &r));
+    ck_assert_uint_eq(r.value.len, 70000);
+    ck_assert_uint_eq(r.total_size, n);
+    ck_assert(memcmp(r.value.data, data + 500000, 70000) == 0);
+    nds_read_result_dispose(&r);
+    assert_list(kv, "big/", "big/value=1048576");
+    free(data);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* ---- conditions ---- */
+
+START_TEST(create_only_write) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+    wo.if_equal.kind = NDS_GEN_ABSENT;
+    nds_generation g;
+    NDS_OK(nds_kvstore_write(kv, "c", "first", 5, &wo, &g));
+    ck_assert_int_eq(g.kind, NDS_GEN_VALUE);
+    ck_assert_int_eq(nds_kvstore_write(kv, "c", "second", 6, &wo, NULL), NDS_ECONFLICT);
+    ck_assert_int_eq(nds_error_last()->code, NDS_ECONFLICT);
+    assert_value(kv, "c", "first");
+    nds_generation now;
+    free(nds_kv_test_get(kv, "c", &now));
+    ck_assert(nds_generation_equal(&now, &g)); /* the failed write changed nothing */
+    NDS_OK(nds_kvstore_delete(kv, "c", NULL));
+    NDS_OK(nds_kvstore_write(kv, "c", "third", 5, &wo, NULL)); /* absent again: create-only works */
+    assert_value(kv, "c", "third");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(conditional_write) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_generation g1 = nds_kv_test_put(kv, "w", "one");
+    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+    wo.if_equal = g1;
+    nds_generation g2;
+    NDS_OK(nds_kvstore_write(kv, "w", "two", 3, &wo, &g2));
+    ck_assert(!nds_generation_equal(&g1, &g2));
+    /* g1 is stale now. */
+    ck_assert_int_eq(nds_kvstore_write(kv, "w", "three", 5, &wo, NULL), NDS_ECONFLICT);
+    assert_value(kv, "w", "two");
+    /* A value condition on a missing key fails too. */
+    ck_assert_int_eq(nds_kvstore_write(kv, "other", "x", 1, &wo, NULL), NDS_ECONFLICT);
+    assert_value(kv, "other", NULL);
+    wo.if_equal = g2;
+    NDS_OK(nds_kvstore_write(kv, "w", "three", 5, &wo, NULL));
+    assert_value(kv, "w", "three");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(conditional_delete) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_generation g1 = nds_kv_test_put(kv, "d", "one");
+    nds_generation g2 = nds_kv_test_put(kv, "d", "two");
+    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+    wo.if_equal = g1;
+    ck_assert_int_eq(nds_kvstore_delete(kv, "d", &wo), NDS_ECONFLICT);
+    assert_value(kv, "d", "two");
+    wo.if_equal.kind = NDS_GEN_ABSENT;
+    ck_assert_int_eq(nds_kvstore_delete(kv, "d", &wo), NDS_ECONFLICT);
+    assert_value(kv, "d", "two");
+    wo.if_equal = g2;
+    NDS_OK(nds_kvstore_delete(kv, "d", &wo));
+    assert_value(kv, "d", NULL);
+    ck_assert_int_eq(nds_kvstore_delete(kv, "d", &wo),
+                     NDS_ECONFLICT); /* gone: g2 no longer holds */
+    wo.if_equal.kind = NDS_GEN_ABSENT;
+    NDS_OK(nds_kvstore_delete(kv, "d", &wo)); /* absent, as required */
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(read_if_not_equal) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_generation g1 = nds_kv_test_put(kv, "r", "one");
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.if_not_equal = g1;
+    nds_generation got;
+    char *bytes = NULL;
+    ck_assert_int_eq(read_opts(kv, "r", &o, &bytes, &got, NULL), NDS_READ_UNCHANGED);
+    ck_assert_str_eq(bytes, "");
+    ck_assert(nds_generation_equal(&got, &g1));
+    free(bytes);
+    nds_kv_test_put(kv, "r", "two");
+    ck_assert_int_eq(read_opts(kv, "r", &o, &bytes, &got, NULL), NDS_READ_VALUE);
+    ck_assert_str_eq(bytes, "two");
+    ck_assert(!nds_generation_equal(&got, &g1));
+    free(bytes);
+    /* A missing key read with if_not_equal = a value generation is just missing. */
+    ck_assert_int_eq(read_opts(kv, "none", &o, NULL, &got, NULL), NDS_READ_MISSING);
+    ck_assert_int_eq(got.kind, NDS_GEN_ABSENT);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(read_if_equal) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_generation g1 = nds_kv_test_put(kv, "r", "one");
+    nds_generation g2 = nds_kv_test_put(kv, "r", "two");
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.if_equal = g1;
+    char *bytes = NULL;
+    ck_assert_int_eq(read_opts(kv, "r", &o, &bytes, NULL, NULL), NDS_READ_ABORTED);
+    ck_assert_str_eq(bytes, "");
+    free(bytes);
+    o.if_equal = g2;
+    ck_assert_int_eq(read_opts(kv, "r", &o, &bytes, NULL, NULL), NDS_READ_VALUE);
+    ck_assert_str_eq(bytes, "two");
+    free(bytes);
+    ck_assert_int_eq(read_opts(kv, "none", &o, NULL, NULL, NULL), NDS_READ_ABORTED);
+    o.if_equal.kind = NDS_GEN_ABSENT;
+    ck_assert_int_eq(read_opts(kv, "none", &o, NULL, NULL, NULL), NDS_READ_MISSING);
+    ck_assert_int_eq(read_opts(kv, "r", &o, NULL, NULL, NULL), NDS_READ_ABORTED);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* ---- byte ranges ---- */
+
+static void assert_range(nds_kvstore *kv, int64_t start, int64_t len, const char *expected) {
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.byte_start = start;
+    o.byte_length = len;
+    char *bytes = NULL;
+    uint64_t total = 0;
+    ck_assert_int_eq(read_opts(kv, "range", &o, &bytes, NULL, &total), NDS_READ_VALUE);
+    ck_assert_msg(strcmp(bytes, expected) == 0, "range %lld+%lld: got \"%s\", expected \"%s\"",
+                  (long long)start, (long long)len, bytes, expected);
+    ck_assert_uint_eq(total, 10);
+    free(bytes);
+}
+
+START_TEST(byte_ranges) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_generation g = nds_kv_test_put(kv, "range", "0123456789");
+    assert_range(kv, 0, -1, "0123456789");
+    assert_range(kv, 2, 3, "234");
+    assert_range(kv, 7, -1, "789");
+    assert_range(kv, 8, 100, "89"); /* clamped to the end */
+    assert_range(kv, 10, -1, ""); /* at the end: empty */
+    assert_range(kv, 4, 0, "");
+    assert_range(kv, -3, -1, "789"); /* suffix */
+    assert_range(kv, -4, 2, "67");
+    assert_range(kv, -10, -1, "0123456789");
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.byte_start = 11;
+    nds_read_result r;
+    ck_assert_int_eq(nds_kvstore_read(kv, "range", &o, &r), NDS_ERANGE);
+    nds_read_result_dispose(&r);
+    /* Conditions still apply to ranged reads; a missing key is missing whatever the range. */
+    o.byte_start = 1;
+    o.if_not_equal = g;
+    ck_assert_int_eq(read_opts(kv, "range", &o, NULL, NULL, NULL), NDS_READ_UNCHANGED);
+    o.byte_start = 50;
+    o.if_not_equal.kind = NDS_GEN_NONE;
+    ck_assert_int_eq(read_opts(kv, "nothing", &o, NULL, NULL, NULL), NDS_READ_MISSING);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* ---- keys and listing ---- */
+
+START_TEST(keys_with_slashes) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_kv_test_put(kv, "a/b/c", "abc");
+    nds_kv_test_put(kv, "a/b/d", "abd!");
+    nds_kv_test_put(kv, "a/e", "ae");
+    nds_kv_test_put(kv, "0.1.2", "dots");
+    assert_value(kv, "a/b/c", "abc");
+    assert_value(kv, "a/b/d", "abd!");
+    assert_value(kv, "a/e", "ae");
+    assert_value(kv, "0.1.2", "dots");
+    assert_value(kv, "a/b", NULL); /* a "directory" is not a key */
+    assert_value(kv, "a/b/c/d", NULL);
+    NDS_OK(nds_kvstore_delete(kv, "a/b/c", NULL));
+    assert_value(kv, "a/b/c", NULL);
+    assert_value(kv, "a/b/d", "abd!");
+    assert_list(kv, "", "0.1.2=4,a/b/d=4,a/e=2");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(list_by_prefix) {
+    nds_kvstore *kv = open_fresh(_i);
+    assert_list(kv, "", "");
+    /* No key is also a "directory" of another: file stores cannot hold both "a" and "a/1". */
+    const char *keys[] = {"a0", "ab", "a/1", "a/2/x", "b/1", "bc", "c/d/e/f"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        nds_kv_test_put(kv, keys[i], keys[i]);
+    assert_list(kv, "", "a/1=3,a/2/x=5,a0=2,ab=2,b/1=3,bc=2,c/d/e/f=7");
+    assert_list(kv, "a", "a/1=3,a/2/x=5,a0=2,ab=2");
+    assert_list(kv, "a/", "a/1=3,a/2/x=5");
+    assert_list(kv, "a/2", "a/2/x=5");
+    assert_list(kv, "b", "b/1=3,bc=2");
+    assert_list(kv, "c/d/", "c/d/e/f=7");
+    assert_list(kv, "c/d/e/f", "c/d/e/f=7");
+    assert_list(kv, "zzz", "");
+    assert_list(kv, "c/x/", "");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+static int stop_after_one(void *ctx, const char *key, uint64_t size) {
+    (void)key, (void)size;
+    ++*(int *)ctx;
+    return 42;
+}
+
+START_TEST(list_callback_stops) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_kv_test_put(kv, "x/1", "1");
+    nds_kv_test_put(kv, "x/2", "2");
+    nds_kv_test_put(kv, "x/3", "3");
+    int calls = 0;
+    ck_assert_int_eq(nds_kvstore_list(kv, "x/", stop_after_one, &calls), 42);
+    ck_assert_int_eq(calls, 1);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(list_many_keys) {
+    nds_kvstore *kv = open_fresh(_i);
+    enum { N = 1000 };
+    for (int i = 0; i < N; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "m/%02d/%05d", i % 10, i);
+        NDS_OK(nds_kvstore_write(kv, key, "v", 1, NULL, NULL));
+    }
+    char *all = nds_kv_test_list(kv, "m/");
+    size_t entries = 0;
+    for (char *p = all; *p; p++)
+        entries += *p == ',';
+    ck_assert_uint_eq(entries + 1, N);
+    free(all);
+    char *some = nds_kv_test_list(kv, "m/03/");
+    entries = 0;
+    for (char *p = some; *p; p++)
+        entries += *p == ',';
+    ck_assert_uint_eq(entries + 1, N / 10);
+    ck_assert_ptr_nonnull(strstr(some, "m/03/00003=1"));
+    free(some);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* ---- delete_range ---- */
+
+static void put_keys(nds_kvstore *kv, const char *const *keys, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        nds_kv_test_put(kv, keys[i], "v");
+}
+
+START_TEST(delete_range_bounds) {
+    nds_kvstore *kv = open_fresh(_i);
+    const char *keys[] = {"a", "b", "b0/1", "b0/2/x", "ba", "c", "c0/1", "d"};
+    put_keys(kv, keys, sizeof keys / sizeof keys[0]);
+    NDS_OK(nds_kvstore_delete_range(kv, "b", "c")); /* begin inclusive, end exclusive */
+    assert_list(kv, "", "a=1,c0/1=1,c=1,d=1");
+    NDS_OK(nds_kvstore_delete_range(kv, "c0/", "d"));
+    assert_list(kv, "", "a=1,c=1,d=1");
+    NDS_OK(nds_kvstore_delete_range(kv, "d", "a")); /* empty range */
+    NDS_OK(nds_kvstore_delete_range(kv, "c", "c"));
+    assert_list(kv, "", "a=1,c=1,d=1");
+    NDS_OK(nds_kvstore_delete_range(kv, "x", "z")); /* nothing there */
+    nds_kv_test_put(kv, "c0/9/9", "v"); /* the store still works where keys were removed */
+    assert_value(kv, "c0/9/9", "v");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* An unbounded range stays inside the handle's prefix: a sibling store's keys survive. */
+START_TEST(delete_range_unbounded) {
+    nds_kvstore *base = open_fresh(_i), *a = NULL, *b = NULL;
+    NDS_OK(nds_kvstore_sub(&a, base, "a/"));
+    NDS_OK(nds_kvstore_sub(&b, base, "b/"));
+    const char *keys[] = {"k1", "k2", "m/1", "z"};
+    put_keys(a, keys, 4);
+    put_keys(b, keys, 4);
+    NDS_OK(nds_kvstore_delete_range(a, "k2", ""));
+    assert_list(a, "", "k1=1");
+    assert_list(b, "", "k1=1,k2=1,m/1=1,z=1");
+    NDS_OK(nds_kvstore_delete_range(a, "", ""));
+    assert_list(a, "", "");
+    assert_list(base, "", "b/k1=1,b/k2=1,b/m/1=1,b/z=1");
+    nds_kvstore_free(a);
+    nds_kvstore_free(b);
+    nds_kvstore_free(base);
+}
+END_TEST
+
+/* ---- handles ---- */
+
+START_TEST(handles_share_and_isolate) {
+    const char *url = g_makers[_i]();
+    nds_kvstore *one = open_url(url), *two = open_url(url), *other = open_fresh(_i);
+    nds_generation g = nds_kv_test_put(one, "shared", "s");
+    nds_generation g2;
+    char *v = nds_kv_test_get(two, "shared", &g2);
+    ck_assert_str_eq(v, "s");
+    ck_assert(nds_generation_equal(&g, &g2));
+    free(v);
+    assert_value(other, "shared", NULL);
+    nds_kvstore *sub = NULL;
+    NDS_OK(nds_kvstore_sub(&sub, one, "deep/er/"));
+    nds_kv_test_put(sub, "k", "sub");
+    assert_value(two, "deep/er/k", "sub");
+    const char *sub_path = nds_kvstore_path(sub);
+    ck_assert_uint_ge(strlen(sub_path), 8);
+    ck_assert_str_eq(sub_path + strlen(sub_path) - 8, "deep/er/");
+    assert_list(one, "deep/", "deep/er/k=3");
+    assert_list(sub, "", "k=3");
+    nds_kvstore_free(sub);
+    nds_kvstore_free(one);
+    nds_kvstore_free(two);
+    nds_kvstore_free(other);
+}
+END_TEST
+
+/* ---- concurrency ---- */
+
+typedef struct counter_job {
+    nds_kvstore *kv; /* shared handle, or NULL to open url */
+    const char *url;
+    int increments;
+    int conflicts;
+} counter_job;
+
+static void *counter_thread(void *arg) {
+    counter_job *job = arg;
+    nds_kvstore *kv = job->kv ? job->kv : open_url(job->url);
+    for (int i = 0; i < job->increments; i++)
+        job->conflicts += nds_kv_test_increment(kv, "counter");
+    if (!job->kv)
+        nds_kvstore_free(kv);
+    return NULL;
+}
+
+START_TEST(concurrent_counter_no_lost_update) {
+    enum { THREADS = 4, EACH = 100 };
+    const char *url = g_makers[_i]();
+    nds_kvstore *kv = open_url(url);
+    counter_job jobs[THREADS];
+    pthread_t tid[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        /* Half share one handle, half open their own: both must exclude each other. */
+        jobs[t] = (counter_job){t % 2 ? kv : NULL, url, EACH, 0};
+        ck_assert_int_eq(pthread_create(&tid[t], NULL, counter_thread, &jobs[t]), 0);
+    }
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(tid[t], NULL);
+    char expected[16];
+    snprintf(expected, sizeof expected, "%d", THREADS * EACH);
+    assert_value(kv, "counter", expected);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+TCase *nds_kv_conformance_tcase(const char *name, nds_kv_url_fn make_url) {
+    if (g_maker_count == MAX_MAKERS)
+        return NULL;
+    int i = g_maker_count;
+    g_makers[g_maker_count++] = make_url;
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, open_url_and_capabilities, i, i + 1);
+    tcase_add_loop_test(tc, read_missing_key, i, i + 1);
+    tcase_add_loop_test(tc, write_then_read, i, i + 1);
+    tcase_add_loop_test(tc, overwrite_changes_generation, i, i + 1);
+    tcase_add_loop_test(tc, delete_key, i, i + 1);
+    tcase_add_loop_test(tc, empty_value, i, i + 1);
+    tcase_add_loop_test(tc, large_value, i, i + 1);
+    tcase_add_loop_test(tc, create_only_write, i, i + 1);
+    tcase_add_loop_test(tc, conditional_write, i, i + 1);
+    tcase_add_loop_test(tc, conditional_delete, i, i + 1);
+    tcase_add_loop_test(tc, read_if_not_equal, i, i + 1);
+    tcase_add_loop_test(tc, read_if_equal, i, i + 1);
+    tcase_add_loop_test(tc, byte_ranges, i, i + 1);
+    tcase_add_loop_test(tc, keys_with_slashes, i, i + 1);
+    tcase_add_loop_test(tc, list_by_prefix, i, i + 1);
+    tcase_add_loop_test(tc, list_callback_stops, i, i + 1);
+    tcase_add_loop_test(tc, list_many_keys, i, i + 1);
+    tcase_add_loop_test(tc, delete_range_bounds, i, i + 1);
+    tcase_add_loop_test(tc, delete_range_unbounded, i, i + 1);
+    tcase_add_loop_test(tc, handles_share_and_isolate, i, i + 1);
+    tcase_add_loop_test(tc, concurrent_counter_no_lost_update, i, i + 1);
+    return tc;
+}
