@@ -212,7 +212,7 @@ static int open_or_create(zarr2 *z, nds_kvstore *kv, const json_object *req, uns
     if (!(mode & (NDS_OPEN_EXISTING | NDS_OPEN_CREATE))) mode |= NDS_OPEN_EXISTING;
     for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
         nds_read_result r;
-        bool found;
+        bool found = false;
         int rc = read_key(kv, ".zarray", z->url, &r, &found);
         if (rc) return rc;
         if (found) {
@@ -395,7 +395,7 @@ static bool same_but_shape(const nds_zarr2_meta *a, const nds_zarr2_meta *b) {
 /* One read-modify-conditional-write of .zarray with the new shape; NDS_ECONFLICT to retry. */
 static int resize_once(zarr2 *z, nds_kvstore *kv, const uint64_t *new_shape) {
     nds_read_result r;
-    bool found;
+    bool found = false;
     int rc = read_key(kv, ".zarray", z->url, &r, &found);
     if (rc) return rc;
     if (!found) return nds_err(NDS_ENOTFOUND, "zarr: .zarray of %s disappeared", z->url);
@@ -452,7 +452,7 @@ static int zarr2_resize(void *state, nds_kvstore *kv, const uint64_t *new_shape,
 static int zarr2_get_attributes(void *state, nds_kvstore *kv, json_object **out) {
     const zarr2 *z = state;
     nds_read_result r;
-    bool found;
+    bool found = false;
     *out = NULL;
     int rc = read_key(kv, ".zattrs", z->url, &r, &found);
     if (rc) return rc;
@@ -482,7 +482,7 @@ static int zarr2_set_attributes(void *state, nds_kvstore *kv, const json_object 
 static int zarr2_create_group(nds_kvstore *kv) {
     const char *url = nds_kvstore_url(kv);
     nds_read_result r;
-    bool array;
+    bool array = false;
     int rc = read_key(kv, ".zarray", url, &r, &array);
     if (rc) return rc;
     if (array) {

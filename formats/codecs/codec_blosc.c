@@ -1,0 +1,187 @@
+/* The "blosc" codec: c-blosc 1.x chunks, byte-compatible with numcodecs.blosc.Blosc.
+ *
+ * Config (numcodecs names): {"cname": "lz4" | "lz4hc" | "blosclz" | "zstd" | "zlib" (and "snappy"
+ * when the installed c-blosc has it), default "lz4"; "clevel": 0-9, default 5; "shuffle": 0 none, 1
+ * byte, 2 bit, -1 auto (bit shuffle when the element size is 1, else byte shuffle), default 1;
+ * "blocksize": bytes, 0 = automatic, default 0}. The typesize is the element size given to create
+ * (not a config member, as in numcodecs, which takes it from the array's dtype). Omits: blosc2
+ * frames, the global blosc state (blosc_init / blosc_set_nthreads), internal threads.
+ *
+ * Threading: an instance is immutable; the *_ctx functions keep all state on the stack of the call
+ * and use one internal thread, since ndstore already spreads chunks over its own pool. Limits:
+ * c-blosc 1.x handles at most BLOSC_MAX_BUFFERSIZE (2 GiB - 16) bytes per chunk; larger input is
+ * NDS_ELIMIT. Ownership: encode grows the caller's nds_buf; decode writes only out[0..out_cap).
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <blosc.h>
+#include <json-c/json.h>
+
+#include "ndstore/sys/codec.h"
+#include "internal/error.h"
+#include "internal/json_util.h"
+
+#define DOC "blosc config"
+#define NDS_BLOSC_AUTOSHUFFLE (-1)
+
+typedef struct bl_state {
+    char cname[16];   /* validated compressor name */
+    int clevel;       /* 0-9 */
+    int shuffle;      /* as configured, -1 kept so config_json round-trips */
+    int doshuffle;    /* the resolved BLOSC_NOSHUFFLE / BLOSC_SHUFFLE / BLOSC_BITSHUFFLE */
+    size_t blocksize; /* 0 = automatic */
+    size_t typesize;  /* the element size, >= 1 */
+} bl_state;
+
+/* The compressors numcodecs can name. snappy is accepted only if this c-blosc was built with it. */
+static bool cname_ok(const char *name) {
+    static const char *const names[] = {"lz4", "lz4hc", "blosclz", "zstd", "zlib", "snappy"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0) return blosc_compname_to_compcode(name) >= 0;
+    return false;
+}
+
+static int check_members(const json_object *config) {
+    static const char *const known[] = {"id", "cname", "clevel", "shuffle", "blocksize"};
+    json_object_object_foreach((json_object *)config, key, val) {
+        (void)val;
+        bool ok = false;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            ok = ok || strcmp(key, known[i]) == 0;
+        if (!ok) return nds_err(NDS_EFORMAT, DOC ": unknown member \"%s\"", key);
+    }
+    return 0;
+}
+
+/* Reads the members into s (defaults already set). */
+static int parse_config(const json_object *config, bl_state *s) {
+    const char *cname = s->cname;
+    int64_t clevel = s->clevel, shuffle = s->shuffle, blocksize = 0;
+    int rc = check_members(config);
+    if (!rc) rc = nds_json_get_string(config, "cname", true, DOC, &cname);
+    if (!rc && !cname_ok(cname))
+        return nds_err(NDS_EFORMAT,
+                       DOC ": \"cname\" is \"%.40s\", not one of lz4, lz4hc, blosclz, zstd, zlib%s",
+                       cname, blosc_compname_to_compcode("snappy") >= 0 ? ", snappy" : "");
+    if (!rc) rc = nds_json_get_int(config, "clevel", true, 0, 9, DOC, &clevel);
+    if (!rc) rc = nds_json_get_int(config, "shuffle", true, -1, 2, DOC, &shuffle);
+    if (!rc)
+        rc = nds_json_get_int(config, "blocksize", true, 0, BLOSC_MAX_BUFFERSIZE, DOC, &blocksize);
+    if (rc) return rc;
+    if (cname != s->cname) snprintf(s->cname, sizeof s->cname, "%s", cname); /* no overlap */
+    s->clevel = (int)clevel;
+    s->shuffle = (int)shuffle;
+    s->blocksize = (size_t)blocksize;
+    return 0;
+}
+
+static int bl_create(void **state, const struct json_object *config, size_t elem_size) {
+    bl_state tmp = {.cname = "lz4", .clevel = 5, .shuffle = BLOSC_SHUFFLE, .blocksize = 0};
+    if (config) {
+        if (!json_object_is_type(config, json_type_object))
+            return nds_err(NDS_EFORMAT, DOC ": expected a json object");
+        int rc = parse_config(config, &tmp);
+        if (rc) return rc;
+    }
+    /* c-blosc itself treats a typesize above 255 as 1; numcodecs passes the dtype's size unchanged.
+     */
+    tmp.typesize = elem_size ? elem_size : 1;
+    tmp.doshuffle = tmp.shuffle;
+    if (tmp.shuffle == NDS_BLOSC_AUTOSHUFFLE)
+        tmp.doshuffle = tmp.typesize == 1 ? BLOSC_BITSHUFFLE : BLOSC_SHUFFLE;
+    bl_state *s = malloc(sizeof *s);
+    if (!s) return nds_err(NDS_ENOMEM, "blosc: out of memory");
+    *s = tmp;
+    *state = s;
+    return 0;
+}
+
+static void bl_destroy(void *state) { free(state); }
+
+static int bl_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) {
+    const bl_state *s = state;
+    if (len > BLOSC_MAX_BUFFERSIZE)
+        return nds_err(NDS_ELIMIT, "blosc: chunk of %zu bytes exceeds blosc's limit of %d bytes",
+                       len, BLOSC_MAX_BUFFERSIZE);
+    size_t cap = len + BLOSC_MAX_OVERHEAD; /* always enough, per blosc.h */
+    int rc = nds_buf_reserve(out, cap);
+    if (rc) return rc;
+    static const uint8_t empty[1];
+    int n = blosc_compress_ctx(s->clevel, s->doshuffle, s->typesize, len,
+                               len ? (const void *)in : empty, out->data, cap, s->cname,
+                               s->blocksize, 1);
+    if (n <= 0)
+        return nds_err_cause(NDS_EINTERNAL, NDS_CAUSE_BLOSC, n,
+                             "blosc: compression failed (code %d)", n);
+    out->len = (size_t)n;
+    return 0;
+}
+
+/* Checks the 16-byte header against the bytes present and out_cap; *nbytes = the decoded size. */
+static int check_header(const uint8_t *in, size_t len, size_t out_cap, size_t *nbytes) {
+    if (len < BLOSC_MIN_HEADER_LENGTH)
+        return nds_err(NDS_ECORRUPT, "blosc: truncated header (%zu bytes, need %d)", len,
+                       BLOSC_MIN_HEADER_LENGTH);
+    size_t n, cbytes, blocksize;
+    blosc_cbuffer_sizes(in, &n, &cbytes, &blocksize);
+    if (cbytes == 0)
+        return nds_err(NDS_ECORRUPT, "blosc: unsupported format version %u", (unsigned)in[0]);
+    if (cbytes > len)
+        return nds_err(NDS_ECORRUPT, "blosc: truncated chunk: header says %zu bytes, %zu present",
+                       cbytes, len);
+    /* Like numcodecs, bytes after the chunk's cbytes are ignored. */
+    if (blosc_cbuffer_validate(in, cbytes, &n) != 0)
+        return nds_err(NDS_ECORRUPT, "blosc: invalid header");
+    if (n > out_cap)
+        return nds_err(NDS_ECORRUPT, "blosc: chunk declares %zu bytes, more than the %zu expected",
+                       n, out_cap);
+    *nbytes = n;
+    return 0;
+}
+
+static int bl_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
+                     size_t *out_len) {
+    (void)state;
+    size_t nbytes = 0;
+    int rc = check_header(in, len, out_cap, &nbytes);
+    if (rc) return rc;
+    if (nbytes == 0) { /* blosc returns 0 for both "empty" and some errors; settle it here */
+        *out_len = 0;
+        return 0;
+    }
+    /* destsize = the declared size, which also bounds the block buffers blosc allocates. */
+    int n = blosc_decompress_ctx(in, out, nbytes, 1);
+    if (n <= 0 || (size_t)n != nbytes)
+        return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_BLOSC, n,
+                             "blosc: corrupt chunk (decompression returned %d, "
+                             "expected %zu bytes)",
+                             n, nbytes);
+    *out_len = nbytes;
+    return 0;
+}
+
+static int bl_config_json(void *state, struct json_object **out) {
+    const bl_state *s = state;
+    json_object *o = json_object_new_object();
+    if (!o) return nds_err(NDS_ENOMEM, "blosc: out of memory");
+    json_object_object_add(o, "id", json_object_new_string("blosc"));
+    json_object_object_add(o, "cname", json_object_new_string(s->cname));
+    json_object_object_add(o, "clevel", json_object_new_int(s->clevel));
+    json_object_object_add(o, "shuffle", json_object_new_int(s->shuffle));
+    json_object_object_add(o, "blocksize", json_object_new_int64((int64_t)s->blocksize));
+    *out = o;
+    return 0;
+}
+
+const nds_codec nds_codec_blosc = {
+    .version = NDS_CODEC_VERSION,
+    .name = "blosc",
+    .create = bl_create,
+    .destroy = bl_destroy,
+    .encode = bl_encode,
+    .decode = bl_decode,
+    .config_json = bl_config_json,
+};

@@ -1,0 +1,191 @@
+/* The "zstd" codec: Zstandard frames, byte-compatible with numcodecs.zstd.Zstd.
+ *
+ * Config (numcodecs names): {"level": int in [ZSTD_minCLevel(), 22], default 0 = zstd's default
+ * (3); "checksum": bool, default false}. Encode writes one frame with the content size
+ * (ZSTD_compress2), as numcodecs does. Decode accepts one or more concatenated frames, with or
+ * without a content size, with or without a checksum; a declared content size larger than out_cap
+ * is refused before decoding. Omits: dictionaries, streaming (the caller always knows the decoded
+ * size bound).
+ *
+ * Threading: an instance is immutable. ZSTD contexts are cached per thread (pthread key, freed at
+ * thread exit) so repeated calls allocate nothing; parameters are set on each call because one
+ * thread may serve several instances. Ownership: encode grows the caller's nds_buf; decode writes
+ * only out[0..out_cap).
+ */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zstd.h>
+#include <zstd_errors.h>
+#include <json-c/json.h>
+
+#include "ndstore/sys/codec.h"
+#include "internal/error.h"
+#include "internal/json_util.h"
+
+#define DOC "zstd config"
+/* numcodecs documents -131072..22; ZSTD_maxCLevel() is 22 in every release so far. */
+#define ZSTD_LEVEL_MAX 22
+
+typedef struct zstd_state {
+    int level;     /* 0 = the library default */
+    bool checksum; /* append a content checksum to each frame */
+} zstd_state;
+
+/* Per-thread contexts, created on first use. */
+typedef struct zstd_tls {
+    ZSTD_CCtx *cctx;
+    ZSTD_DCtx *dctx;
+} zstd_tls;
+
+static pthread_key_t tls_key;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static int tls_key_rc;
+
+static void tls_free(void *p) {
+    zstd_tls *t = p;
+    ZSTD_freeCCtx(t->cctx);
+    ZSTD_freeDCtx(t->dctx);
+    free(t);
+}
+
+static void tls_init(void) { tls_key_rc = pthread_key_create(&tls_key, tls_free); }
+
+static zstd_tls *tls_get(void) {
+    if (pthread_once(&tls_once, tls_init) != 0 || tls_key_rc != 0) return NULL;
+    zstd_tls *t = pthread_getspecific(tls_key);
+    if (t) return t;
+    t = calloc(1, sizeof *t);
+    if (t && pthread_setspecific(tls_key, t) != 0) {
+        free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+/* "zstd: <library message>" with the first letter lower-cased, as our messages are. */
+static int zstd_fail(int code, size_t zrc, const char *what) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s", ZSTD_getErrorName(zrc));
+    msg[0] = (char)tolower((unsigned char)msg[0]);
+    return nds_err_cause(code, NDS_CAUSE_ZSTD, (long)ZSTD_getErrorCode(zrc), "zstd: %s: %s", what,
+                         msg);
+}
+
+/* Rejects members numcodecs would not accept, so typos do not pass silently. */
+static int check_members(const json_object *config) {
+    json_object_object_foreach((json_object *)config, key, val) {
+        (void)val;
+        if (strcmp(key, "id") && strcmp(key, "level") && strcmp(key, "checksum"))
+            return nds_err(NDS_EFORMAT, DOC ": unknown member \"%s\"", key);
+    }
+    return 0;
+}
+
+static int zstd_create(void **state, const struct json_object *config, size_t elem_size) {
+    (void)elem_size;
+    int64_t level = 0;
+    bool checksum = false;
+    if (config) {
+        if (!json_object_is_type(config, json_type_object))
+            return nds_err(NDS_EFORMAT, DOC ": expected a json object");
+        int rc = check_members(config);
+        if (!rc)
+            rc = nds_json_get_int(config, "level", true, ZSTD_minCLevel(), ZSTD_LEVEL_MAX, DOC,
+                                  &level);
+        if (!rc) rc = nds_json_get_bool(config, "checksum", true, DOC, &checksum);
+        if (rc) return rc;
+    }
+    zstd_state *s = malloc(sizeof *s);
+    if (!s) return nds_err(NDS_ENOMEM, "zstd: out of memory");
+    s->level = (int)level;
+    s->checksum = checksum;
+    *state = s;
+    return 0;
+}
+
+static void zstd_destroy(void *state) { free(state); }
+
+static int zstd_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) {
+    const zstd_state *s = state;
+    size_t bound = ZSTD_compressBound(len);
+    if (ZSTD_isError(bound) || bound == 0)
+        return nds_err(NDS_ELIMIT, "zstd: input of %zu bytes is too large to compress", len);
+    zstd_tls *t = tls_get();
+    if (t && !t->cctx) t->cctx = ZSTD_createCCtx();
+    if (!t || !t->cctx)
+        return nds_err(NDS_ENOMEM, "zstd: out of memory creating a compression context");
+    int rc = nds_buf_reserve(out, bound);
+    if (rc) return rc;
+    size_t zrc = ZSTD_CCtx_setParameter(t->cctx, ZSTD_c_compressionLevel, s->level);
+    if (!ZSTD_isError(zrc)) zrc = ZSTD_CCtx_setParameter(t->cctx, ZSTD_c_checksumFlag, s->checksum);
+    if (ZSTD_isError(zrc)) return zstd_fail(NDS_EINTERNAL, zrc, "setting parameters");
+    zrc = ZSTD_compress2(t->cctx, out->data, out->cap, in, len);
+    if (ZSTD_isError(zrc)) {
+        ZSTD_CCtx_reset(t->cctx, ZSTD_reset_session_only);
+        return zstd_fail(NDS_EINTERNAL, zrc, "compressing");
+    }
+    out->len = zrc;
+    return 0;
+}
+
+/* The first frame's declared size, checked before decoding so a hostile header fails fast and
+ * clearly. Later frames and frames without a size are bounded by ZSTD_decompressDCtx itself. */
+static int check_declared_size(const uint8_t *in, size_t len, size_t out_cap) {
+    unsigned long long n = ZSTD_getFrameContentSize(in, len);
+    if (n == ZSTD_CONTENTSIZE_ERROR)
+        return nds_err(NDS_ECORRUPT,
+                       "zstd: not a zstd frame, or its header is cut short (%zu bytes)", len);
+    if (n != ZSTD_CONTENTSIZE_UNKNOWN && n > out_cap)
+        return nds_err(NDS_ECORRUPT, "zstd: frame declares %llu bytes, more than the %zu expected",
+                       n, out_cap);
+    return 0;
+}
+
+static int zstd_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
+                       size_t *out_len) {
+    (void)state;
+    int rc = check_declared_size(in, len, out_cap);
+    if (rc) return rc;
+    zstd_tls *t = tls_get();
+    if (t && !t->dctx) t->dctx = ZSTD_createDCtx();
+    if (!t || !t->dctx)
+        return nds_err(NDS_ENOMEM, "zstd: out of memory creating a decompression context");
+    uint8_t dummy;
+    size_t zrc = ZSTD_decompressDCtx(t->dctx, out ? out : &dummy, out ? out_cap : 0, in, len);
+    if (ZSTD_isError(zrc)) {
+        if (ZSTD_getErrorCode(zrc) == ZSTD_error_dstSize_tooSmall)
+            return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_ZSTD, (long)ZSTD_getErrorCode(zrc),
+                                 "zstd: decoded data exceeds the %zu bytes expected", out_cap);
+        return zstd_fail(NDS_ECORRUPT, zrc, "decoding");
+    }
+    *out_len = zrc;
+    return 0;
+}
+
+static int zstd_config_json(void *state, struct json_object **out) {
+    const zstd_state *s = state;
+    json_object *o = json_object_new_object();
+    if (!o) return nds_err(NDS_ENOMEM, "zstd: out of memory");
+    json_object_object_add(o, "id", json_object_new_string("zstd"));
+    json_object_object_add(o, "level", json_object_new_int(s->level));
+    /* numcodecs < 0.12 has no "checksum" argument and rejects the member, so it is written only
+     * when set. */
+    if (s->checksum) json_object_object_add(o, "checksum", json_object_new_boolean(1));
+    *out = o;
+    return 0;
+}
+
+const nds_codec nds_codec_zstd = {
+    .version = NDS_CODEC_VERSION,
+    .name = "zstd",
+    .create = zstd_create,
+    .destroy = zstd_destroy,
+    .encode = zstd_encode,
+    .decode = zstd_decode,
+    .config_json = zstd_config_json,
+};

@@ -1,0 +1,128 @@
+/* libFuzzer harness for the bytes-to-bytes codecs (zstd, blosc, gzip, zlib, bz2, lz4).
+ *
+ * Input layout: byte 0 picks the codec (byte % 6) and one of its configs ((byte / 6) % 4); byte 1
+ * picks out_cap (low 3 bits) and, when its top bit is set, also a round trip of the payload. The
+ * rest is the payload, decoded with the chosen out_cap: decode must succeed within out_cap or fail
+ * with NDS_ECORRUPT, never crash or write past out_cap (checked with a guard area). In round-trip
+ * mode the payload is encoded and decoded back and must come back unchanged.
+ * Run: fuzz_codecs -max_len=70000 fuzz/corpus/fuzz_codecs/ ; replayed in CI by replay_main.c.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "ndstore/errors.h"
+#include "ndstore/sys/codec.h"
+
+extern const nds_codec nds_codec_zstd;
+extern const nds_codec nds_codec_blosc;
+extern const nds_codec nds_codec_gzip;
+extern const nds_codec nds_codec_zlib;
+extern const nds_codec nds_codec_bz2;
+extern const nds_codec nds_codec_lz4;
+
+#define N_CODECS 6
+#define N_CONFIGS 4
+#define GUARD 64
+
+static const nds_codec *const codecs[N_CODECS] = {&nds_codec_zstd, &nds_codec_blosc,
+                                                  &nds_codec_gzip, &nds_codec_zlib,
+                                                  &nds_codec_bz2,  &nds_codec_lz4};
+
+/* Per codec: four configs and the element size passed to create. */
+static const char *const configs[N_CODECS][N_CONFIGS] = {
+    {"{}", "{\"level\": -1}", "{\"level\": 5, \"checksum\": true}", "{\"level\": 1}"},
+    {"{\"cname\": \"lz4\", \"shuffle\": 1}", "{\"cname\": \"zstd\", \"shuffle\": 2, \"clevel\": 3}",
+     "{\"cname\": \"blosclz\", \"shuffle\": 0, \"clevel\": 9, \"blocksize\": 256}",
+     "{\"cname\": \"zlib\", \"shuffle\": -1, \"clevel\": 1}"},
+    {"{\"level\": 1}", "{\"level\": 0}", "{\"level\": 6}", "{\"level\": 9}"},
+    {"{\"level\": 1}", "{\"level\": 0}", "{\"level\": 6}", "{\"level\": 9}"},
+    {"{\"level\": 1}", "{\"level\": 9}", "{\"level\": 1}", "{\"level\": 9}"},
+    {"{}", "{\"acceleration\": 10}", "{\"acceleration\": 0}", "{\"acceleration\": 65537}"},
+};
+static const size_t elem_sizes[N_CONFIGS] = {1, 2, 4, 8};
+static const size_t caps[8] = {0, 1, 16, 255, 4096, 65536, 70000, 1u << 20};
+
+static void *states[N_CODECS][N_CONFIGS];
+
+/* Instances are created once and reused, as ndstore does (one instance, many calls). */
+static void *state_for(size_t ci, size_t k) {
+    if (states[ci][k]) return states[ci][k];
+    json_object *cfg = json_tokener_parse(configs[ci][k]);
+    if (!cfg || codecs[ci]->create(&states[ci][k], cfg, elem_sizes[k]) != 0) {
+        fprintf(stderr, "fuzz_codecs: cannot create %s %s\n", codecs[ci]->name, configs[ci][k]);
+        abort();
+    }
+    json_object_put(cfg);
+    return states[ci][k];
+}
+
+static void roundtrip(const nds_codec *c, void *st, const uint8_t *p, size_t n) {
+    nds_buf enc = {0};
+    if (c->encode(st, p, n, &enc) != 0) {
+        fprintf(stderr, "fuzz_codecs: %s encode failed: %s\n", c->name, nds_error_last()->message);
+        abort();
+    }
+    uint8_t *out = malloc(n ? n : 1);
+    size_t got = 0;
+    int rc = c->decode(st, enc.data, enc.len, out, n, &got);
+    if (rc != 0 || got != n || (n && memcmp(out, p, n) != 0)) {
+        fprintf(stderr, "fuzz_codecs: %s round trip of %zu bytes failed: %s\n", c->name, n,
+                rc ? nds_error_last()->message : "bytes differ");
+        abort();
+    }
+    free(out);
+    nds_buf_dispose(&enc);
+}
+
+/* Decodes in[0..n) into a buffer of cap bytes plus a guard area; aborts on a contract violation. */
+static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size_t n, size_t cap) {
+    /* The guard catches writes past out_cap by the (uninstrumented) libraries, which ASan misses.
+     */
+    uint8_t *out = malloc(cap + GUARD);
+    memset(out + cap, 0xA5, GUARD);
+    size_t got = 0;
+    int rc = c->decode(st, in, n, cap ? out : NULL, cap, &got);
+    for (size_t i = 0; i < GUARD; i++)
+        if (out[cap + i] != 0xA5) {
+            fprintf(stderr, "fuzz_codecs: %s wrote past out_cap %zu\n", c->name, cap);
+            abort();
+        }
+    if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM) {
+        fprintf(stderr, "fuzz_codecs: %s decode returned %d: %s\n", c->name, rc,
+                nds_error_last()->message);
+        abort();
+    }
+    if (rc == 0 && got > cap) abort();
+    free(out);
+}
+
+/* Encodes plain, changes one byte and cuts the end as told by the 4-byte prefix, decodes. */
+static void mutated(const nds_codec *c, void *st, const uint8_t *p, size_t n) {
+    if (n < 4) return;
+    size_t pos = (size_t)p[0] | (size_t)p[1] << 8;
+    uint8_t flip = p[2], cut = p[3];
+    nds_buf enc = {0};
+    if (c->encode(st, p + 4, n - 4, &enc) != 0) abort();
+    if (enc.len) enc.data[pos % enc.len] ^= flip;
+    size_t len = enc.len - (cut % 32 < enc.len ? cut % 32 : enc.len);
+    decode_checked(c, st, enc.data, len, n - 4);
+    nds_buf_dispose(&enc);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 2) return 0;
+    size_t ci = data[0] % N_CODECS, k = (data[0] / N_CODECS) % N_CONFIGS;
+    const nds_codec *c = codecs[ci];
+    void *st = state_for(ci, k);
+    const uint8_t *p = data + 2;
+    size_t n = size - 2;
+    size_t cap = caps[data[1] & 7];
+    decode_checked(c, st, p, n, cap);
+    if (data[1] & 0x40) mutated(c, st, p, n);
+    if (data[1] & 0x80) roundtrip(c, st, p, n);
+    return 0;
+}

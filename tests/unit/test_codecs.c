@@ -1,0 +1,1358 @@
+/* Unit tests for the bytes-to-bytes codecs (zstd, blosc, gzip, zlib, bz2, lz4) and the compact
+ * codec strings of lib/codec_spec.c.
+ *
+ * Covers: round trips over data patterns and sizes (0 B to 1 MiB) for every config option; config
+ * defaults and config_json round trips; bad configs (NDS_EFORMAT naming the member); truncated,
+ * bit-flipped and random input and too-small out_cap (NDS_ECORRUPT, nothing written past out_cap,
+ * checked with a guard area); hostile declared sizes; concurrent use of one instance; golden
+ * vectors encoded by Debian's numcodecs (decode proven against numcodecs); and, when
+ * /usr/bin/python3 with numcodecs is present, numcodecs decoding what we encoded.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <blosc.h>
+#include <lz4.h>
+#include <json-c/json.h>
+#include <zstd.h>
+
+#include "ndstore/errors.h"
+#include "ndstore/sys/codec.h"
+#include "internal/codec_spec.h"
+#include "internal/json_util.h"
+
+extern const nds_codec nds_codec_zstd;
+extern const nds_codec nds_codec_blosc;
+extern const nds_codec nds_codec_gzip;
+extern const nds_codec nds_codec_zlib;
+extern const nds_codec nds_codec_bz2;
+extern const nds_codec nds_codec_lz4;
+
+#define GUARD 64
+#define GUARD_BYTE 0xA5
+#define MIB (1u << 20)
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Helpers */
+
+static const nds_codec *codec_named(const char *name) {
+    static const nds_codec *const all[] = {&nds_codec_zstd, &nds_codec_blosc, &nds_codec_gzip,
+                                           &nds_codec_zlib, &nds_codec_bz2,   &nds_codec_lz4};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(all[i]->name, name) == 0) return all[i];
+    ck_abort_msg("no codec %s", name);
+    return NULL;
+}
+
+static json_object *parse(const char *text) {
+    json_object *o = NULL;
+    ck_assert_msg(nds_json_parse(text, strlen(text), "test", &o) == 0, "bad test json %s", text);
+    return o;
+}
+
+/* Creates an instance from JSON text (NULL = no config), asserting success. */
+static void *make(const nds_codec *c, const char *json, size_t elem_size) {
+    json_object *cfg = json ? parse(json) : NULL;
+    void *st = NULL;
+    int rc = c->create(&st, cfg, elem_size);
+    ck_assert_msg(rc == 0, "%s create %s: %d %s", c->name, json ? json : "(null)", rc,
+                  nds_error_last()->message);
+    json_object_put(cfg);
+    return st;
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+enum { PAT_ZERO, PAT_RAMP, PAT_RANDOM, PAT_INT32, PAT_TEXT, PAT_SPARSE, PAT_COUNT };
+
+static void fill(uint8_t *p, size_t n, int pattern) {
+    static const char text[] = "the quick brown fox jumps over the lazy dog 0123456789. ";
+    for (size_t i = 0; i < n; i++) {
+        switch (pattern) {
+        case PAT_ZERO:
+            p[i] = 0;
+            break;
+        case PAT_RAMP:
+            p[i] = (uint8_t)i;
+            break;
+        case PAT_RANDOM:
+            p[i] = (uint8_t)(rnd() >> 24);
+            break;
+        case PAT_INT32:
+            p[i] = (uint8_t)((i / 4 * 7919) >> (8 * (i % 4)));
+            break;
+        case PAT_TEXT:
+            p[i] = (uint8_t)text[i % (sizeof text - 1)];
+            break;
+        default:
+            p[i] = (rnd() % 97 == 0) ? (uint8_t)rnd() : 0;
+            break;
+        }
+    }
+}
+
+/* An output buffer of cap bytes followed by GUARD bytes that must never change. */
+static uint8_t *guarded(size_t cap) {
+    uint8_t *p = malloc(cap + GUARD);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 0x5A, cap);
+    memset(p + cap, GUARD_BYTE, GUARD);
+    return p;
+}
+
+static void check_guard(const uint8_t *p, size_t cap, const char *what) {
+    for (size_t i = 0; i < GUARD; i++)
+        ck_assert_msg(p[cap + i] == GUARD_BYTE, "%s: byte %zu past out_cap %zu was written", what,
+                      i, cap);
+}
+
+static void assert_error(int rc, int code, const char *needle, const char *what) {
+    ck_assert_msg(rc == code, "%s: expected %d (%s), got %d: %s", what, code, nds_strerror(code),
+                  rc, nds_error_last()->message);
+    if (needle)
+        ck_assert_msg(strstr(nds_error_last()->message, needle) != NULL,
+                      "%s: message \"%s\" does not mention \"%s\"", what, nds_error_last()->message,
+                      needle);
+}
+
+static void encode_ok(const nds_codec *c, void *st, const uint8_t *in, size_t len, nds_buf *out) {
+    int rc = c->encode(st, in, len, out);
+    ck_assert_msg(rc == 0, "%s encode %zu bytes: %d %s", c->name, len, rc,
+                  nds_error_last()->message);
+}
+
+/* Encodes then decodes data[0..len) with out_cap == len and with out_cap = len + 100 (both must
+ * give exactly the data back), checking the guard. */
+static void roundtrip(const nds_codec *c, void *st, const uint8_t *data, size_t len,
+                      const char *what) {
+    nds_buf enc = {0};
+    encode_ok(c, st, data, len, &enc);
+    ck_assert_msg(enc.len > 0, "%s: empty encoding", what);
+    for (size_t extra = 0; extra <= 100; extra += 100) {
+        uint8_t *out = guarded(len + extra);
+        size_t got = (size_t)-1;
+        int rc = c->decode(st, enc.data, enc.len, out, len + extra, &got);
+        ck_assert_msg(rc == 0, "%s: decode of %zu bytes (cap +%zu): %d %s", what, len, extra, rc,
+                      nds_error_last()->message);
+        ck_assert_msg(got == len, "%s: decoded %zu bytes, want %zu", what, got, len);
+        ck_assert_msg(len == 0 || memcmp(out, data, len) == 0, "%s: decoded bytes differ", what);
+        check_guard(out, len + extra, what);
+        free(out);
+    }
+    nds_buf_dispose(&enc);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Round trips */
+
+typedef struct cfg_case {
+    const char *codec;
+    const char *json;
+    size_t elem_size;
+    bool big; /* also run the 1 MiB sizes (slow configs skip them) */
+} cfg_case;
+
+static const cfg_case configs[] = {
+    {"zstd", NULL, 1, true},
+    {"zstd", "{}", 1, false},
+    {"zstd", "{\"level\": 1}", 1, true},
+    {"zstd", "{\"level\": -5}", 1, true},
+    {"zstd", "{\"level\": 19}", 1, false},
+    {"zstd", "{\"level\": 22}", 1, false},
+    {"zstd", "{\"id\": \"zstd\", \"level\": 3, \"checksum\": true}", 1, true},
+    {"zstd", "{\"level\": 3, \"checksum\": false}", 1, false},
+    {"blosc", NULL, 4, true},
+    {"blosc", "{\"cname\": \"lz4\", \"clevel\": 0, \"shuffle\": 0}", 1, true},
+    {"blosc", "{\"cname\": \"lz4hc\", \"clevel\": 9, \"shuffle\": 1}", 8, false},
+    {"blosc", "{\"cname\": \"blosclz\", \"clevel\": 1, \"shuffle\": 2}", 2, true},
+    {"blosc", "{\"cname\": \"zstd\", \"clevel\": 5, \"shuffle\": -1}", 1, true},
+    {"blosc", "{\"cname\": \"zstd\", \"clevel\": 5, \"shuffle\": -1}", 4, false},
+    {"blosc", "{\"cname\": \"zlib\", \"clevel\": 3, \"shuffle\": 1, \"blocksize\": 4096}", 4, true},
+    {"blosc", "{\"cname\": \"lz4\", \"clevel\": 5, \"shuffle\": 1, \"blocksize\": 256}", 16, false},
+    {"blosc", "{\"id\": \"blosc\", \"cname\": \"lz4\", \"clevel\": 9, \"shuffle\": 2}", 300, false},
+    {"gzip", NULL, 1, true},
+    {"gzip", "{\"level\": 0}", 1, true},
+    {"gzip", "{\"level\": 9}", 1, false},
+    {"gzip", "{\"level\": -1}", 1, false},
+    {"zlib", NULL, 1, true},
+    {"zlib", "{\"level\": 0}", 1, false},
+    {"zlib", "{\"id\": \"zlib\", \"level\": 6}", 1, false},
+    {"zlib", "{\"level\": 9}", 1, false},
+    {"bz2", NULL, 1, true},
+    {"bz2", "{\"level\": 5}", 1, false},
+    {"bz2", "{\"level\": 9}", 1, false},
+    {"lz4", NULL, 1, true},
+    {"lz4", "{\"acceleration\": 0}", 1, false},
+    {"lz4", "{\"acceleration\": -3}", 1, false},
+    {"lz4", "{\"acceleration\": 100}", 1, true},
+    {"lz4", "{\"acceleration\": 2000000}", 1, false},
+};
+#define N_CONFIGS (sizeof configs / sizeof configs[0])
+
+START_TEST(test_roundtrip) {
+    const cfg_case *cc = &configs[_i];
+    const nds_codec *c = codec_named(cc->codec);
+    void *st = make(c, cc->json, cc->elem_size);
+    static const size_t sizes[] = {0, 1, 2, 3, 7, 255, 256, 1000, 4097, 65537, MIB, MIB + 3};
+    uint8_t *data = malloc(MIB + 3);
+    ck_assert_ptr_nonnull(data);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        if (n >= MIB && !cc->big) continue;
+        for (int pat = 0; pat < PAT_COUNT; pat++) {
+            if (n >= MIB && pat != PAT_RANDOM && pat != PAT_INT32) continue;
+            char what[200];
+            snprintf(what, sizeof what, "%s %s size %zu pattern %d", cc->codec,
+                     cc->json ? cc->json : "(null)", n, pat);
+            fill(data, n, pat);
+            roundtrip(c, st, data, n, what);
+        }
+    }
+    free(data);
+    c->destroy(st);
+}
+END_TEST
+
+/* Every blosc compressor with every shuffle and several element sizes. */
+START_TEST(test_blosc_matrix) {
+    static const char *const cnames[] = {"lz4", "lz4hc", "blosclz", "zstd", "zlib"};
+    static const int shuffles[] = {0, 1, 2, -1};
+    static const size_t elems[] = {1, 2, 4, 8};
+    uint8_t data[20000];
+    for (size_t ci = 0; ci < 5; ci++)
+        for (size_t si = 0; si < 4; si++)
+            for (size_t ei = 0; ei < 4; ei++) {
+                char json[160];
+                snprintf(json, sizeof json, "{\"cname\": \"%s\", \"clevel\": %zu, \"shuffle\": %d}",
+                         cnames[ci], (ci + si) % 10, shuffles[si]);
+                void *st = make(&nds_codec_blosc, json, elems[ei]);
+                for (int pat = 0; pat < PAT_COUNT; pat++) {
+                    size_t n = 1 + (size_t)pat * 3331;
+                    fill(data, n, pat);
+                    roundtrip(&nds_codec_blosc, st, data, n, json);
+                }
+                nds_codec_blosc.destroy(st);
+            }
+}
+END_TEST
+
+/* The header blosc writes records what the config asked for. */
+START_TEST(test_blosc_header) {
+    uint8_t data[65536];
+    fill(data, sizeof data, PAT_INT32);
+    struct {
+        const char *json;
+        size_t elem;
+        int want_flags; /* BLOSC_DOSHUFFLE / BLOSC_DOBITSHUFFLE bits */
+        const char *lib;
+        size_t blocksize;
+    } cases[] = {
+        {"{\"cname\": \"lz4\", \"shuffle\": -1}", 1, BLOSC_DOBITSHUFFLE, "LZ4", 0},
+        {"{\"cname\": \"lz4\", \"shuffle\": -1}", 4, BLOSC_DOSHUFFLE, "LZ4", 0},
+        {"{\"cname\": \"zstd\", \"shuffle\": 0}", 4, 0, "Zstd", 0},
+        {"{\"cname\": \"zlib\", \"shuffle\": 2}", 8, BLOSC_DOBITSHUFFLE, "Zlib", 0},
+        {"{\"cname\": \"blosclz\", \"shuffle\": 1, \"blocksize\": 256}", 4, BLOSC_DOSHUFFLE,
+         "BloscLZ", 256},
+        /* c-blosc raises some forced block sizes (numcodecs gives the same header). */
+        {"{\"cname\": \"zstd\", \"shuffle\": 1, \"blocksize\": 4096}", 4, BLOSC_DOSHUFFLE, "Zstd",
+         4096},
+        {"{\"cname\": \"lz4hc\"}", 2, BLOSC_DOSHUFFLE, "LZ4", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        void *st = make(&nds_codec_blosc, cases[i].json, cases[i].elem);
+        nds_buf enc = {0};
+        encode_ok(&nds_codec_blosc, st, data, sizeof data, &enc);
+        size_t typesize = 0, nbytes, cbytes, blocksize;
+        int flags = 0;
+        blosc_cbuffer_metainfo(enc.data, &typesize, &flags);
+        blosc_cbuffer_sizes(enc.data, &nbytes, &cbytes, &blocksize);
+        ck_assert_uint_eq(typesize, cases[i].elem);
+        ck_assert_msg((flags & (BLOSC_DOSHUFFLE | BLOSC_DOBITSHUFFLE)) == cases[i].want_flags,
+                      "%s elem %zu: flags %d", cases[i].json, cases[i].elem, flags);
+        ck_assert_str_eq(blosc_cbuffer_complib(enc.data), cases[i].lib);
+        ck_assert_uint_eq(nbytes, sizeof data);
+        ck_assert_uint_eq(cbytes, enc.len);
+        if (cases[i].blocksize) ck_assert_uint_eq(blocksize, cases[i].blocksize);
+        nds_buf_dispose(&enc);
+        nds_codec_blosc.destroy(st);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Configs */
+
+START_TEST(test_config_json) {
+    struct {
+        const char *codec, *in, *want;
+    } cases[] = {
+        {"zstd", NULL, "{\"id\":\"zstd\",\"level\":0}"},
+        {"zstd", "{\"id\":\"zstd\"}", "{\"id\":\"zstd\",\"level\":0}"},
+        {"zstd", "{\"level\":7}", "{\"id\":\"zstd\",\"level\":7}"},
+        {"zstd", "{\"level\":-131072}", "{\"id\":\"zstd\",\"level\":-131072}"},
+        {"zstd", "{\"level\":2,\"checksum\":true}",
+         "{\"id\":\"zstd\",\"level\":2,\"checksum\":true}"},
+        {"zstd", "{\"level\":2,\"checksum\":false}", "{\"id\":\"zstd\",\"level\":2}"},
+        {"blosc", NULL,
+         "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":1,\"blocksize\":0}"},
+        {"blosc", "{\"cname\":\"zstd\",\"clevel\":9,\"shuffle\":-1,\"blocksize\":65536}",
+         "{\"id\":\"blosc\",\"cname\":\"zstd\",\"clevel\":9,\"shuffle\":-1,\"blocksize\":65536}"},
+        {"blosc", "{\"shuffle\":2}",
+         "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":2,\"blocksize\":0}"},
+        {"blosc", "{\"clevel\":5.0}",
+         "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":1,\"blocksize\":0}"},
+        {"gzip", NULL, "{\"id\":\"gzip\",\"level\":1}"},
+        {"gzip", "{\"level\":9}", "{\"id\":\"gzip\",\"level\":9}"},
+        {"zlib", NULL, "{\"id\":\"zlib\",\"level\":1}"},
+        {"zlib", "{\"level\":-1}", "{\"id\":\"zlib\",\"level\":-1}"},
+        {"bz2", NULL, "{\"id\":\"bz2\",\"level\":1}"},
+        {"bz2", "{\"level\":9}", "{\"id\":\"bz2\",\"level\":9}"},
+        {"lz4", NULL, "{\"id\":\"lz4\",\"acceleration\":1}"},
+        {"lz4", "{\"acceleration\":0}", "{\"id\":\"lz4\",\"acceleration\":0}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const nds_codec *c = codec_named(cases[i].codec);
+        void *st = make(c, cases[i].in, 4);
+        json_object *got = NULL;
+        ck_assert_int_eq(c->config_json(st, &got), 0);
+        json_object *want = parse(cases[i].want);
+        ck_assert_msg(nds_json_equal(got, want), "%s %s: config_json %s, want %s", c->name,
+                      cases[i].in ? cases[i].in : "(null)", json_object_to_json_string(got),
+                      cases[i].want);
+        /* The output must itself be an accepted config that round-trips. */
+        void *st2 = NULL;
+        ck_assert_int_eq(c->create(&st2, got, 4), 0);
+        json_object *again = NULL;
+        ck_assert_int_eq(c->config_json(st2, &again), 0);
+        ck_assert(nds_json_equal(again, want));
+        json_object_put(again);
+        json_object_put(got);
+        json_object_put(want);
+        c->destroy(st2);
+        c->destroy(st);
+    }
+    for (size_t i = 0; i < 6; i++)
+        codec_named((const char *[]){"zstd", "blosc", "gzip", "zlib", "bz2", "lz4"}[i])
+            ->destroy(NULL);
+}
+END_TEST
+
+START_TEST(test_bad_configs) {
+    struct {
+        const char *codec, *json, *needle;
+    } cases[] = {
+        {"zstd", "[1]", "json object"},
+        {"zstd", "{\"level\":\"3\"}", "\"level\""},
+        {"zstd", "{\"level\":23}", "\"level\""},
+        {"zstd", "{\"level\":-131073}", "\"level\""},
+        {"zstd", "{\"level\":1.5}", "\"level\""},
+        {"zstd", "{\"level\":null}", "\"level\""},
+        {"zstd", "{\"checksum\":1}", "\"checksum\""},
+        {"zstd", "{\"levle\":3}", "\"levle\""},
+        {"blosc", "{\"cname\":\"snappy2\"}", "\"cname\""},
+        {"blosc", "{\"cname\":\"LZ4\"}", "\"cname\""},
+        {"blosc", "{\"cname\":5}", "\"cname\""},
+        {"blosc", "{\"clevel\":10}", "\"clevel\""},
+        {"blosc", "{\"clevel\":-1}", "\"clevel\""},
+        {"blosc", "{\"clevel\":\"5\"}", "\"clevel\""},
+        {"blosc", "{\"shuffle\":3}", "\"shuffle\""},
+        {"blosc", "{\"shuffle\":-2}", "\"shuffle\""},
+        {"blosc", "{\"shuffle\":\"bitshuffle\"}", "\"shuffle\""},
+        {"blosc", "{\"blocksize\":-1}", "\"blocksize\""},
+        {"blosc", "{\"blocksize\":4294967296}", "\"blocksize\""},
+        {"blosc", "{\"blocksize\":true}", "\"blocksize\""},
+        {"blosc", "{\"typesize\":4}", "\"typesize\""},
+        {"blosc", "\"lz4\"", "json object"},
+        {"gzip", "{\"level\":10}", "\"level\""},
+        {"gzip", "{\"level\":-2}", "\"level\""},
+        {"gzip", "{\"level\":\"1\"}", "\"level\""},
+        {"gzip", "{\"compresslevel\":1}", "\"compresslevel\""},
+        {"zlib", "{\"level\":10}", "\"level\""},
+        {"zlib", "{\"level\":[1]}", "\"level\""},
+        {"bz2", "{\"level\":0}", "\"level\""},
+        {"bz2", "{\"level\":10}", "\"level\""},
+        {"bz2", "{\"level\":false}", "\"level\""},
+        {"lz4", "{\"acceleration\":\"fast\"}", "\"acceleration\""},
+        {"lz4", "{\"acceleration\":1099511627776}", "\"acceleration\""},
+        {"lz4", "{\"acceleration\":1.25}", "\"acceleration\""},
+        {"lz4", "{\"level\":1}", "\"level\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const nds_codec *c = codec_named(cases[i].codec);
+        json_object *cfg = parse(cases[i].json);
+        void *st = (void *)&st;
+        int rc = c->create(&st, cfg, 4);
+        char what[160];
+        snprintf(what, sizeof what, "%s %s", cases[i].codec, cases[i].json);
+        assert_error(rc, NDS_EFORMAT, cases[i].needle, what);
+        ck_assert_msg(
+            strncmp(nds_error_last()->message, cases[i].codec, strlen(cases[i].codec)) == 0,
+            "%s: message \"%s\" does not start with the codec", what, nds_error_last()->message);
+        json_object_put(cfg);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Bad input */
+
+/* Decodes in[0..len) with out_cap; asserts no write past out_cap, and either success within
+ * out_cap or NDS_ECORRUPT (NDS_ENOMEM is never expected for these small inputs). Returns rc. */
+static int decode_guarded(const nds_codec *c, void *st, const uint8_t *in, size_t len,
+                          size_t out_cap, const char *what) {
+    uint8_t *out = guarded(out_cap);
+    size_t got = (size_t)-1;
+    int rc = c->decode(st, in, len, out, out_cap, &got);
+    ck_assert_msg(rc == 0 || rc == NDS_ECORRUPT, "%s: unexpected rc %d: %s", what, rc,
+                  nds_error_last()->message);
+    if (rc == 0) ck_assert_msg(got <= out_cap, "%s: out_len %zu > out_cap %zu", what, got, out_cap);
+    if (rc) ck_assert_msg(nds_error_last()->message[0] != '\0', "%s: error without message", what);
+    check_guard(out, out_cap, what);
+    free(out);
+    return rc;
+}
+
+static const char *const all_names[] = {"zstd", "blosc", "gzip", "zlib", "bz2", "lz4"};
+
+START_TEST(test_truncated) {
+    const nds_codec *c = codec_named(all_names[_i]);
+    void *st = make(c, NULL, 4);
+    uint8_t data[3000];
+    for (int pat = 0; pat < PAT_COUNT; pat++) {
+        fill(data, sizeof data, pat);
+        nds_buf enc = {0};
+        encode_ok(c, st, data, sizeof data, &enc);
+        for (size_t n = 0; n < enc.len; n++) {
+            char what[100];
+            snprintf(what, sizeof what, "%s pattern %d truncated to %zu of %zu", c->name, pat, n,
+                     enc.len);
+            int rc = decode_guarded(c, st, enc.data, n, sizeof data, what);
+            ck_assert_msg(rc == NDS_ECORRUPT, "%s: accepted", what);
+        }
+        nds_buf_dispose(&enc);
+    }
+    c->destroy(st);
+}
+END_TEST
+
+START_TEST(test_small_out_cap) {
+    const nds_codec *c = codec_named(all_names[_i]);
+    void *st = make(c, NULL, 4);
+    static const size_t sizes[] = {1, 100, 4097, 70000};
+    uint8_t *data = malloc(70000);
+    for (size_t si = 0; si < 4; si++) {
+        for (int pat = 0; pat < PAT_COUNT; pat++) {
+            size_t n = sizes[si];
+            fill(data, n, pat);
+            nds_buf enc = {0};
+            encode_ok(c, st, data, n, &enc);
+            size_t caps[] = {0, n - 1, n / 2, 1};
+            for (size_t k = 0; k < 4; k++) {
+                if (caps[k] >= n) continue;
+                char what[100];
+                snprintf(what, sizeof what, "%s pattern %d size %zu out_cap %zu", c->name, pat, n,
+                         caps[k]);
+                int rc = decode_guarded(c, st, enc.data, enc.len, caps[k], what);
+                ck_assert_msg(rc == NDS_ECORRUPT, "%s: accepted", what);
+            }
+            nds_buf_dispose(&enc);
+        }
+    }
+    free(data);
+    c->destroy(st);
+}
+END_TEST
+
+/* Every single-bit flip and every byte set to 0x00/0xff in the first 64 bytes, then flips spread
+ * over the rest: never a crash or a write past out_cap; checksummed formats must notice. */
+START_TEST(test_corrupt) {
+    const nds_codec *c = codec_named(all_names[_i]);
+    void *st = make(c, NULL, 4);
+    uint8_t data[2000];
+    fill(data, sizeof data, PAT_TEXT);
+    nds_buf enc = {0};
+    encode_ok(c, st, data, sizeof data, &enc);
+    uint8_t *mut = malloc(enc.len);
+    for (size_t pos = 0; pos < enc.len; pos += pos < 64 ? 1 : 7) {
+        for (int v = 0; v < 10; v++) {
+            memcpy(mut, enc.data, enc.len);
+            mut[pos] = v < 8 ? (uint8_t)(mut[pos] ^ (1u << v)) : (v == 8 ? 0x00 : 0xff);
+            if (memcmp(mut, enc.data, enc.len) == 0) continue;
+            char what[100];
+            snprintf(what, sizeof what, "%s byte %zu variant %d", c->name, pos, v);
+            int rc = decode_guarded(c, st, mut, enc.len, sizeof data, what);
+            /* gzip, zlib and bz2 carry checksums of the data, so a change they accept must be
+             * one that does not matter (header mtime, padding bits after the last block). */
+            bool checked =
+                !strcmp(c->name, "gzip") || !strcmp(c->name, "zlib") || !strcmp(c->name, "bz2");
+            if (checked && rc == 0) {
+                uint8_t *out = guarded(sizeof data);
+                size_t got = 0;
+                ck_assert_int_eq(c->decode(st, mut, enc.len, out, sizeof data, &got), 0);
+                ck_assert_msg(got == sizeof data && memcmp(out, data, got) == 0,
+                              "%s: corruption not detected", what);
+                free(out);
+            }
+        }
+    }
+    free(mut);
+    nds_buf_dispose(&enc);
+    c->destroy(st);
+}
+END_TEST
+
+START_TEST(test_random_input) {
+    const nds_codec *c = codec_named(all_names[_i]);
+    void *st = make(c, NULL, 4);
+    uint8_t buf[600];
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t n = (size_t)(rnd() % sizeof buf);
+        fill(buf, n, PAT_RANDOM);
+        /* Sometimes start with a valid-looking header so the decoder gets past the first check. */
+        if (iter % 3 == 1 && n >= 16) {
+            static const uint8_t magic[][4] = {{0x28, 0xb5, 0x2f, 0xfd}, {0x02, 0x01, 0x21, 0x04},
+                                               {0x1f, 0x8b, 0x08, 0x00}, {0x78, 0x9c, 0x00, 0x00},
+                                               {'B', 'Z', 'h', '9'},     {0x10, 0x00, 0x00, 0x00}};
+            memcpy(buf, magic[_i], 4);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s random input %d (%zu bytes)", c->name, iter, n);
+        decode_guarded(c, st, buf, n, (size_t)(rnd() % 5000), what);
+    }
+    c->destroy(st);
+}
+END_TEST
+
+START_TEST(test_empty_input) {
+    const nds_codec *c = codec_named(all_names[_i]);
+    void *st = make(c, NULL, 4);
+    uint8_t one = 0;
+    decode_guarded(c, st, &one, 0, 100, "empty input");
+    assert_error(c->decode(st, &one, 0, NULL, 0, &(size_t){0}), NDS_ECORRUPT, c->name,
+                 "empty input, NULL out");
+    c->destroy(st);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Hostile declared sizes */
+
+START_TEST(test_hostile_lz4) {
+    void *st = make(&nds_codec_lz4, NULL, 1);
+    /* Claims 4 GiB - 1, then 2 GiB, then 1 MiB + 1 with a 1 MiB out_cap; payload is a tiny block.
+     */
+    uint8_t in[] = {0xff, 0xff, 0xff, 0xff, 0x10, 'x'};
+    decode_guarded(&nds_codec_lz4, st, in, sizeof in, MIB, "lz4 4 GiB");
+    assert_error(nds_codec_lz4.decode(st, in, sizeof in, NULL, 0, &(size_t){0}), NDS_ECORRUPT,
+                 "declares", "lz4 4 GiB");
+    uint8_t *out = guarded(MIB);
+    size_t got;
+    assert_error(nds_codec_lz4.decode(st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT, "declares",
+                 "lz4 4 GiB, 1 MiB cap");
+    in[0] = 0, in[1] = 0, in[2] = 0, in[3] = 0x80;
+    assert_error(nds_codec_lz4.decode(st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT, "declares",
+                 "lz4 2 GiB");
+    in[0] = 1, in[1] = 0, in[2] = 0x10, in[3] = 0;
+    assert_error(nds_codec_lz4.decode(st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT, "declares",
+                 "lz4 1 MiB + 1");
+    /* A declared size the block does not fill is corrupt too. */
+    in[0] = 5, in[1] = 0, in[2] = 0, in[3] = 0;
+    assert_error(nds_codec_lz4.decode(st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT, "lz4",
+                 "lz4 short block");
+    check_guard(out, MIB, "lz4 hostile");
+    free(out);
+    nds_codec_lz4.destroy(st);
+}
+END_TEST
+
+START_TEST(test_hostile_zstd) {
+    void *st = make(&nds_codec_zstd, NULL, 1);
+    /* Frame header: magic, FHD = 0xe0 (8-byte content size, single segment), size 2^32. */
+    uint8_t in[] = {0x28, 0xb5, 0x2f, 0xfd, 0xe0, 0x00, 0x00, 0x00,
+                    0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00};
+    ck_assert_uint_eq(ZSTD_getFrameContentSize(in, sizeof in), 1ull << 32);
+    uint8_t *out = guarded(MIB);
+    size_t got;
+    assert_error(nds_codec_zstd.decode(st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT, "declares",
+                 "zstd 4 GiB");
+    check_guard(out, MIB, "zstd hostile");
+    /* Not a zstd frame at all. */
+    uint8_t junk[] = "this is not zstd";
+    assert_error(nds_codec_zstd.decode(st, junk, sizeof junk, out, MIB, &got), NDS_ECORRUPT, "zstd",
+                 "zstd junk");
+    free(out);
+    nds_codec_zstd.destroy(st);
+}
+END_TEST
+
+START_TEST(test_hostile_blosc) {
+    void *st = make(&nds_codec_blosc, NULL, 4);
+    uint8_t data[1000];
+    fill(data, sizeof data, PAT_RAMP);
+    nds_buf enc = {0};
+    encode_ok(&nds_codec_blosc, st, data, sizeof data, &enc);
+    uint8_t *mut = malloc(enc.len);
+    uint8_t *out = guarded(sizeof data);
+    size_t got;
+    /* nbytes = 2 GiB - 17. */
+    memcpy(mut, enc.data, enc.len);
+    mut[4] = 0xef, mut[5] = 0xff, mut[6] = 0xff, mut[7] = 0x7f;
+    assert_error(nds_codec_blosc.decode(st, mut, enc.len, out, sizeof data, &got), NDS_ECORRUPT,
+                 "declares", "blosc 2 GiB");
+    /* cbytes larger than the bytes present. */
+    memcpy(mut, enc.data, enc.len);
+    mut[12] = (uint8_t)(enc.len + 1), mut[13] = (uint8_t)((enc.len + 1) >> 8);
+    assert_error(nds_codec_blosc.decode(st, mut, enc.len, out, sizeof data, &got), NDS_ECORRUPT,
+                 "truncated", "blosc cbytes");
+    /* blocksize of 2 GiB: must fail without allocating it. */
+    memcpy(mut, enc.data, enc.len);
+    mut[8] = 0, mut[9] = 0, mut[10] = 0, mut[11] = 0x80;
+    assert_error(nds_codec_blosc.decode(st, mut, enc.len, out, sizeof data, &got), NDS_ECORRUPT,
+                 "blosc", "blosc blocksize");
+    /* A header from a future format version. */
+    memcpy(mut, enc.data, enc.len);
+    mut[0] = 9;
+    assert_error(nds_codec_blosc.decode(st, mut, enc.len, out, sizeof data, &got), NDS_ECORRUPT,
+                 "blosc", "blosc version");
+    check_guard(out, sizeof data, "blosc hostile");
+    /* Trailing bytes after the chunk are ignored, as numcodecs does. */
+    nds_buf_reserve(&enc, enc.len + 5);
+    memset(enc.data + enc.len, 0xee, 5);
+    ck_assert_int_eq(nds_codec_blosc.decode(st, enc.data, enc.len + 5, out, sizeof data, &got), 0);
+    ck_assert_uint_eq(got, sizeof data);
+    ck_assert_mem_eq(out, data, sizeof data);
+    free(out);
+    free(mut);
+    nds_buf_dispose(&enc);
+    nds_codec_blosc.destroy(st);
+}
+END_TEST
+
+/* Sizes past a library's limit are refused before the input is read (so a tiny buffer suffices). */
+START_TEST(test_encode_limits) {
+    uint8_t tiny[16] = {0};
+    nds_buf out = {0};
+    void *st = make(&nds_codec_lz4, NULL, 1);
+    assert_error(nds_codec_lz4.encode(st, tiny, (size_t)LZ4_MAX_INPUT_SIZE + 1, &out), NDS_ELIMIT,
+                 "lz4", "lz4 limit");
+    nds_codec_lz4.destroy(st);
+    st = make(&nds_codec_blosc, NULL, 1);
+    assert_error(nds_codec_blosc.encode(st, tiny, (size_t)BLOSC_MAX_BUFFERSIZE + 1, &out),
+                 NDS_ELIMIT, "blosc", "blosc limit");
+    nds_codec_blosc.destroy(st);
+    st = make(&nds_codec_bz2, NULL, 1);
+    assert_error(nds_codec_bz2.encode(st, tiny, (size_t)5 << 30, &out), NDS_ELIMIT, "bz2",
+                 "bz2 limit");
+    nds_codec_bz2.destroy(st);
+    nds_buf_dispose(&out);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Format details */
+
+static void decode_expect(const nds_codec *c, void *st, const uint8_t *in, size_t len,
+                          const uint8_t *want, size_t want_len, const char *what) {
+    uint8_t *out = guarded(want_len + 10);
+    size_t got = 0;
+    int rc = c->decode(st, in, len, out, want_len + 10, &got);
+    ck_assert_msg(rc == 0, "%s: %d %s", what, rc, nds_error_last()->message);
+    ck_assert_msg(got == want_len, "%s: %zu bytes, want %zu", what, got, want_len);
+    ck_assert_msg(want_len == 0 || memcmp(out, want, want_len) == 0, "%s: bytes differ", what);
+    check_guard(out, want_len + 10, what);
+    free(out);
+}
+
+START_TEST(test_zstd_frames) {
+    void *st = make(&nds_codec_zstd, NULL, 1);
+    uint8_t data[5000];
+    fill(data, sizeof data, PAT_TEXT);
+    /* A frame without a content size, as streaming compressors write. */
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    uint8_t frame[6000];
+    ZSTD_outBuffer ob = {frame, sizeof frame, 0};
+    ZSTD_inBuffer ib = {data, sizeof data, 0};
+    ck_assert(!ZSTD_isError(ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_continue)));
+    size_t left;
+    do left = ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_end);
+    while (left && !ZSTD_isError(left));
+    ck_assert(!ZSTD_isError(left));
+    ZSTD_freeCCtx(cc);
+    ck_assert(ZSTD_getFrameContentSize(frame, ob.pos) == ZSTD_CONTENTSIZE_UNKNOWN);
+    decode_expect(&nds_codec_zstd, st, frame, ob.pos, data, sizeof data, "zstd no content size");
+    assert_error(decode_guarded(&nds_codec_zstd, st, frame, ob.pos, sizeof data - 1, "small"),
+                 NDS_ECORRUPT, "exceeds", "zstd no content size, small out_cap");
+    /* Two concatenated frames decode to the concatenation. */
+    nds_buf a = {0}, b = {0};
+    encode_ok(&nds_codec_zstd, st, data, 2000, &a);
+    encode_ok(&nds_codec_zstd, st, data + 2000, 3000, &b);
+    nds_buf_append(&a, b.data, b.len);
+    decode_expect(&nds_codec_zstd, st, a.data, a.len, data, sizeof data, "zstd two frames");
+    /* With checksum on, a flipped payload byte is detected. */
+    void *cs = make(&nds_codec_zstd, "{\"checksum\": true}", 1);
+    fill(data, sizeof data, PAT_RANDOM); /* incompressible: payload stored raw */
+    nds_buf c = {0};
+    encode_ok(&nds_codec_zstd, cs, data, sizeof data, &c);
+    c.data[c.len / 2] ^= 1;
+    assert_error(decode_guarded(&nds_codec_zstd, cs, c.data, c.len, sizeof data, "checksum"),
+                 NDS_ECORRUPT, "checksum", "zstd checksum");
+    nds_buf_dispose(&a);
+    nds_buf_dispose(&b);
+    nds_buf_dispose(&c);
+    nds_codec_zstd.destroy(cs);
+    nds_codec_zstd.destroy(st);
+}
+END_TEST
+
+START_TEST(test_gzip_members) {
+    void *st = make(&nds_codec_gzip, NULL, 1);
+    uint8_t data[3000];
+    fill(data, sizeof data, PAT_TEXT);
+    nds_buf a = {0}, b = {0};
+    encode_ok(&nds_codec_gzip, st, data, 1000, &a);
+    encode_ok(&nds_codec_gzip, st, data + 1000, 2000, &b);
+    size_t a_len = a.len;
+    nds_buf_append(&a, b.data, b.len);
+    decode_expect(&nds_codec_gzip, st, a.data, a.len, data, sizeof data, "gzip two members");
+    /* Zero padding after the last member is allowed (Python's gzip skips it) ... */
+    static const uint8_t zeros[7] = {0};
+    nds_buf_append(&a, zeros, sizeof zeros);
+    decode_expect(&nds_codec_gzip, st, a.data, a.len, data, sizeof data, "gzip zero padding");
+    /* ... other trailing bytes are not. */
+    static const uint8_t junk[3] = {'x', 'y', 'z'};
+    nds_buf_append(&a, junk, sizeof junk);
+    assert_error(decode_guarded(&nds_codec_gzip, st, a.data, a.len, sizeof data, "junk"),
+                 NDS_ECORRUPT, "after the member", "gzip trailing junk");
+    /* Out of room in the second member. */
+    assert_error(decode_guarded(&nds_codec_gzip, st, a.data, a_len + b.len, 2500, "room"),
+                 NDS_ECORRUPT, "exceeds", "gzip second member too big");
+    nds_buf_dispose(&a);
+    nds_buf_dispose(&b);
+    nds_codec_gzip.destroy(st);
+}
+END_TEST
+
+START_TEST(test_zlib_trailing) {
+    void *st = make(&nds_codec_zlib, NULL, 1);
+    uint8_t data[500];
+    fill(data, sizeof data, PAT_TEXT);
+    nds_buf a = {0};
+    encode_ok(&nds_codec_zlib, st, data, sizeof data, &a);
+    ck_assert_uint_eq(a.data[0], 0x78); /* zlib header: deflate, 32 KiB window */
+    ck_assert_uint_eq(((unsigned)a.data[0] << 8 | a.data[1]) % 31, 0);
+    static const uint8_t junk[4] = {1, 2, 3, 4};
+    nds_buf_append(&a, junk, sizeof junk); /* ignored, as Python's zlib.decompress does */
+    decode_expect(&nds_codec_zlib, st, a.data, a.len, data, sizeof data, "zlib trailing bytes");
+    nds_buf_dispose(&a);
+    nds_codec_zlib.destroy(st);
+}
+END_TEST
+
+START_TEST(test_bz2_streams) {
+    void *st = make(&nds_codec_bz2, NULL, 1);
+    uint8_t data[3000];
+    fill(data, sizeof data, PAT_INT32);
+    nds_buf a = {0}, b = {0};
+    encode_ok(&nds_codec_bz2, st, data, 1000, &a);
+    encode_ok(&nds_codec_bz2, st, data + 1000, 2000, &b);
+    size_t a_len = a.len;
+    nds_buf_append(&a, b.data, b.len);
+    decode_expect(&nds_codec_bz2, st, a.data, a.len, data, sizeof data, "bz2 two streams");
+    /* Python's bz2.decompress ignores undecodable bytes after a complete stream. */
+    static const uint8_t junk[5] = {'j', 'u', 'n', 'k', '!'};
+    nds_buf_append(&a, junk, sizeof junk);
+    decode_expect(&nds_codec_bz2, st, a.data, a.len, data, sizeof data, "bz2 trailing junk");
+    /* A second stream cut short is an error. */
+    assert_error(decode_guarded(&nds_codec_bz2, st, a.data, a_len + b.len - 3, sizeof data, "cut"),
+                 NDS_ECORRUPT, "truncated", "bz2 truncated second stream");
+    ck_assert_uint_eq(a.data[0], 'B');
+    ck_assert_uint_eq(a.data[3], '1'); /* level 1 = 100 kB blocks */
+    nds_buf_dispose(&a);
+    nds_buf_dispose(&b);
+    nds_codec_bz2.destroy(st);
+}
+END_TEST
+
+START_TEST(test_lz4_framing) {
+    void *st = make(&nds_codec_lz4, NULL, 1);
+    uint8_t data[70000];
+    fill(data, sizeof data, PAT_TEXT);
+    nds_buf a = {0};
+    encode_ok(&nds_codec_lz4, st, data, sizeof data, &a);
+    ck_assert_uint_eq(a.data[0] | a.data[1] << 8 | a.data[2] << 16 | (uint32_t)a.data[3] << 24,
+                      sizeof data);
+    /* Trailing bytes make the block invalid (numcodecs passes the exact block size to LZ4). */
+    nds_buf_append(&a, "zz", 2);
+    assert_error(decode_guarded(&nds_codec_lz4, st, a.data, a.len, sizeof data, "trail"),
+                 NDS_ECORRUPT, "lz4", "lz4 trailing bytes");
+    nds_buf_dispose(&a);
+    nds_codec_lz4.destroy(st);
+}
+END_TEST
+
+/* An nds_buf that already holds data is overwritten from offset 0, as the interface says. */
+START_TEST(test_encode_reuses_buf) {
+    for (size_t i = 0; i < 6; i++) {
+        const nds_codec *c = codec_named(all_names[i]);
+        void *st = make(c, NULL, 4);
+        uint8_t data[4000];
+        fill(data, sizeof data, PAT_RAMP);
+        nds_buf out = {0};
+        nds_buf_append(&out, "leftover bytes", 14);
+        encode_ok(c, st, data, sizeof data, &out);
+        size_t first = out.len;
+        encode_ok(c, st, data, 10, &out);
+        ck_assert_msg(out.len < first, "%s: second encode did not reset len", c->name);
+        decode_expect(c, st, out.data, out.len, data, 10, c->name);
+        nds_buf_dispose(&out);
+        c->destroy(st);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Threads: one instance shared by several threads (thread-local contexts must not mix)          */
+
+typedef struct thread_arg {
+    const nds_codec *c;
+    void *st;
+    int seed;
+    int failures;
+} thread_arg;
+
+static void *thread_main(void *p) {
+    thread_arg *a = p;
+    size_t cap = 50000;
+    uint8_t *data = malloc(cap), *out = malloc(cap);
+    nds_buf enc = {0};
+    for (int iter = 0; iter < 40; iter++) {
+        size_t n = (size_t)(a->seed * 7919 + iter * 104729) % cap;
+        for (size_t i = 0; i < n; i++) data[i] = (uint8_t)((i * (size_t)(a->seed + 1)) >> 3);
+        size_t got = 0;
+        if (a->c->encode(a->st, data, n, &enc) ||
+            a->c->decode(a->st, enc.data, enc.len, out, cap, &got) || got != n ||
+            (n && memcmp(out, data, n)))
+            a->failures++;
+    }
+    nds_buf_dispose(&enc);
+    free(data);
+    free(out);
+    return NULL;
+}
+
+START_TEST(test_threads) {
+    const nds_codec *c = codec_named(all_names[_i]);
+    void *st = make(c, NULL, 4);
+    pthread_t th[6];
+    thread_arg args[6];
+    for (int i = 0; i < 6; i++) {
+        args[i] = (thread_arg){c, st, i, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, thread_main, &args[i]), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_msg(args[i].failures == 0, "%s thread %d: %d failures", c->name, i,
+                      args[i].failures);
+    }
+    c->destroy(st);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Golden vectors from numcodecs                                                                  */
+
+typedef struct golden_vector {
+    const char *codec;
+    const char *name;
+    const uint8_t *enc;
+    size_t enc_len;
+    char plain; /* 'a', 'b' or 'y' (empty) */
+} golden_vector;
+
+/* Encoded by Debian's numcodecs 0.11.0+ds (numpy 1.24.2), Python's gzip module for the gzip
+ * variants: plain 'a' = numpy.arange(64, dtype='<i4').tobytes(), 'b' = b'hello ndstore ' * 10, 'y'
+ * = b''. */
+static const uint8_t gold_zstd_l1_a[] = {
+    0x28, 0xb5, 0x2f, 0xfd, 0x60, 0x00, 0x00, 0x35, 0x03, 0x00, 0x06, 0x90, 0x18, 0x08, 0x10, 0xf8,
+    0x6c, 0x06, 0x1f, 0xab, 0x4c, 0x01, 0x14, 0x00, 0x15, 0x00, 0x15, 0x00, 0x6f, 0x9c, 0xf1, 0xc5,
+    0x15, 0x4f, 0x1c, 0xf1, 0xc3, 0x0d, 0x2f, 0x9c, 0xf0, 0xc1, 0x05, 0x0f, 0x1c, 0xf0, 0xef, 0x03,
+    0xef, 0x9c, 0xf3, 0xcd, 0x35, 0xcf, 0x1c, 0xf3, 0xcb, 0x2d, 0xaf, 0x9c, 0xf2, 0xc9, 0x25, 0x8f,
+    0x1c, 0xf2, 0xc7, 0x1d, 0x01, 0x6f, 0x9d, 0xf5, 0xd5, 0x55, 0x4f, 0x1d, 0xf5, 0xd3, 0x4d, 0x2f,
+    0x9d, 0xf4, 0xd1, 0x45, 0x0f, 0x1d, 0xf4, 0xcf, 0x3d, 0x01, 0xef, 0x9d, 0xf7, 0xdd, 0x75, 0xcf,
+    0x1d, 0xf7, 0xdb, 0x6d, 0xaf, 0x9d, 0xf6, 0xd9, 0x65, 0x8f, 0x1d, 0xf6, 0xd7, 0x5d, 0x01, 0x00,
+};
+
+static const uint8_t gold_zstd_l19_b[] = {
+    0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x8c, 0xad, 0x00, 0x00, 0x70, 0x68, 0x65, 0x6c, 0x6c, 0x6f,
+    0x20, 0x6e, 0x64, 0x73, 0x74, 0x6f, 0x72, 0x65, 0x20, 0x01, 0x00, 0x3b, 0xd2, 0xa9, 0x04,
+};
+
+static const uint8_t gold_zstd_empty[] = {
+    0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x00, 0x01, 0x00, 0x00,
+};
+
+static const uint8_t gold_blosc_lz4_shuffle_a[] = {
+    0x02, 0x01, 0x31, 0x04, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x68, 0x00, 0x00,
+    0x00, 0x14, 0x00, 0x00, 0x00, 0x50, 0x00, 0x00, 0x00, 0xff, 0x36, 0x00, 0x01, 0x02, 0x03,
+    0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12,
+    0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x21,
+    0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x2c, 0x2d, 0x2e, 0x2f, 0x30,
+    0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x3b, 0x3c, 0x3d, 0x3e, 0x3f,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x05, 0x00, 0xa3, 0x50, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+static const uint8_t gold_blosc_zstd_bitshuffle_a[] = {
+    0x02, 0x01, 0x94, 0x04, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00,
+    0x14, 0x00, 0x00, 0x00, 0x28, 0x00, 0x00, 0x00, 0x28, 0xb5, 0x2f, 0xfd, 0x60, 0x00, 0x00, 0xf5,
+    0x00, 0x00, 0x70, 0xaa, 0xcc, 0xf0, 0x00, 0xff, 0x00, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff,
+    0x00, 0x06, 0x20, 0x50, 0xef, 0xcc, 0x53, 0x93, 0x8c, 0x9b, 0x71, 0x66, 0x59, 0x32, 0x7e, 0x05,
+};
+
+static const uint8_t gold_blosc_blosclz_noshuffle_b[] = {
+    0x02, 0x01, 0x00, 0x01, 0x8c, 0x00, 0x00, 0x00, 0x8c, 0x00, 0x00, 0x00, 0x2d, 0x00, 0x00,
+    0x00, 0x14, 0x00, 0x00, 0x00, 0x15, 0x00, 0x00, 0x00, 0x2d, 0x68, 0x65, 0x6c, 0x6c, 0x6f,
+    0x20, 0x6e, 0x64, 0x73, 0x74, 0x6f, 0x72, 0x65, 0x20, 0xe0, 0x73, 0x0d, 0x01, 0x65, 0x20,
+};
+
+static const uint8_t gold_blosc_zlib_auto_b[] = {
+    0x02, 0x01, 0x64, 0x01, 0x8c, 0x00, 0x00, 0x00, 0x8c, 0x00, 0x00, 0x00, 0x31,
+    0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x19, 0x00, 0x00, 0x00, 0x78, 0x5e,
+    0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x57, 0xc8, 0x4b, 0x29, 0x2e, 0xc9, 0x2f, 0x4a,
+    0x55, 0xc8, 0x18, 0x50, 0x1e, 0x00, 0xb6, 0x9a, 0x35, 0x3f,
+};
+
+static const uint8_t gold_blosc_lz4hc_a[] = {
+    0x02, 0x01, 0x31, 0x04, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x64, 0x00, 0x00,
+    0x00, 0x14, 0x00, 0x00, 0x00, 0x4c, 0x00, 0x00, 0x00, 0xff, 0x32, 0x00, 0x01, 0x02, 0x03,
+    0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12,
+    0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x21,
+    0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x2c, 0x2d, 0x2e, 0x2f, 0x30,
+    0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x3b, 0x3c, 0x3d, 0x3e, 0x3f,
+    0x00, 0x01, 0x00, 0xa7, 0x50, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+static const uint8_t gold_blosc_clevel0_b[] = {
+    0x02, 0x01, 0x22, 0x01, 0x8c, 0x00, 0x00, 0x00, 0x8c, 0x00, 0x00, 0x00, 0x9c, 0x00, 0x00, 0x00,
+    0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64, 0x73, 0x74, 0x6f, 0x72, 0x65, 0x20, 0x68, 0x65,
+    0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64, 0x73, 0x74, 0x6f, 0x72, 0x65, 0x20, 0x68, 0x65, 0x6c, 0x6c,
+    0x6f, 0x20, 0x6e, 0x64, 0x73, 0x74, 0x6f, 0x72, 0x65, 0x20, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20,
+    0x6e, 0x64, 0x73, 0x74, 0x6f, 0x72, 0x65, 0x20, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64,
+    0x73, 0x74, 0x6f, 0x72, 0x65, 0x20, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64, 0x73, 0x74,
+    0x6f, 0x72, 0x65, 0x20, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64, 0x73, 0x74, 0x6f, 0x72,
+    0x65, 0x20, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64, 0x73, 0x74, 0x6f, 0x72, 0x65, 0x20,
+    0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64, 0x73, 0x74, 0x6f, 0x72, 0x65, 0x20, 0x68, 0x65,
+    0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64, 0x73, 0x74, 0x6f, 0x72, 0x65, 0x20,
+};
+
+static const uint8_t gold_blosc_empty[] = {
+    0x02, 0x01, 0x33, 0x01, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00,
+};
+
+static const uint8_t gold_gzip_l1_a[] = {
+    0x1f, 0x8b, 0x08, 0x00, 0xc5, 0x59, 0x02, 0x6b, 0x04, 0xff, 0x0d, 0xc3, 0x05, 0x52, 0x02,
+    0x40, 0x00, 0x00, 0xc0, 0x03, 0xa5, 0xa4, 0x3b, 0xa4, 0x41, 0xa5, 0xbb, 0x24, 0xff, 0xff,
+    0x2b, 0x76, 0x67, 0x36, 0x84, 0x10, 0x22, 0x46, 0xfd, 0xf0, 0xd3, 0x98, 0x71, 0x13, 0x26,
+    0x4d, 0xf9, 0x65, 0xda, 0x8c, 0x59, 0x73, 0xe6, 0x2d, 0x58, 0xb4, 0x64, 0xd9, 0x8a, 0x55,
+    0x6b, 0xd6, 0x6d, 0xd8, 0xb4, 0xe5, 0xb7, 0x6d, 0x3b, 0x76, 0xed, 0xd9, 0x77, 0xe0, 0xd0,
+    0x91, 0x63, 0x7f, 0xfc, 0xf5, 0xcf, 0x89, 0x53, 0x67, 0xce, 0x5d, 0xb8, 0x74, 0xe5, 0xda,
+    0x8d, 0x5b, 0x77, 0xee, 0x3d, 0x78, 0xf4, 0xe4, 0xd9, 0x8b, 0xff, 0x5e, 0xbd, 0x79, 0xf7,
+    0xe1, 0xd3, 0x97, 0x6f, 0x47, 0x91, 0x8e, 0xc9, 0x00, 0x01, 0x00, 0x00,
+};
+
+static const uint8_t gold_gzip_fname_b[] = {
+    0x1f, 0x8b, 0x08, 0x08, 0x00, 0xf1, 0x53, 0x65, 0x02, 0xff, 0x63, 0x68, 0x75, 0x6e, 0x6b, 0x2e,
+    0x62, 0x69, 0x6e, 0x00, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x57, 0xc8, 0x4b, 0x29, 0x2e, 0xc9, 0x2f,
+    0x4a, 0x55, 0xc8, 0x18, 0x50, 0x1e, 0x00, 0xba, 0xef, 0x84, 0x37, 0x8c, 0x00, 0x00, 0x00,
+};
+
+static const uint8_t gold_gzip_multimember_a[] = {
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x0d, 0xc3, 0x87, 0x0d, 0x80,
+    0x30, 0x0c, 0x00, 0xb0, 0xb0, 0xcb, 0x2c, 0x65, 0xff, 0x7f, 0x29, 0xb6, 0xe4, 0x88, 0x88,
+    0xca, 0xda, 0xc6, 0xd6, 0xce, 0xde, 0xc1, 0xe4, 0xe8, 0xe4, 0xec, 0xe2, 0xea, 0x66, 0x76,
+    0xb7, 0x78, 0x78, 0x7a, 0x79, 0xfb, 0xf8, 0xfa, 0xf9, 0x03, 0xf2, 0xac, 0x31, 0x77, 0x64,
+    0x00, 0x00, 0x00, 0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x0d, 0xc3,
+    0x0b, 0x12, 0x81, 0x50, 0x00, 0x00, 0xc0, 0x77, 0x0d, 0x49, 0xd1, 0x47, 0x85, 0x12, 0x12,
+    0x51, 0xba, 0xff, 0xad, 0xec, 0xce, 0xec, 0x26, 0x84, 0x10, 0xb9, 0x35, 0x76, 0x67, 0x62,
+    0xea, 0xde, 0x83, 0x99, 0xb9, 0x85, 0xa5, 0x47, 0x2b, 0x6b, 0x1b, 0x4f, 0x9e, 0xbd, 0xd8,
+    0xda, 0x79, 0xb5, 0xf7, 0xe6, 0xdd, 0x87, 0x83, 0x4f, 0x47, 0x5f, 0xbe, 0x9d, 0xfc, 0xf8,
+    0x75, 0x76, 0xf1, 0xe7, 0xea, 0x1f, 0x03, 0x55, 0x7b, 0x85, 0x9c, 0x00, 0x00, 0x00,
+};
+
+static const uint8_t gold_zlib_l1_a[] = {
+    0x78, 0x01, 0x0d, 0xc3, 0x05, 0x52, 0x02, 0x40, 0x00, 0x00, 0xc0, 0x03, 0xa5, 0xa4, 0x3b,
+    0xa4, 0x41, 0xa5, 0xbb, 0x24, 0xff, 0xff, 0x2b, 0x76, 0x67, 0x36, 0x84, 0x10, 0x22, 0x46,
+    0xfd, 0xf0, 0xd3, 0x98, 0x71, 0x13, 0x26, 0x4d, 0xf9, 0x65, 0xda, 0x8c, 0x59, 0x73, 0xe6,
+    0x2d, 0x58, 0xb4, 0x64, 0xd9, 0x8a, 0x55, 0x6b, 0xd6, 0x6d, 0xd8, 0xb4, 0xe5, 0xb7, 0x6d,
+    0x3b, 0x76, 0xed, 0xd9, 0x77, 0xe0, 0xd0, 0x91, 0x63, 0x7f, 0xfc, 0xf5, 0xcf, 0x89, 0x53,
+    0x67, 0xce, 0x5d, 0xb8, 0x74, 0xe5, 0xda, 0x8d, 0x5b, 0x77, 0xee, 0x3d, 0x78, 0xf4, 0xe4,
+    0xd9, 0x8b, 0xff, 0x5e, 0xbd, 0x79, 0xf7, 0xe1, 0xd3, 0x97, 0x6f, 0xab, 0x9e, 0x07, 0xe1,
+};
+
+static const uint8_t gold_zlib_l9_b[] = {
+    0x78, 0xda, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x57, 0xc8, 0x4b, 0x29, 0x2e, 0xc9,
+    0x2f, 0x4a, 0x55, 0xc8, 0x18, 0x50, 0x1e, 0x00, 0xb6, 0x9a, 0x35, 0x3f,
+};
+
+static const uint8_t gold_bz2_l1_a[] = {
+    0x42, 0x5a, 0x68, 0x31, 0x31, 0x41, 0x59, 0x26, 0x53, 0x59, 0xe3, 0x92, 0xb7, 0x67, 0x00, 0x00,
+    0x01, 0xf8, 0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xa0, 0x00, 0x54, 0x56, 0xa0,
+    0x26, 0x02, 0x30, 0x4c, 0x01, 0x34, 0xc9, 0xa6, 0x04, 0xc9, 0x84, 0xc4, 0xc0, 0x39, 0x80, 0x02,
+    0x60, 0x00, 0x26, 0x00, 0x00, 0x00, 0x00, 0x78, 0x07, 0xdf, 0x80, 0x84, 0x18, 0x82, 0x8c, 0x39,
+    0x04, 0x94, 0x59, 0x9f, 0x8d, 0x38, 0xf4, 0x11, 0x49, 0x35, 0x15, 0x59, 0x76, 0x19, 0x69, 0xbf,
+    0xee, 0x3a, 0xf3, 0xf0, 0x43, 0x14, 0x72, 0x4b, 0x34, 0xf4, 0x53, 0x55, 0x76, 0x59, 0xf6, 0xdb,
+    0xaf, 0xc3, 0xf6, 0x39, 0x67, 0xff, 0x4d, 0x76, 0xdf, 0x8d, 0xc0, 0x40, 0x00, 0x02, 0xe4, 0x5d,
+    0xc9, 0x14, 0xe1, 0x42, 0x43, 0x8e, 0x4a, 0xdd, 0x9c,
+};
+
+static const uint8_t gold_bz2_l9_b[] = {
+    0x42, 0x5a, 0x68, 0x39, 0x31, 0x41, 0x59, 0x26, 0x53, 0x59, 0x21, 0x3d, 0xe1, 0x11, 0x00, 0x00,
+    0x1d, 0x91, 0x80, 0x40, 0x00, 0x06, 0x45, 0x9c, 0x00, 0x20, 0x00, 0x40, 0x52, 0xa9, 0xa3, 0x13,
+    0x08, 0x01, 0x86, 0x13, 0x49, 0xa4, 0xda, 0x69, 0x32, 0x99, 0x4d, 0xa6, 0x13, 0xc4, 0xe2, 0x6d,
+    0x3f, 0x4e, 0x27, 0x45, 0xdc, 0x91, 0x4e, 0x14, 0x24, 0x08, 0x4f, 0x78, 0x44, 0x40,
+};
+
+static const uint8_t gold_lz4_a1_a[] = {
+    0x00, 0x01, 0x00, 0x00, 0xf0, 0xf1, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00,
+    0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x06, 0x00,
+    0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 0x0a, 0x00,
+    0x00, 0x00, 0x0b, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x0d, 0x00, 0x00, 0x00, 0x0e, 0x00,
+    0x00, 0x00, 0x0f, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x11, 0x00, 0x00, 0x00, 0x12, 0x00,
+    0x00, 0x00, 0x13, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x15, 0x00, 0x00, 0x00, 0x16, 0x00,
+    0x00, 0x00, 0x17, 0x00, 0x00, 0x00, 0x18, 0x00, 0x00, 0x00, 0x19, 0x00, 0x00, 0x00, 0x1a, 0x00,
+    0x00, 0x00, 0x1b, 0x00, 0x00, 0x00, 0x1c, 0x00, 0x00, 0x00, 0x1d, 0x00, 0x00, 0x00, 0x1e, 0x00,
+    0x00, 0x00, 0x1f, 0x00, 0x00, 0x00, 0x20, 0x00, 0x00, 0x00, 0x21, 0x00, 0x00, 0x00, 0x22, 0x00,
+    0x00, 0x00, 0x23, 0x00, 0x00, 0x00, 0x24, 0x00, 0x00, 0x00, 0x25, 0x00, 0x00, 0x00, 0x26, 0x00,
+    0x00, 0x00, 0x27, 0x00, 0x00, 0x00, 0x28, 0x00, 0x00, 0x00, 0x29, 0x00, 0x00, 0x00, 0x2a, 0x00,
+    0x00, 0x00, 0x2b, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00, 0x00, 0x2d, 0x00, 0x00, 0x00, 0x2e, 0x00,
+    0x00, 0x00, 0x2f, 0x00, 0x00, 0x00, 0x30, 0x00, 0x00, 0x00, 0x31, 0x00, 0x00, 0x00, 0x32, 0x00,
+    0x00, 0x00, 0x33, 0x00, 0x00, 0x00, 0x34, 0x00, 0x00, 0x00, 0x35, 0x00, 0x00, 0x00, 0x36, 0x00,
+    0x00, 0x00, 0x37, 0x00, 0x00, 0x00, 0x38, 0x00, 0x00, 0x00, 0x39, 0x00, 0x00, 0x00, 0x3a, 0x00,
+    0x00, 0x00, 0x3b, 0x00, 0x00, 0x00, 0x3c, 0x00, 0x00, 0x00, 0x3d, 0x00, 0x00, 0x00, 0x3e, 0x00,
+    0x00, 0x00, 0x3f, 0x00, 0x00, 0x00,
+};
+
+static const uint8_t gold_lz4_a10_b[] = {
+    0x8c, 0x00, 0x00, 0x00, 0xff, 0x1b, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64, 0x73,
+    0x74, 0x6f, 0x72, 0x65, 0x20, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64, 0x73, 0x74,
+    0x6f, 0x72, 0x65, 0x20, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20, 0x6e, 0x64, 0x73, 0x74, 0x6f,
+    0x72, 0x65, 0x20, 0x2a, 0x00, 0x4a, 0x50, 0x74, 0x6f, 0x72, 0x65, 0x20,
+};
+
+static const uint8_t gold_lz4_empty[] = {
+    0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+static const golden_vector golden[] = {
+    {"zstd", "zstd_l1_a", gold_zstd_l1_a, 112, 'a'},
+    {"zstd", "zstd_l19_b", gold_zstd_l19_b, 30, 'b'},
+    {"zstd", "zstd_empty", gold_zstd_empty, 9, 'y'},
+    {"blosc", "blosc_lz4_shuffle_a", gold_blosc_lz4_shuffle_a, 104, 'a'},
+    {"blosc", "blosc_zstd_bitshuffle_a", gold_blosc_zstd_bitshuffle_a, 64, 'a'},
+    {"blosc", "blosc_blosclz_noshuffle_b", gold_blosc_blosclz_noshuffle_b, 45, 'b'},
+    {"blosc", "blosc_zlib_auto_b", gold_blosc_zlib_auto_b, 49, 'b'},
+    {"blosc", "blosc_lz4hc_a", gold_blosc_lz4hc_a, 100, 'a'},
+    {"blosc", "blosc_clevel0_b", gold_blosc_clevel0_b, 156, 'b'},
+    {"blosc", "blosc_empty", gold_blosc_empty, 16, 'y'},
+    {"gzip", "gzip_l1_a", gold_gzip_l1_a, 117, 'a'},
+    {"gzip", "gzip_fname_b", gold_gzip_fname_b, 47, 'b'},
+    {"gzip", "gzip_multimember_a", gold_gzip_multimember_a, 149, 'a'},
+    {"zlib", "zlib_l1_a", gold_zlib_l1_a, 105, 'a'},
+    {"zlib", "zlib_l9_b", gold_zlib_l9_b, 25, 'b'},
+    {"bz2", "bz2_l1_a", gold_bz2_l1_a, 121, 'a'},
+    {"bz2", "bz2_l9_b", gold_bz2_l9_b, 62, 'b'},
+    {"lz4", "lz4_a1_a", gold_lz4_a1_a, 262, 'a'},
+    {"lz4", "lz4_a10_b", gold_lz4_a10_b, 57, 'b'},
+    {"lz4", "lz4_empty", gold_lz4_empty, 5, 'y'},
+};
+
+static void golden_plain(char kind, uint8_t *buf, size_t *len) {
+    if (kind == 'a') { /* numpy.arange(64, dtype='<i4') */
+        for (uint32_t i = 0; i < 64; i++) {
+            buf[4 * i] = (uint8_t)i;
+            buf[4 * i + 1] = buf[4 * i + 2] = buf[4 * i + 3] = 0;
+        }
+        *len = 256;
+    } else if (kind == 'b') {
+        for (int i = 0; i < 10; i++) memcpy(buf + 14 * i, "hello ndstore ", 14);
+        *len = 140;
+    } else {
+        *len = 0;
+    }
+}
+
+START_TEST(test_golden) {
+    for (size_t i = 0; i < sizeof golden / sizeof golden[0]; i++) {
+        const golden_vector *g = &golden[i];
+        const nds_codec *c = codec_named(g->codec);
+        /* Decoding does not depend on the config: a default instance reads every variant. */
+        void *st = make(c, NULL, 4);
+        uint8_t plain[256];
+        size_t plain_len;
+        golden_plain(g->plain, plain, &plain_len);
+        decode_expect(c, st, g->enc, g->enc_len, plain, plain_len, g->name);
+        /* out_cap exactly the size works too; one byte less does not. */
+        uint8_t *out = guarded(plain_len);
+        size_t got = 0;
+        ck_assert_msg(c->decode(st, g->enc, g->enc_len, out, plain_len, &got) == 0, "%s exact: %s",
+                      g->name, nds_error_last()->message);
+        ck_assert_uint_eq(got, plain_len);
+        check_guard(out, plain_len, g->name);
+        free(out);
+        if (plain_len > 0) {
+            out = guarded(plain_len - 1);
+            assert_error(c->decode(st, g->enc, g->enc_len, out, plain_len - 1, &got), NDS_ECORRUPT,
+                         g->codec, g->name);
+            check_guard(out, plain_len - 1, g->name);
+            free(out);
+        }
+        c->destroy(st);
+    }
+}
+END_TEST
+
+/* numcodecs decodes what we encode, using the config our config_json writes. Skipped (with a note)
+ * when /usr/bin/python3 or numcodecs is missing. */
+static const char *const py_check =
+    "import json, os, sys\n"
+    "import numcodecs\n"
+    "d = sys.argv[1]; n = 0\n"
+    "old = tuple(int(x) for x in numcodecs.__version__.split('+')[0].split('.')[:2]) < (0, 12)\n"
+    "for f in sorted(os.listdir(d)):\n"
+    "    if not f.endswith('.json'): continue\n"
+    "    base = os.path.join(d, f[:-5])\n"
+    "    cfg = json.load(open(base + '.json'))\n"
+    "    if old: cfg.pop('checksum', None)\n"
+    "    codec = numcodecs.get_codec(cfg)\n"
+    "    enc = open(base + '.enc', 'rb').read(); raw = open(base + '.raw', 'rb').read()\n"
+    "    out = bytes(codec.decode(enc))\n"
+    "    if out != raw: sys.exit('mismatch for %s %s' % (f, cfg))\n"
+    "    n += 1\n"
+    "print('numcodecs decoded', n)\n";
+
+static bool have_numcodecs(void) {
+    if (access("/usr/bin/python3", X_OK) != 0) return false;
+    return system("/usr/bin/python3 -c 'import numcodecs' >/dev/null 2>&1") == 0;
+}
+
+static void write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+START_TEST(test_numcodecs_reads_ours) {
+    if (!have_numcodecs()) {
+        fprintf(stderr, "test_numcodecs_reads_ours: skipped, no /usr/bin/python3 with numcodecs\n");
+        return;
+    }
+    char dir[] = "/tmp/nds_codec_interop_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    size_t count = 0;
+    uint8_t *data = malloc(70000);
+    for (size_t ci = 0; ci < N_CONFIGS; ci++) {
+        const nds_codec *c = codec_named(configs[ci].codec);
+        void *st = make(c, configs[ci].json, configs[ci].elem_size);
+        json_object *cfg = NULL;
+        ck_assert_int_eq(c->config_json(st, &cfg), 0);
+        /* No empty input: numcodecs 0.11 cannot decode empty zstd, lz4 or blosc data, even its own.
+         */
+        for (int pat = 1; pat < PAT_COUNT; pat += 2) {
+            size_t n = 70000 / (size_t)pat;
+            fill(data, n, pat);
+            nds_buf enc = {0};
+            encode_ok(c, st, data, n, &enc);
+            char path[256];
+            const char *js = json_object_to_json_string_ext(cfg, JSON_C_TO_STRING_PLAIN);
+            snprintf(path, sizeof path, "%s/%03zu_%d.json", dir, ci, pat);
+            write_file(path, js, strlen(js));
+            snprintf(path, sizeof path, "%s/%03zu_%d.enc", dir, ci, pat);
+            write_file(path, enc.data, enc.len);
+            snprintf(path, sizeof path, "%s/%03zu_%d.raw", dir, ci, pat);
+            write_file(path, data, n);
+            nds_buf_dispose(&enc);
+            count++;
+        }
+        json_object_put(cfg);
+        c->destroy(st);
+    }
+    free(data);
+    char script[300], cmd[700];
+    snprintf(script, sizeof script, "%s/check.py", dir);
+    write_file(script, py_check, strlen(py_check));
+    snprintf(cmd, sizeof cmd, "cd / && /usr/bin/python3 %s %s 2>&1", script, dir);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char line[4096] = "", all[8192] = "";
+    while (fgets(line, sizeof line, p)) strncat(all, line, sizeof all - strlen(all) - 1);
+    int status = pclose(p);
+    char want[64];
+    snprintf(want, sizeof want, "numcodecs decoded %zu", count);
+    ck_assert_msg(status == 0 && strstr(all, want), "python said: %s", all);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Registry and compact codec strings                                                             */
+
+START_TEST(test_registry) {
+    for (size_t i = 0; i < 6; i++)
+        ck_assert_ptr_eq(nds_codec_find(all_names[i]), codec_named(all_names[i]));
+    ck_assert_ptr_null(nds_codec_find("snappy-ish"));
+}
+END_TEST
+
+START_TEST(test_codec_spec) {
+    struct {
+        const char *text, *want;
+    } ok[] = {
+        {"zstd", "{\"id\":\"zstd\",\"level\":0}"},
+        {"zstd:5", "{\"id\":\"zstd\",\"level\":5}"},
+        {"zstd:-3", "{\"id\":\"zstd\",\"level\":-3}"},
+        {"zstd:", "{\"id\":\"zstd\",\"level\":0}"},
+        {"blosc",
+         "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":1,\"blocksize\":0}"},
+        {"blosc:zstd",
+         "{\"id\":\"blosc\",\"cname\":\"zstd\",\"clevel\":5,\"shuffle\":1,\"blocksize\":0}"},
+        {"blosc:zstd:7:bitshuffle",
+         "{\"id\":\"blosc\",\"cname\":\"zstd\",\"clevel\":7,\"shuffle\":2,\"blocksize\":0}"},
+        {"blosc:lz4hc:9:noshuffle",
+         "{\"id\":\"blosc\",\"cname\":\"lz4hc\",\"clevel\":9,\"shuffle\":0,\"blocksize\":0}"},
+        {"blosc:blosclz:1:shuffle",
+         "{\"id\":\"blosc\",\"cname\":\"blosclz\",\"clevel\":1,\"shuffle\":1,\"blocksize\":0}"},
+        {"blosc:zlib:0:-1",
+         "{\"id\":\"blosc\",\"cname\":\"zlib\",\"clevel\":0,\"shuffle\":-1,\"blocksize\":0}"},
+        {"blosc:lz4:3:autoshuffle",
+         "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":3,\"shuffle\":-1,\"blocksize\":0}"},
+        {"blosc::7",
+         "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":7,\"shuffle\":1,\"blocksize\":0}"},
+        {"blosc:::2",
+         "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":2,\"blocksize\":0}"},
+        {"gzip", "{\"id\":\"gzip\",\"level\":1}"},
+        {"gzip:9", "{\"id\":\"gzip\",\"level\":9}"},
+        {"zlib:0", "{\"id\":\"zlib\",\"level\":0}"},
+        {"bz2", "{\"id\":\"bz2\",\"level\":1}"},
+        {"bz2:9", "{\"id\":\"bz2\",\"level\":9}"},
+        {"lz4", "{\"id\":\"lz4\",\"acceleration\":1}"},
+        {"lz4:10", "{\"id\":\"lz4\",\"acceleration\":10}"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        json_object *got = NULL;
+        int rc = nds_codec_spec_parse(ok[i].text, &got);
+        ck_assert_msg(rc == 0, "%s: %d %s", ok[i].text, rc, nds_error_last()->message);
+        json_object *want = parse(ok[i].want);
+        ck_assert_msg(nds_json_equal(got, want), "%s: got %s", ok[i].text,
+                      json_object_to_json_string(got));
+        json_object_put(got);
+        json_object_put(want);
+    }
+    json_object *none = (json_object *)&none;
+    ck_assert_int_eq(nds_codec_spec_parse("none", &none), 0);
+    ck_assert_ptr_null(none);
+
+    struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"", "empty"},
+        {"snappy", "unknown codec"},
+        {"ZSTD", "unknown codec"},
+        {"none:1", "none"},
+        {"zstd:x", "level"},
+        {"zstd: 5", "level"},
+        {"zstd:+5", "level"},
+        {"zstd:5x", "level"},
+        {"zstd:99", "level"},
+        {"zstd:99999999999", "level"},
+        {"zstd:1:2", "at most 1"},
+        {"blosc:foo", "cname"},
+        {"blosc:lz4:10", "clevel"},
+        {"blosc:lz4:x", "clevel"},
+        {"blosc:lz4:5:sideways", "shuffle"},
+        {"blosc:lz4:5:3", "shuffle"},
+        {"blosc:lz4:5:1:0", "too many"},
+        {"gzip:10", "level"},
+        {"gzip:1:2", "at most 1"},
+        {"bz2:0", "level"},
+        {"lz4:fast", "acceleration"},
+        {"zstd:0123456789012345678901234567890123", "too long"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_object *got = NULL;
+        int rc = nds_codec_spec_parse(bad[i].text, &got);
+        char what[100];
+        snprintf(what, sizeof what, "codec string \"%s\"", bad[i].text);
+        assert_error(rc, NDS_EINVAL, bad[i].needle, what);
+        ck_assert_ptr_null(got);
+    }
+}
+END_TEST
+
+static Suite *codecs_suite(void) {
+    Suite *s = suite_create("codecs");
+    TCase *tc = tcase_create("roundtrip");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_roundtrip, 0, (int)N_CONFIGS);
+    tcase_add_test(tc, test_blosc_matrix);
+    tcase_add_test(tc, test_blosc_header);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("config");
+    tcase_add_test(tc, test_config_json);
+    tcase_add_test(tc, test_bad_configs);
+    tcase_add_test(tc, test_registry);
+    tcase_add_test(tc, test_codec_spec);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("bad_input");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_truncated, 0, 6);
+    tcase_add_loop_test(tc, test_small_out_cap, 0, 6);
+    tcase_add_loop_test(tc, test_corrupt, 0, 6);
+    tcase_add_loop_test(tc, test_random_input, 0, 6);
+    tcase_add_loop_test(tc, test_empty_input, 0, 6);
+    tcase_add_test(tc, test_hostile_lz4);
+    tcase_add_test(tc, test_hostile_zstd);
+    tcase_add_test(tc, test_hostile_blosc);
+    tcase_add_test(tc, test_encode_limits);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("formats");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_zstd_frames);
+    tcase_add_test(tc, test_gzip_members);
+    tcase_add_test(tc, test_zlib_trailing);
+    tcase_add_test(tc, test_bz2_streams);
+    tcase_add_test(tc, test_lz4_framing);
+    tcase_add_test(tc, test_encode_reuses_buf);
+    tcase_add_loop_test(tc, test_threads, 0, 6);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("interop");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_golden);
+    tcase_add_test(tc, test_numcodecs_reads_ours);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(codecs_suite());
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
