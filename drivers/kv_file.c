@@ -166,8 +166,19 @@ static int file_mkdirs(char *dir) {
 
 /* ---- spec ---- */
 
+/* A relative path (a bare "a.zarr") is made absolute against the working directory, so the printed URL
+ * (file:///abs/a.zarr/) reopens the same place and "a.zarr" is never read as a host name. */
 static int file_parse_url(const char *rest, struct json_object *spec) {
+    char *abs = NULL;
+    if (rest[0] != '/') {
+        char cwd[4096];
+        if (!getcwd(cwd, sizeof cwd)) return nds_err_errno(errno, "file: cannot resolve relative path %s", rest);
+        abs = nds_asprintf("%s%s%s", cwd, strcmp(cwd, "/") == 0 ? "" : "/", rest);
+        if (!abs) return nds_err(NDS_ENOMEM, "file: out of memory parsing url");
+        rest = abs;
+    }
     json_object *path = json_object_new_string(rest);
+    free(abs);
     if (!path || json_object_object_add(spec, "path", path) != 0) {
         json_object_put(path);
         return nds_err(NDS_ENOMEM, "file: out of memory parsing url");
