@@ -8,6 +8,7 @@
 #include "internal/context_internal.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
+#include "internal/txn_internal.h"
 #include "internal/strided.h"
 #include "internal/util.h"
 
@@ -148,6 +149,7 @@ typedef struct io_call {
     size_t grid_bytes;          /* canonical bytes of one chunk of that grid */
     grid_range grid;
     uint8_t *buf; /* caller's buffer (read: destination; write: source, not modified) */
+    nds_txn *txn; /* staging / overlay transaction, or NULL */
     int64_t buf_stride[NDS_MAX_RANK];
     int64_t chunk_stride[NDS_MAX_RANK]; /* canonical chunk strides x box step */
 } io_call;
@@ -158,6 +160,7 @@ static void io_call_init(io_call *c, nds_array *a, const nds_box *box, const voi
     c->a = a;
     c->box = box;
     c->buf = (uint8_t *)buf;
+    c->txn = NULL;
     c->grid_shape = fine ? a->meta.read_chunk_shape : a->meta.chunk_shape;
     c->grid_bytes = fine ? a->read_chunk_bytes : a->chunk_bytes;
     for (size_t d = 0; d < box->rank; d++) ext[d] = nds_box_extent(box, d);
@@ -178,6 +181,18 @@ static void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, u
 }
 
 /* ---- read ---- */
+
+/* Reads through a transaction see its staged elements over the stored chunk. */
+static int overlay_staged(io_call *c, const uint64_t *cell, uint8_t *chunk, int *present) {
+    char key[KEY_MAX];
+    int rc = nds_array_chunk_key(c->a, cell, key, sizeof key);
+    nds_txn_chunk *staged = rc ? NULL : nds_txn_chunk_get(c->txn, c->a, cell, key, false, &rc);
+    if (rc || !staged) return rc;
+    if (!*present) nds_fill_elements(chunk, c->a->chunk_elems, c->a->elem, c->a->meta.fill_value);
+    nds_txn_overlay(staged, chunk, c->a->chunk_elems, c->a->elem);
+    *present = 1;
+    return 0;
+}
 
 /* Loads one chunk of the read grid: a read chunk through the format, or a whole storage chunk. */
 static int load_for_read(io_call *c, const uint64_t *cell, uint8_t *chunk, int *present) {
@@ -202,6 +217,7 @@ static int read_task(void *ctx, size_t i) {
     if (!chunk) return NDS_ENOMEM;
     int present, rc;
     if ((rc = load_for_read(c, cell, chunk, &present))) return rc;
+    if (c->txn && (rc = overlay_staged(c, cell, chunk, &present))) return rc;
     uint8_t *bp, *cp;
     sel_pointers(c, &s, chunk, &bp, &cp);
     if (present)
@@ -216,13 +232,22 @@ static size_t call_threads(const nds_io_options *opts) {
     return opts && opts->threads > 0 ? (size_t)opts->threads : 0;
 }
 
+static nds_txn *call_txn(const nds_io_options *opts) {
+    return opts && opts->version >= 2 ? opts->txn : NULL;
+}
+
 int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_options *opts) {
     pthread_rwlock_rdlock(&a->meta_lock);
     int rc = nds_box_check(box, a->meta.rank, a->meta.shape);
     if (rc) rc = nds_err_prefix(rc, "read of %s", nds_kvstore_url(a->kv));
+    nds_txn *txn = call_txn(opts);
+    if (!rc && txn) rc = nds_txn_check_open(txn);
     io_call c;
     if (!rc) {
-        io_call_init(&c, a, box, out, a->read_chunk_bytes != 0);
+        /* Staged chunks are whole storage chunks: overlaying them needs the storage grid. */
+        bool staged = txn && nds_txn_touches(txn, a);
+        io_call_init(&c, a, box, out, a->read_chunk_bytes != 0 && !staged);
+        c.txn = staged ? txn : NULL;
         rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), read_task, &c);
     }
     pthread_rwlock_unlock(&a->meta_lock);
@@ -236,20 +261,28 @@ static void backoff(int attempt) {
     nds_sleep_ns(ceiling / 2 + nds_random_u64() % (ceiling / 2 + 1));
 }
 
+int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
+                               nds_buf *out, int *all_fill) {
+    *all_fill = nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+    if (*all_fill) return 0;
+    out->len = 0;
+    int rc = a->format->encode_chunk(a->state, cell, chunk, out);
+    return rc ? nds_err_prefix(rc, "%s: encoding chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv)) : 0;
+}
+
 /* Stores a merged chunk: deleted when all fill, else encoded and written; both under if_equal. */
 static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
                        const nds_generation *cond, int was_present) {
     nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
     wo.if_equal = *cond;
-    if (nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value)) {
+    nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
+    if (!enc) return nds_err(NDS_ENOMEM, "out of memory");
+    int all_fill, rc = nds_array_encode_for_store(a, cell, key, chunk, enc, &all_fill);
+    if (rc) return rc;
+    if (all_fill) {
         if (!was_present && cond->kind != NDS_GEN_NONE) return 0; /* still missing: nothing to do */
         return nds_kvstore_delete(a->kv, key, &wo);
     }
-    nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
-    if (!enc) return nds_err(NDS_ENOMEM, "out of memory");
-    enc->len = 0;
-    int rc = a->format->encode_chunk(a->state, cell, chunk, enc);
-    if (rc) return nds_err_prefix(rc, "%s: encoding chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
     return nds_kvstore_write(a->kv, key, enc->data, enc->len, &wo, NULL);
 }
 
@@ -301,12 +334,34 @@ static void merge_from_buffer(void *ctx, const uint64_t *cell, uint8_t *chunk) {
     nds_strided_copy(c->box->rank, w->sel->extent, c->a->elem, cp, c->chunk_stride, bp, c->buf_stride);
 }
 
+/* A write inside a transaction: copy into the staged chunk and mark the elements written. */
+static int stage_write(io_call *c, const uint64_t *cell, const chunk_sel *s) {
+    nds_array *a = c->a;
+    char key[KEY_MAX];
+    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    nds_txn_chunk *staged = rc ? NULL : nds_txn_chunk_get(c->txn, a, cell, key, true, &rc);
+    if (rc) return rc;
+    write_merge w = {c, s};
+    merge_from_buffer(&w, cell, staged->data);
+    int64_t mask_stride[NDS_MAX_RANK];
+    int64_t off = 0;
+    nds_c_strides(a->meta.rank, a->meta.chunk_shape, 1, mask_stride);
+    for (size_t d = 0; d < a->meta.rank; d++) {
+        off += (int64_t)s->in_chunk[d] * mask_stride[d];
+        mask_stride[d] *= (int64_t)c->box->step[d];
+    }
+    static const uint8_t one = 1;
+    nds_strided_fill(a->meta.rank, s->extent, 1, staged->mask + off, mask_stride, &one);
+    return 0;
+}
+
 static int write_task(void *ctx, size_t i) {
     io_call *c = ctx;
     uint64_t cell[NDS_MAX_RANK];
     chunk_sel s;
     grid_cell(&c->grid, i, cell);
     if (!select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, &s)) return 0;
+    if (c->txn) return stage_write(c, cell, &s);
     write_merge w = {c, &s};
     int rc = nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
     if (c->a->chunk_bytes > SCRATCH_KEEP) nds_scratch_trim(); /* do not pin huge chunks per thread */
@@ -317,10 +372,14 @@ int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_
     pthread_rwlock_rdlock(&a->meta_lock);
     int rc = nds_box_check(box, a->meta.rank, a->meta.shape);
     if (rc) rc = nds_err_prefix(rc, "write to %s", nds_kvstore_url(a->kv));
+    nds_txn *txn = call_txn(opts);
+    if (!rc && txn) rc = nds_txn_check_open(txn);
     io_call c;
     if (!rc) {
         io_call_init(&c, a, box, in, false);
+        c.txn = txn;
         rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), write_task, &c);
+        if (rc && txn) nds_txn_poison(txn);
     }
     pthread_rwlock_unlock(&a->meta_lock);
     return rc;

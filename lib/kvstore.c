@@ -344,3 +344,42 @@ int nds_byte_range_resolve(const nds_read_options *o, uint64_t total, uint64_t *
     *len = n;
     return 0;
 }
+
+/* Two handles are on one store when they share the driver instance, or their drivers and driver specs
+ * (without path) are equal: e.g. two opens of the same LMDB environment. */
+static bool same_store(const nds_kvstore *a, const nds_kvstore *b) {
+    if (a->inst == b->inst) return true;
+    return a->inst->driver == b->inst->driver && a->inst->spec && b->inst->spec &&
+           nds_json_equal(a->inst->spec, b->inst->spec);
+}
+
+int nds_kvstore_commit(nds_kvstore *const *kvs, nds_kv_op *ops, size_t n) {
+    if (n == 0) return 0;
+    const nds_kv_driver *d = kvs[0]->inst->driver;
+    if (!d->commit)
+        return nds_err(NDS_EUNSUPPORTED,
+                       "atomic commit needs a kvstore with multi-key commit (memory, lmdb); %s (driver %s) has "
+                       "none, so nothing was written", kvs[0]->url, d->name);
+    for (size_t i = 1; i < n; i++)
+        if (!same_store(kvs[0], kvs[i]))
+            return nds_err(NDS_EUNSUPPORTED,
+                           "an atomic commit must stay within one kvstore, but it spans %s and %s; nothing was "
+                           "written", kvs[0]->url, kvs[i]->url);
+    const char **relative = malloc(n * sizeof *relative);
+    if (!relative) return nds_err(NDS_ENOMEM, "out of memory");
+    int rc = 0;
+    size_t done = 0;
+    for (; done < n && !rc; done++) {
+        relative[done] = ops[done].key;
+        char *full = nds_asprintf("%s%s", kvs[done]->path, ops[done].key);
+        if (!full) rc = nds_err(NDS_ENOMEM, "out of memory");
+        ops[done].key = full;
+    }
+    if (!rc) rc = d->commit(kvs[0]->inst->state, ops, n);
+    for (size_t i = 0; i < done; i++) {
+        free((char *)ops[i].key);
+        ops[i].key = relative[i];
+    }
+    free(relative);
+    return rc;
+}

@@ -16,6 +16,7 @@
 #include "ndstore/box.h"
 #include "ndstore/kvstore.h"
 #include "ndstore/context.h"
+#include "ndstore/txn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,13 +73,14 @@ NDS_API int nds_array_spec(const nds_array *a, char **out);
 /** The format's metadata document (e.g. the .zarray) as JSON text; malloc'd (nds_free). */
 NDS_API int nds_array_metadata(const nds_array *a, char **out);
 
-#define NDS_IO_OPTIONS_VERSION 1
+#define NDS_IO_OPTIONS_VERSION 2
 /** Options of nds_array_read / nds_array_write. Start from NDS_IO_OPTIONS_INIT. */
 typedef struct nds_io_options {
-    int version;
-    int threads; /**< parallelism of this call; 0 = the context's */
+    int version;  /**< NDS_IO_OPTIONS_VERSION; members after threads are read only when version >= 2 */
+    int threads;  /**< parallelism of this call; 0 = the context's */
+    nds_txn *txn; /**< (version 2) stage writes in / read through this transaction; NULL = none */
 } nds_io_options;
-#define NDS_IO_OPTIONS_INIT {NDS_IO_OPTIONS_VERSION, 0}
+#define NDS_IO_OPTIONS_INIT {NDS_IO_OPTIONS_VERSION, 0, NULL}
 
 /** Reads box into out (nds_box_count(box) elements, dense, C order). Missing chunks read as fill.
  *  opts may be NULL. @return 0, NDS_ERANGE (box outside the array), or the error of the first bad chunk */

@@ -7,5 +7,6 @@
 #include "ndstore/box.h"
 #include "ndstore/context.h"
 #include "ndstore/kvstore.h"
+#include "ndstore/txn.h"
 #include "ndstore/array.h"
 #endif

@@ -42,6 +42,11 @@ void nds_scratch_trim(void);
 int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk, int *present,
                          nds_generation *gen);
 
+/** Encodes a merged canonical chunk for storage into out, or sets *all_fill (then out is untouched:
+ *  the chunk is to be deleted). */
+int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
+                               nds_buf *out, int *all_fill);
+
 /** Changes chunk cell under its in-process lock with the optimistic protocol: load (unless whole is set,
  *  meaning merge overwrites every element), merge(ctx, chunk), store conditionally, retry on conflict.
  *  A chunk left all fill is deleted. */

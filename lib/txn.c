@@ -1,0 +1,320 @@
+/* Transactions: chunks staged in memory (elements + written mask), reads overlaid, and the two commits:
+ * isolated (the per-chunk optimistic protocol, chunk by chunk) and atomic (one multi-key conditional commit
+ * of the driver, retried as a whole on conflict). See include/ndstore/txn.h for the guarantees. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/array_internal.h"
+#include "internal/context_internal.h"
+#include "internal/dtype_util.h"
+#include "internal/error.h"
+#include "internal/kvstore_internal.h"
+#include "internal/txn_internal.h"
+#include "internal/util.h"
+
+#define TXN_BUCKETS 4096
+#define TXN_DEFAULT_LIMIT ((size_t)1 << 30)
+/* Whole-transaction retries of an atomic commit on conflict (each with backoff). */
+#define ATOMIC_RETRY_MAX 200
+
+typedef enum txn_state { TXN_OPEN, TXN_DONE, TXN_POISONED } txn_state;
+
+/* A staged raw key write. */
+typedef struct txn_key {
+    nds_kvstore *kv; /* own reference */
+    char *key;
+    uint8_t *data;
+    size_t len;
+    struct txn_key *next;
+} txn_key;
+
+struct nds_txn {
+    pthread_mutex_t mu;      /* guards buckets, counts, memory, state */
+    nds_txn_mode mode;
+    txn_state state;
+    size_t memory, limit;
+    nds_txn_chunk **buckets; /* hash of (array, key) */
+    size_t nchunks;
+    txn_key *keys, **keys_tail;
+};
+
+static size_t chunk_hash(const void *a, const char *key) {
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)a;
+    while (*key) h = (h ^ (uint8_t)*key++) * 1099511628211ull;
+    return (size_t)(h % TXN_BUCKETS);
+}
+
+int nds_txn_begin(nds_txn **out, const nds_txn_options *opts) {
+    nds_txn *t = calloc(1, sizeof *t);
+    if (t) t->buckets = calloc(TXN_BUCKETS, sizeof *t->buckets);
+    if (!t || !t->buckets) {
+        free(t);
+        return nds_err(NDS_ENOMEM, "out of memory starting a transaction");
+    }
+    t->mode = opts ? opts->mode : NDS_TXN_ISOLATED;
+    if (t->mode != NDS_TXN_ISOLATED && t->mode != NDS_TXN_ATOMIC) {
+        free(t->buckets);
+        free(t);
+        return nds_err(NDS_EINVAL, "transaction mode %d is neither isolated nor atomic", (int)opts->mode);
+    }
+    t->limit = opts && opts->memory_limit ? opts->memory_limit : TXN_DEFAULT_LIMIT;
+    t->keys_tail = &t->keys;
+    pthread_mutex_init(&t->mu, NULL);
+    *out = t;
+    return 0;
+}
+
+static void discard(nds_txn *t) {
+    for (size_t b = 0; b < TXN_BUCKETS; b++)
+        while (t->buckets[b]) {
+            nds_txn_chunk *c = t->buckets[b];
+            t->buckets[b] = c->next;
+            free(c->key), free(c->data), free(c->mask), free(c);
+        }
+    while (t->keys) {
+        txn_key *k = t->keys;
+        t->keys = k->next;
+        nds_kvstore_free(k->kv);
+        free(k->key), free(k->data), free(k);
+    }
+    t->keys_tail = &t->keys;
+    t->nchunks = 0;
+    t->memory = 0;
+}
+
+void nds_txn_abort(nds_txn *t) {
+    pthread_mutex_lock(&t->mu);
+    discard(t);
+    t->state = TXN_DONE;
+    pthread_mutex_unlock(&t->mu);
+}
+
+void nds_txn_free(nds_txn *t) {
+    if (!t) return;
+    discard(t);
+    pthread_mutex_destroy(&t->mu);
+    free(t->buckets);
+    free(t);
+}
+
+size_t nds_txn_memory(const nds_txn *t) {
+    nds_txn *m = (nds_txn *)t;
+    pthread_mutex_lock(&m->mu);
+    size_t n = t->memory;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+int nds_txn_check_open(const nds_txn *t) {
+    if (t->state == TXN_OPEN) return 0;
+    return nds_err(NDS_EPOISONED, t->state == TXN_DONE ? "transaction already committed or aborted"
+                                                       : "transaction failed earlier; only abort is allowed");
+}
+
+void nds_txn_poison(nds_txn *t) {
+    pthread_mutex_lock(&t->mu);
+    if (t->state == TXN_OPEN) t->state = TXN_POISONED;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Reserves bytes against the limit; the caller holds t->mu. */
+static int reserve(nds_txn *t, size_t bytes) {
+    if (bytes > t->limit - t->memory) {
+        t->state = TXN_POISONED;
+        return nds_err(NDS_ELIMIT, "transaction outgrew its memory limit of %zu bytes (holds %zu, needs %zu more)",
+                       t->limit, t->memory, bytes);
+    }
+    t->memory += bytes;
+    return 0;
+}
+
+static nds_txn_chunk *new_chunk(nds_txn *t, nds_array *a, const uint64_t *cell, const char *key, int *rc) {
+    if ((*rc = reserve(t, a->chunk_bytes + a->chunk_elems))) return NULL;
+    nds_txn_chunk *c = calloc(1, sizeof *c);
+    if (c) {
+        c->key = nds_strdup(key);
+        c->data = malloc(a->chunk_bytes);
+        c->mask = calloc(a->chunk_elems, 1);
+    }
+    if (!c || !c->key || !c->data || !c->mask) {
+        if (c) free(c->key), free(c->data), free(c->mask);
+        free(c);
+        t->memory -= a->chunk_bytes + a->chunk_elems;
+        *rc = nds_err(NDS_ENOMEM, "out of memory staging chunk %s", key);
+        return NULL;
+    }
+    c->a = a;
+    memcpy(c->cell, cell, a->meta.rank * sizeof *cell);
+    nds_fill_elements(c->data, a->chunk_elems, a->elem, a->meta.fill_value);
+    return c;
+}
+
+nds_txn_chunk *nds_txn_chunk_get(nds_txn *t, nds_array *a, const uint64_t *cell, const char *key, bool create,
+                                 int *rc) {
+    size_t b = chunk_hash(a, key);
+    *rc = 0;
+    pthread_mutex_lock(&t->mu);
+    nds_txn_chunk *c = t->buckets[b];
+    while (c && (c->a != a || strcmp(c->key, key) != 0)) c = c->next;
+    if (!c && create && (c = new_chunk(t, a, cell, key, rc)) != NULL) {
+        c->next = t->buckets[b];
+        t->buckets[b] = c;
+        t->nchunks++;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return c;
+}
+
+bool nds_txn_touches(nds_txn *t, const nds_array *a) {
+    bool hit = false;
+    pthread_mutex_lock(&t->mu);
+    for (size_t b = 0; b < TXN_BUCKETS && !hit; b++)
+        for (nds_txn_chunk *c = t->buckets[b]; c && !hit; c = c->next) hit = c->a == a;
+    pthread_mutex_unlock(&t->mu);
+    return hit;
+}
+
+void nds_txn_overlay(const nds_txn_chunk *c, uint8_t *chunk, size_t elems, size_t elem) {
+    for (size_t i = 0; i < elems; i++)
+        if (c->mask[i]) memcpy(chunk + i * elem, c->data + i * elem, elem);
+}
+
+int nds_txn_write_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *data, size_t len) {
+    int rc = nds_txn_check_open(t);
+    if (rc) return rc;
+    txn_key *k = calloc(1, sizeof *k);
+    if (k) k->key = nds_strdup(key), k->data = malloc(len ? len : 1);
+    pthread_mutex_lock(&t->mu);
+    rc = k && k->key && k->data ? reserve(t, len) : nds_err(NDS_ENOMEM, "out of memory staging key %s", key);
+    if (!rc) {
+        memcpy(k->data, data, len);
+        k->len = len;
+        k->kv = nds_kvstore_ref(kv);
+        *t->keys_tail = k;
+        t->keys_tail = &k->next;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (rc && k) free(k->key), free(k->data), free(k);
+    return rc;
+}
+
+/* ---- commit ---- */
+
+/* The staged chunks as a flat array, for the pool. */
+static nds_txn_chunk **chunk_list(nds_txn *t) {
+    nds_txn_chunk **v = malloc((t->nchunks ? t->nchunks : 1) * sizeof *v);
+    size_t n = 0;
+    for (size_t b = 0; v && b < TXN_BUCKETS; b++)
+        for (nds_txn_chunk *c = t->buckets[b]; c; c = c->next) v[n++] = c;
+    return v;
+}
+
+static bool every_element_written(const nds_txn_chunk *c) {
+    size_t n = c->a->chunk_elems;
+    return c->mask[0] && (n == 1 || memcmp(c->mask, c->mask + 1, n - 1) == 0);
+}
+
+static void merge_staged(void *ctx, const uint64_t *cell, uint8_t *chunk) {
+    const nds_txn_chunk *c = ctx;
+    (void)cell;
+    nds_txn_overlay(c, chunk, c->a->chunk_elems, c->a->elem);
+}
+
+typedef struct commit_call {
+    nds_txn *t;
+    nds_txn_chunk **chunks;
+    nds_kv_op *ops;          /* atomic: one per chunk, then one per raw key */
+    nds_buf *encoded;        /* atomic: the bytes of each chunk op */
+    nds_kvstore **kvs;       /* atomic: the handle of each op */
+} commit_call;
+
+static int isolated_task(void *ctx, size_t i) {
+    commit_call *cc = ctx;
+    nds_txn_chunk *c = cc->chunks[i];
+    pthread_rwlock_rdlock(&c->a->meta_lock);
+    int rc = nds_array_update_chunk(c->a, c->cell, every_element_written(c), merge_staged, c);
+    pthread_rwlock_unlock(&c->a->meta_lock);
+    return rc;
+}
+
+static int commit_isolated(nds_txn *t, commit_call *cc) {
+    int rc = nds_pool_for(nds_context_pool(NULL), t->nchunks, 0, isolated_task, cc);
+    for (txn_key *k = t->keys; k && !rc; k = k->next) rc = nds_kvstore_write(k->kv, k->key, k->data, k->len, NULL, NULL);
+    return rc;
+}
+
+/* Atomic: read + merge + encode one chunk into its op, conditional on the generation read. */
+static int prepare_task(void *ctx, size_t i) {
+    commit_call *cc = ctx;
+    nds_txn_chunk *c = cc->chunks[i];
+    nds_array *a = c->a;
+    nds_kv_op *op = &cc->ops[i];
+    uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes);
+    if (!chunk) return NDS_ENOMEM;
+    int present = 1, all_fill, rc = 0;
+    op->if_equal.kind = NDS_GEN_NONE;
+    pthread_rwlock_rdlock(&a->meta_lock);
+    if (every_element_written(c)) memcpy(chunk, c->data, a->chunk_bytes);
+    else if (!(rc = nds_array_load_chunk(a, c->cell, c->key, chunk, &present, &op->if_equal)))
+        nds_txn_overlay(c, chunk, a->chunk_elems, a->elem);
+    if (!rc) rc = nds_array_encode_for_store(a, c->cell, c->key, chunk, &cc->encoded[i], &all_fill);
+    pthread_rwlock_unlock(&a->meta_lock);
+    if (rc) return rc;
+    op->key = c->key;
+    op->data = all_fill ? NULL : cc->encoded[i].data; /* all fill: delete (a no-op on a missing key) */
+    op->len = all_fill ? 0 : cc->encoded[i].len;
+    cc->kvs[i] = a->kv;
+    return 0;
+}
+
+static void backoff(int attempt) {
+    uint64_t ceiling = (uint64_t)1000000 << (attempt < 8 ? attempt : 8);
+    nds_sleep_ns(ceiling / 2 + nds_random_u64() % (ceiling / 2 + 1));
+}
+
+static int commit_atomic_once(nds_txn *t, commit_call *cc) {
+    int rc = nds_pool_for(nds_context_pool(NULL), t->nchunks, 0, prepare_task, cc);
+    size_t n = t->nchunks;
+    for (txn_key *k = t->keys; k; k = k->next, n++) {
+        cc->ops[n] = (nds_kv_op){k->key, k->data, k->len, {NDS_GEN_NONE, {0}}, {NDS_GEN_NONE, {0}}};
+        cc->kvs[n] = k->kv;
+    }
+    return rc ? rc : nds_kvstore_commit(cc->kvs, cc->ops, n);
+}
+
+static int commit_atomic(nds_txn *t, commit_call *cc) {
+    for (int attempt = 0;; attempt++) {
+        int rc = commit_atomic_once(t, cc);
+        if (rc != NDS_ECONFLICT) return rc;
+        if (attempt + 1 >= ATOMIC_RETRY_MAX)
+            return nds_err(NDS_ECONFLICT, "atomic transaction still conflicting after %d attempts; nothing was "
+                           "written", ATOMIC_RETRY_MAX);
+        backoff(attempt);
+    }
+}
+
+static void dispose_call(commit_call *cc, size_t nchunks) {
+    for (size_t i = 0; cc->encoded && i < nchunks; i++) nds_buf_dispose(&cc->encoded[i]);
+    free(cc->chunks), free(cc->ops), free(cc->encoded), free(cc->kvs);
+}
+
+int nds_txn_commit(nds_txn *t) {
+    int rc = nds_txn_check_open(t);
+    if (rc) return rc;
+    size_t nkeys = 0;
+    for (txn_key *k = t->keys; k; k = k->next) nkeys++;
+    size_t nops = t->nchunks + nkeys;
+    commit_call cc = {t, chunk_list(t), calloc(nops ? nops : 1, sizeof(nds_kv_op)),
+                      calloc(t->nchunks ? t->nchunks : 1, sizeof(nds_buf)),
+                      calloc(nops ? nops : 1, sizeof(nds_kvstore *))};
+    if (!cc.chunks || !cc.ops || !cc.encoded || !cc.kvs) rc = nds_err(NDS_ENOMEM, "out of memory committing");
+    else if (t->mode == NDS_TXN_ATOMIC) rc = commit_atomic(t, &cc);
+    else rc = commit_isolated(t, &cc);
+    dispose_call(&cc, t->nchunks);
+    pthread_mutex_lock(&t->mu);
+    t->state = rc ? TXN_POISONED : TXN_DONE;
+    if (!rc) discard(t);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
