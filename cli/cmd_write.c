@@ -1,4 +1,6 @@
-/* `ndstore write SPEC [--region R] -i IN.npy|- [--raw]`: writes a .npy file (or raw bytes) into a region.
+/* `ndstore write SPEC [--region R] -i IN.npy|- [--raw] [--txn MODE]`: writes .npy files (or raw bytes) into
+ * regions. Several --region/-i pairs may be given; with --txn they are staged in one transaction and
+ * committed together (isolated: per chunk; atomic: all or nothing, on stores with multi-key commit).
  *
  * The region's shape with dropped dimensions removed must equal the file's shape, and the file's dtype
  * must be the array's (no conversion): either mismatch is an error naming both sides. Data streams in
@@ -15,24 +17,33 @@
 #include "cli.h"
 #include "npy.h"
 
-static const char usage[] = "ndstore write SPEC [--region R] -i IN.npy|- [--raw] [--jobs N]";
+static const char usage[] =
+    "ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic] [--jobs N]";
 
 static const char help[] =
-    "usage: ndstore write SPEC [--region R] -i IN.npy|- [--raw] [--jobs N] [--memory-budget BYTES]\n"
+    "usage: ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic] [--jobs N]\n"
+    "                         [--memory-budget BYTES]\n"
     "\n"
-    "Write a .npy file (or raw bytes) into a region of an existing array. The region's shape (without\n"
-    "dimensions selected by an integer index) must equal the file's shape, and the dtypes must match.\n"
+    "Write .npy files (or raw bytes) into regions of an existing array. Each region's shape (without\n"
+    "dimensions selected by an integer index) must equal its file's shape, and the dtypes must match.\n"
+    "Several --region/-i pairs are paired in order.\n"
     "\n"
     "  -r, --region R          NumPy-style region, e.g. '[0:512, 100:200]' (default: everything)\n"
     "  -i, --input FILE        input .npy file, or - for stdin\n"
     "      --raw               the input is raw bytes (C order, host byte order) of the region\n"
+    "      --txn MODE          stage every pair in one transaction and commit it at the end:\n"
+    "                          isolated (each chunk by itself) or atomic (all or nothing; needs a store\n"
+    "                          with multi-key commit such as memory or lmdb). Without --txn each chunk\n"
+    "                          is committed as it is written.\n"
     "  -j, --jobs N            threads for encoding (default: the number of cores)\n"
     "      --memory-budget B   bytes written per step (default 256M)\n"
     "  -h, --help              show this help\n"
     "\n"
-    "Example: ndstore write /tmp/a.zarr --region '[0:10, 0:20]' -i block.npy\n";
+    "Example: ndstore write /tmp/a.zarr --region '[0:10, 0:20]' -i block.npy\n"
+    "         ndstore write 'lmdb:///d/c.lmdb/a/|zarr:' -r '[0:4]' -i a.npy -r '[8:12]' -i b.npy --txn atomic\n";
 
-enum { OPT_RAW = 256, OPT_BUDGET };
+enum { OPT_RAW = 256, OPT_BUDGET, OPT_TXN };
+#define MAX_PAIRS 64
 
 static const struct option options[] = {
     {"region", required_argument, NULL, 'r'},
@@ -40,16 +51,38 @@ static const struct option options[] = {
     {"raw", no_argument, NULL, OPT_RAW},
     {"jobs", required_argument, NULL, 'j'},
     {"memory-budget", required_argument, NULL, OPT_BUDGET},
+    {"txn", required_argument, NULL, OPT_TXN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 typedef struct write_args {
-    const char *spec, *region, *input;
+    const char *spec;
+    const char *regions[MAX_PAIRS], *inputs[MAX_PAIRS];
+    size_t nregions, ninputs;
     bool raw;
     long jobs;
     uint64_t budget;
+    nds_txn_mode txn; /* 0 = no transaction */
 } write_args;
+
+static int add_pair_part(const char **list, size_t *n, const char *value) {
+    if (*n == MAX_PAIRS) return cli_usage(usage, "at most %d --region/-i pairs", MAX_PAIRS);
+    list[(*n)++] = value;
+    return CLI_OK;
+}
+
+static int check_pairs(write_args *wa) {
+    if (wa->ninputs == 0) return cli_usage(usage, "missing -i IN.npy (or -i - for stdin)");
+    if (wa->nregions == 0 && wa->ninputs == 1) wa->regions[wa->nregions++] = NULL; /* everything */
+    if (wa->nregions != wa->ninputs)
+        return cli_usage(usage, "%zu --region and %zu -i options: each region needs its input", wa->nregions,
+                         wa->ninputs);
+    size_t stdin_uses = 0;
+    for (size_t i = 0; i < wa->ninputs; i++) stdin_uses += strcmp(wa->inputs[i], "-") == 0;
+    if (stdin_uses > 1) return cli_usage(usage, "stdin (-i -) can be read only once");
+    return CLI_OK;
+}
 
 /* Parses argv; returns CLI_OK, CLI_USAGE (printed), or -1 for --help. */
 static int parse_args(int argc, char **argv, write_args *wa) {
@@ -60,8 +93,17 @@ static int parse_args(int argc, char **argv, write_args *wa) {
     while ((c = getopt_long(argc, argv, ":hr:i:j:", options, NULL)) != -1) {
         switch (c) {
         case 'h': return -1;
-        case 'r': wa->region = optarg; break;
-        case 'i': wa->input = optarg; break;
+        case 'r':
+            if (add_pair_part(wa->regions, &wa->nregions, optarg) != CLI_OK) return CLI_USAGE;
+            break;
+        case 'i':
+            if (add_pair_part(wa->inputs, &wa->ninputs, optarg) != CLI_OK) return CLI_USAGE;
+            break;
+        case OPT_TXN:
+            if (strcmp(optarg, "isolated") == 0) wa->txn = NDS_TXN_ISOLATED;
+            else if (strcmp(optarg, "atomic") == 0) wa->txn = NDS_TXN_ATOMIC;
+            else return cli_usage(usage, "--txn: expected isolated or atomic, got '%s'", optarg);
+            break;
         case OPT_RAW: wa->raw = true; break;
         case 'j':
             if (cli_parse_long(optarg, 1, 1024, &wa->jobs) != 0)
@@ -77,9 +119,7 @@ static int parse_args(int argc, char **argv, write_args *wa) {
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
     wa->spec = argv[optind];
-    if (!wa->input)
-        return cli_usage(usage, "missing -i IN.npy (or -i - for stdin)");
-    return CLI_OK;
+    return check_pairs(wa);
 }
 
 /* Everything one write needs. */
@@ -191,21 +231,39 @@ static int write_raw(write_job *w) {
     return rc;
 }
 
-static int run(write_job *w, const write_args *wa) {
-    bool from_stdin = strcmp(wa->input, "-") == 0;
-    w->name = from_stdin ? "stdin" : wa->input;
-    w->in = from_stdin ? stdin : fopen(wa->input, "rb");
+static int run(write_job *w, const write_args *wa, const char *input) {
+    bool from_stdin = strcmp(input, "-") == 0;
+    w->name = from_stdin ? "stdin" : input;
+    w->in = from_stdin ? stdin : fopen(input, "rb");
     if (!w->in)
-        return cli_fail("%s: %s", wa->input, strerror(errno));
+        return cli_fail("%s: %s", input, strerror(errno));
     int rc = wa->raw ? write_raw(w) : write_npy(w);
     if (!from_stdin)
         fclose(w->in);
     if (rc == CLI_OK) {
         char region[NDS_MAX_RANK * 72];
         nds_box_format(&w->box, region, sizeof region);
-        printf("wrote %" PRIu64 " elements (%" PRIu64 " bytes) to %s\n", w->count, w->bytes, region);
+        printf("%s %" PRIu64 " elements (%" PRIu64 " bytes) to %s\n", w->io.txn ? "staged" : "wrote", w->count,
+               w->bytes, region);
     }
     return rc;
+}
+
+/* Writes one --region/-i pair. */
+static int write_pair(write_job *w, const write_args *wa, size_t i) {
+    int rc = cli_parse_region(w->a, wa->regions[i], &w->box);
+    if (rc == CLI_OK)
+        rc = cli_box_count(&w->box, w->elem, &w->count, &w->bytes);
+    return rc == CLI_OK ? run(w, wa, wa->inputs[i]) : rc;
+}
+
+static int commit(nds_txn *txn, nds_txn_mode mode, size_t pairs) {
+    int st = nds_txn_commit(txn);
+    if (st != 0)
+        return cli_fail_nds(st, "commit");
+    printf("committed %s transaction of %zu region%s\n", mode == NDS_TXN_ATOMIC ? "an atomic" : "an isolated",
+           pairs, pairs == 1 ? "" : "s");
+    return CLI_OK;
 }
 
 int cli_cmd_write(int argc, char **argv) {
@@ -218,16 +276,23 @@ int cli_cmd_write(int argc, char **argv) {
     w.io = (nds_io_options)NDS_IO_OPTIONS_INIT;
     w.io.threads = (int)wa.jobs;
     w.budget = wa.budget;
+    nds_txn *txn = NULL;
     rc = cli_open_array(wa.spec, NULL, 0, &w.a);
+    if (rc == CLI_OK && wa.txn) {
+        nds_txn_options to = NDS_TXN_OPTIONS_INIT;
+        to.mode = wa.txn;
+        int st = nds_txn_begin(&txn, &to);
+        rc = st ? cli_fail_nds(st, "transaction") : CLI_OK;
+        w.io.txn = txn;
+    }
     if (rc == CLI_OK) {
         w.dtype = nds_array_dtype(w.a);
         w.elem = nds_dtype_size(w.dtype);
-        rc = cli_parse_region(w.a, wa.region, &w.box);
     }
-    if (rc == CLI_OK)
-        rc = cli_box_count(&w.box, w.elem, &w.count, &w.bytes);
-    if (rc == CLI_OK)
-        rc = run(&w, &wa);
+    for (size_t i = 0; rc == CLI_OK && i < wa.nregions; i++) rc = write_pair(&w, &wa, i);
+    if (rc == CLI_OK && txn)
+        rc = commit(txn, wa.txn, wa.nregions);
+    nds_txn_free(txn); /* aborts what was not committed */
     nds_array_free(w.a);
     return rc;
 }

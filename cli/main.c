@@ -32,6 +32,7 @@ static const cli_command commands[] = {
     {"resize", "change an array's shape", cli_cmd_resize},
     {"attrs", "print or replace an array's user attributes", cli_cmd_attrs},
     {"group", "create a group (and its parents)", cli_cmd_group},
+    {"checkpoint", "mark a checkpoint complete, or check whether it is", cli_cmd_checkpoint},
     {"demo", "multi-process writers on local files, checked element by element", cli_cmd_demo},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -41,7 +42,7 @@ static const char main_usage[] = "ndstore [--help | --version] <command> [option
 static void print_main_help(void) {
     printf("usage: ndstore <command> [options]\n\nCommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
-        printf("  %-8s %s\n", commands[i].name, commands[i].summary);
+        printf("  %-10s %s\n", commands[i].name, commands[i].summary);
     printf("\nRun `ndstore <command> --help` for a command's options.\n"
            "SPEC is JSON text, @file.json, or a URL such as file:///d/a.zarr|zarr: or a bare path.\n"
            "Exit status: 0 success, 1 failure, 2 bad usage.\n");

@@ -170,6 +170,8 @@ static int file_mkdirs(char *dir) {
  * (file:///abs/a.zarr/) reopens the same place and "a.zarr" is never read as a host name. */
 static int file_parse_url(const char *rest, struct json_object *spec) {
     char *abs = NULL;
+    while (rest[0] == '.' && rest[1] == '/') rest += 2;
+    if (strcmp(rest, ".") == 0) rest = "";
     if (rest[0] != '/') {
         char cwd[4096];
         if (!getcwd(cwd, sizeof cwd)) return nds_err_errno(errno, "file: cannot resolve relative path %s", rest);

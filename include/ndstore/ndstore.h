@@ -9,4 +9,5 @@
 #include "ndstore/kvstore.h"
 #include "ndstore/txn.h"
 #include "ndstore/array.h"
+#include "ndstore/checkpoint.h"
 #endif

@@ -317,6 +317,31 @@ check "[ -f g.zarr/.zgroup ] && [ -f g.zarr/a/.zgroup ] && [ -f g.zarr/a/b/.zgro
 nds group g.zarr c;               expect_rc 0 "group"; check "[ -f g.zarr/c/.zgroup ]" "group without parents"
 nds group;                        expect_usage "group without URL"
 
+# ---- transactions and checkpoints -------------------------------------------------------------------
+nds create "$T/tx.zarr" --shape 8,8 --chunks 4,4 --dtype uint16
+py "make .npy inputs for transactions" "
+np.save('t5.npy', np.full((2, 8), 5, '<u2')); np.save('t9.npy', np.full((2, 8), 9, '<u2'))"
+nds write tx.zarr -r '[0:2]' -i t5.npy -r '[6:8]' -i t9.npy --txn isolated
+expect_rc 0 "write --txn isolated with two regions"
+expect_out "committed an isolated transaction of 2 regions" "isolated commit reported"
+nds read tx.zarr -r '[:, 0]';     expect_out "[5 5 0 0 0 0 9 9]" "both regions landed"
+nds write tx.zarr -r '[2:4]' -i t5.npy --txn atomic
+expect_fail "write --txn atomic on file is refused"
+expect_err "multi-key commit" "atomic refusal says why"
+nds read tx.zarr -r '[:, 0]';     expect_out "[5 5 0 0 0 0 9 9]" "refused atomic commit wrote nothing"
+nds write tx.zarr -r '[0:2]' -i t5.npy -r '[2:4]'; expect_usage "a region without its input"
+nds write tx.zarr -i t5.npy --txn sometimes;       expect_usage "unknown --txn mode"
+nds checkpoint status "$T" step-1; expect_rc 1 "checkpoint status before marking"
+expect_out "incomplete" "incomplete checkpoint reported"
+nds checkpoint mark "$T" step-1 tx.zarr missing.zarr; expect_fail "mark with a missing array"
+nds checkpoint mark "$T" step-1 tx.zarr; expect_rc 0 "checkpoint mark"
+check "[ -f step-1.checkpoint.json ]" "marker file written"
+nds checkpoint mark "$T" step-1 tx.zarr; expect_fail "marking twice is refused"
+nds checkpoint status "$T" step-1; expect_rc 0 "checkpoint status after marking"
+expect_out "complete" "complete checkpoint reported"
+nds checkpoint status "$T" step-1 --json; expect_out '"tx.zarr"' "status --json prints the marker"
+nds checkpoint frob "$T" x;       expect_usage "unknown checkpoint action"
+
 # ---- demo ------------------------------------------------------------------------------------------
 nds demo --dir "$T/demo" --writers 3
 expect_rc 0 "demo"
