@@ -1,10 +1,12 @@
 /* Array reads and writes: chunk-grid iteration over a box, chunks decoded and copied on the thread pool,
  * and the per-chunk optimistic write protocol (read chunk + generation, merge, conditional write, retry).
  * Each thread holds one chunk at a time, so a call's memory is (threads x chunk) plus the caller's buffer. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal/array_internal.h"
+#include "internal/chunk_cache.h"
 #include "internal/context_internal.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
@@ -69,15 +71,35 @@ int nds_array_chunk_key(const nds_array *a, const uint64_t *cell, char *buf, siz
     return rc ? nds_err_prefix(rc, "%s: chunk key of %s", a->format->name, nds_kvstore_url(a->kv)) : 0;
 }
 
+/* The cache key of a chunk: its full URL. */
+static void cache_url(const nds_array *a, const char *key, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s%s", nds_kvstore_url(a->kv), key);
+}
+
 int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk, int *present,
-                         nds_generation *gen) {
+                         nds_generation *gen, bool use_cache) {
+    nds_chunk_cache *cache = use_cache ? nds_context_cache(a->ctx) : NULL;
+    char url[KEY_MAX + 512];
+    nds_cache_entry *hit = NULL;
+    nds_read_options ro = NDS_READ_OPTIONS_INIT;
+    if (cache) {
+        cache_url(a, key, url, sizeof url);
+        if ((hit = nds_cache_get(cache, url)) != NULL) ro.if_not_equal = *nds_cache_generation(hit);
+    }
     nds_read_result r;
-    int rc = nds_kvstore_read(a->kv, key, NULL, &r);
-    if (rc) return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+    int rc = nds_kvstore_read(a->kv, key, &ro, &r);
+    if (rc) {
+        nds_cache_release(cache, hit);
+        return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+    }
     if (gen) *gen = r.generation;
-    *present = r.state == NDS_READ_VALUE;
-    if (*present) rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, chunk);
+    *present = r.state == NDS_READ_VALUE || r.state == NDS_READ_UNCHANGED;
+    if (r.state == NDS_READ_UNCHANGED) memcpy(chunk, nds_cache_data(hit), a->chunk_bytes);
+    else if (*present) rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, chunk);
     else nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+    nds_cache_release(cache, hit);
+    if (cache && r.state == NDS_READ_VALUE && rc == 0) nds_cache_put(cache, url, chunk, a->chunk_bytes, &r.generation);
+    else if (cache && r.state != NDS_READ_UNCHANGED) nds_cache_forget(cache, url);
     nds_read_result_dispose(&r);
     if (rc) return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
     return 0;
@@ -203,7 +225,7 @@ static int load_for_read(io_call *c, const uint64_t *cell, uint8_t *chunk, int *
     }
     char key[KEY_MAX];
     int rc = nds_array_chunk_key(a, cell, key, sizeof key);
-    return rc ? rc : nds_array_load_chunk(a, cell, key, chunk, present, NULL);
+    return rc ? rc : nds_array_load_chunk(a, cell, key, chunk, present, NULL, true);
 }
 
 static int read_task(void *ctx, size_t i) {
@@ -279,11 +301,20 @@ static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, cons
     if (!enc) return nds_err(NDS_ENOMEM, "out of memory");
     int all_fill, rc = nds_array_encode_for_store(a, cell, key, chunk, enc, &all_fill);
     if (rc) return rc;
+    nds_chunk_cache *cache = nds_context_cache(a->ctx);
+    char url[KEY_MAX + 512];
+    if (cache) cache_url(a, key, url, sizeof url);
     if (all_fill) {
         if (!was_present && cond->kind != NDS_GEN_NONE) return 0; /* still missing: nothing to do */
-        return nds_kvstore_delete(a->kv, key, &wo);
+        rc = nds_kvstore_delete(a->kv, key, &wo);
+        if (cache) nds_cache_forget(cache, url);
+        return rc;
     }
-    return nds_kvstore_write(a->kv, key, enc->data, enc->len, &wo, NULL);
+    nds_generation written = {NDS_GEN_NONE, {0}};
+    rc = nds_kvstore_write(a->kv, key, enc->data, enc->len, &wo, &written);
+    if (cache && rc == 0) nds_cache_put(cache, url, chunk, a->chunk_bytes, &written);
+    else if (cache) nds_cache_forget(cache, url);
+    return rc;
 }
 
 static int update_locked(nds_array *a, const uint64_t *cell, const char *key, int whole, nds_merge_fn merge,
@@ -292,7 +323,7 @@ static int update_locked(nds_array *a, const uint64_t *cell, const char *key, in
         nds_generation cond = {NDS_GEN_NONE, {0}};
         int present = 1, rc = 0;
         if (whole) nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
-        else rc = nds_array_load_chunk(a, cell, key, chunk, &present, &cond);
+        else rc = nds_array_load_chunk(a, cell, key, chunk, &present, &cond, true);
         if (rc) return rc;
         merge(ctx, cell, chunk);
         rc = store_chunk(a, cell, key, chunk, &cond, present);

@@ -94,8 +94,9 @@ typedef struct verify_call {
 static int verify_task(void *ctx, size_t i) {
     verify_call *v = ctx;
     uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, v->a->chunk_bytes);
+    /* Uncached: verify must decode the stored bytes themselves. */
     int present, rc = chunk ? nds_array_load_chunk(v->a, list_cell(v->list, i), v->list->keys[i], chunk,
-                                                  &present, NULL)
+                                                  &present, NULL, false)
                             : NDS_ENOMEM;
     if (rc == NDS_ENOMEM) return rc; /* a resource failure stops the check; bad data does not */
     v->errors[i].code = rc;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "internal/context_internal.h"
+#include "internal/chunk_cache.h"
 #include "internal/error.h"
 
 #define NDS_DEFAULT_BUDGET ((size_t)256 << 20)
@@ -12,6 +13,7 @@ struct nds_context {
     nds_pool *pool;      /* workers = threads - 1: the calling thread always takes part */
     int threads;
     size_t memory_budget;
+    nds_chunk_cache *cache; /* NULL when caching is off */
 };
 
 static nds_context *default_ctx;
@@ -28,7 +30,9 @@ int nds_context_new(nds_context **out, const nds_context_options *opts) {
     c->threads = opts && opts->threads > 0 ? opts->threads : online_cores();
     c->memory_budget = opts && opts->memory_budget ? opts->memory_budget : NDS_DEFAULT_BUDGET;
     int rc = nds_pool_new(&c->pool, c->threads - 1);
+    if (!rc) rc = nds_chunk_cache_new(&c->cache, opts ? opts->cache_bytes : 0);
     if (rc) {
+        nds_pool_free(c->pool);
         free(c);
         return rc;
     }
@@ -39,6 +43,7 @@ int nds_context_new(nds_context **out, const nds_context_options *opts) {
 void nds_context_free(nds_context *c) {
     if (!c || c == default_ctx) return;
     nds_pool_free(c->pool);
+    nds_chunk_cache_free(c->cache);
     free(c);
 }
 
@@ -46,6 +51,8 @@ static void make_default(void) {
     nds_context_options o = NDS_CONTEXT_OPTIONS_INIT;
     const char *env = getenv("NDS_THREADS");
     if (env) o.threads = atoi(env);
+    env = getenv("NDS_CACHE_BYTES");
+    if (env) o.cache_bytes = (size_t)strtoull(env, NULL, 10);
     if (nds_context_new(&default_ctx, &o) != 0) default_ctx = NULL;
 }
 
@@ -66,4 +73,9 @@ nds_pool *nds_context_pool(nds_context *c) {
 size_t nds_context_memory_budget(nds_context *c) {
     c = nds_context_resolve(c);
     return c ? c->memory_budget : NDS_DEFAULT_BUDGET;
+}
+
+nds_chunk_cache *nds_context_cache(nds_context *c) {
+    c = nds_context_resolve(c);
+    return c ? c->cache : NULL;
 }

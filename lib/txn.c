@@ -256,7 +256,7 @@ static int prepare_task(void *ctx, size_t i) {
     op->if_equal.kind = NDS_GEN_NONE;
     pthread_rwlock_rdlock(&a->meta_lock);
     if (every_element_written(c)) memcpy(chunk, c->data, a->chunk_bytes);
-    else if (!(rc = nds_array_load_chunk(a, c->cell, c->key, chunk, &present, &op->if_equal)))
+    else if (!(rc = nds_array_load_chunk(a, c->cell, c->key, chunk, &present, &op->if_equal, true)))
         nds_txn_overlay(c, chunk, a->chunk_elems, a->elem);
     if (!rc) rc = nds_array_encode_for_store(a, c->cell, c->key, chunk, &cc->encoded[i], &all_fill);
     pthread_rwlock_unlock(&a->meta_lock);

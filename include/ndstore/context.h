@@ -11,14 +11,16 @@ extern "C" {
 
 typedef struct nds_context nds_context;
 
-#define NDS_CONTEXT_OPTIONS_VERSION 1
+#define NDS_CONTEXT_OPTIONS_VERSION 1 /* cache_bytes was appended without a bump: 0.x, unreleased */
 /** Options of nds_context_new. Start from NDS_CONTEXT_OPTIONS_INIT. */
 typedef struct nds_context_options {
     int version;
     int threads;            /**< worker threads for encode/decode/copy; 0 = number of online cores */
     size_t memory_budget;   /**< bytes of chunks in flight per call; 0 = default (256 MiB) */
+    size_t cache_bytes;     /**< decoded-chunk cache shared by the context's arrays; 0 = no cache. Hits are
+                                 revalidated against the store (a cheap conditional read), never stale. */
 } nds_context_options;
-#define NDS_CONTEXT_OPTIONS_INIT {NDS_CONTEXT_OPTIONS_VERSION, 0, 0}
+#define NDS_CONTEXT_OPTIONS_INIT {NDS_CONTEXT_OPTIONS_VERSION, 0, 0, 0}
 
 /** Creates a context. opts may be NULL. Free with nds_context_free after every user of it is freed. */
 NDS_API int nds_context_new(nds_context **out, const nds_context_options *opts);

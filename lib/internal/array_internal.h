@@ -4,6 +4,7 @@
 #define NDS_INTERNAL_ARRAY_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <json-c/json.h>
 
 #include "ndstore/array.h"
@@ -38,9 +39,10 @@ uint8_t *nds_scratch(int slot, size_t n);
 void nds_scratch_trim(void);
 
 /** Reads chunk cell into chunk (canonical form); missing chunks come back as fill with *present = 0.
- *  gen (may be NULL) receives the generation read. */
+ *  gen (may be NULL) receives the generation read. With use_cache, a cached decode is used when the store
+ *  confirms (conditional read) that the chunk has not changed, and decodes are cached. */
 int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk, int *present,
-                         nds_generation *gen);
+                         nds_generation *gen, bool use_cache);
 
 /** Encodes a merged canonical chunk for storage into out, or sets *all_fill (then out is untouched:
  *  the chunk is to be deleted). */
