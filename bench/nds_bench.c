@@ -3,9 +3,10 @@
  *
  * usage: nds_bench --input RAW --array URL --codec C [--shape 1024,1024,256] [--chunks 64,64,64]
  *                  [--threads N]
- * RAW holds the array's elements (uint16, C order, host byte order); bench/bench_zarr_python.py writes
- * it so that ndstore and zarr-python get the same data. URL is a kvstore URL ("file:///tmp/x/a.zarr/"
- * or "memory://a/"); the array (zarr v2) is created there and must not exist yet. Prints one JSON line:
+ * RAW holds the array's elements (uint16, C order, host byte order); bench/bench_zarr_python.py
+ * writes it so that ndstore and zarr-python get the same data. URL is a kvstore URL
+ * ("file:///tmp/x/a.zarr/" or "memory://a/"); the array (zarr v2) is created there and must not
+ * exist yet. Prints one JSON line:
  * {"write_s":..,"read_s":..,"bytes":..,"stored_bytes":..,"chunks_stored":..,"threads":..}.
  * Only the two calls are timed: not loading RAW, not opening the array, not the check.
  * Omits: other dtypes (the benchmark's workloads are uint16). Threading: the library's pool only.
@@ -26,8 +27,8 @@ typedef struct bench_args {
     int threads;
 } bench_args;
 
-static const char usage[] = "usage: nds_bench --input RAW --array URL --codec C [--shape 1024,1024,256] "
-                            "[--chunks 64,64,64] [--threads N]\n";
+static const char usage[] = "usage: nds_bench --input RAW --array URL --codec C "
+                            "[--shape 1024,1024,256] [--chunks 64,64,64] [--threads N]\n";
 
 static int fail(const char *what, int code) {
     const nds_error *e = nds_error_last();
@@ -75,9 +76,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (strcmp(k, "--array") == 0) a->array = v;
         else if (strcmp(k, "--codec") == 0) a->codec = v;
         else if (strcmp(k, "--threads") == 0) a->threads = atoi(v);
-        else if (strcmp(k, "--shape") == 0) { if (parse_list(v, a->shape, &a->rank)) return -1; }
-        else if (strcmp(k, "--chunks") == 0) { if (parse_list(v, a->chunks, &chunk_rank)) return -1; }
-        else return -1;
+        else if (strcmp(k, "--shape") == 0) {
+            if (parse_list(v, a->shape, &a->rank)) return -1;
+        } else if (strcmp(k, "--chunks") == 0) {
+            if (parse_list(v, a->chunks, &chunk_rank)) return -1;
+        } else {
+            return -1;
+        }
     }
     return a->input && a->array && a->codec && chunk_rank == a->rank ? 0 : -1;
 }
@@ -100,8 +105,8 @@ static int load(const char *path, size_t bytes, uint8_t **out) {
     return 0;
 }
 
-/* The spec that creates the array (the caller removes any old one: "delete_existing" is not used, so
- * the write is timed on a fresh store either way). */
+/* The spec that creates the array. The caller removes any old one ("delete_existing" is not used),
+ * so the write is always timed on a fresh store. */
 static void make_spec(const bench_args *a, char *buf, size_t cap) {
     char shape[NDS_MAX_RANK * 24] = "", chunks[NDS_MAX_RANK * 24] = "";
     for (size_t d = 0; d < a->rank; d++) {

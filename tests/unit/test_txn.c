@@ -8,7 +8,7 @@
 #include "support_check.h"
 
 static nds_array *make(const char *url_base, const char *name) {
-    char spec[512];
+    char spec[2048];
     snprintf(spec, sizeof spec,
              "{\"driver\":\"zarr\",\"kvstore\":\"%s%s/\",\"create\":true,\"delete_existing\":true,"
              "\"schema\":{\"dtype\":\"uint16\",\"domain\":{\"shape\":[8,8]},"
