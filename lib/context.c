@@ -27,7 +27,10 @@ static int online_cores(void) {
 int nds_context_new(nds_context **out, const nds_context_options *opts) {
     nds_context *c = calloc(1, sizeof *c);
     if (!c) return nds_err(NDS_ENOMEM, "out of memory creating a context");
-    c->threads = opts && opts->threads > 0 ? opts->threads : online_cores();
+    /* Default: two threads per core. Chunk tasks mix CPU (codecs) with blocking I/O (fsync, network), so
+     * a second thread per core keeps the cores busy while one waits; in-flight chunks stay bounded by
+     * 2 x cores, the memory target of docs/performance.md. */
+    c->threads = opts && opts->threads > 0 ? opts->threads : 2 * online_cores();
     c->memory_budget = opts && opts->memory_budget ? opts->memory_budget : NDS_DEFAULT_BUDGET;
     int rc = nds_pool_new(&c->pool, c->threads - 1);
     if (!rc) rc = nds_chunk_cache_new(&c->cache, opts ? opts->cache_bytes : 0);
