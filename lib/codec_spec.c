@@ -39,6 +39,7 @@ static const spec_form forms[] = {
     {"zlib", 1, {{"level", ARG_INT}}},
     {"bz2", 1, {{"level", ARG_INT}}},
     {"lz4", 1, {{"acceleration", ARG_INT}}},
+    {"xz", 1, {{"preset", ARG_INT}}},
 };
 
 /* Strict decimal integer (optional '-'), fitting in int. */
@@ -136,7 +137,7 @@ int nds_codec_spec_parse(const char *text, json_object **out) {
     if (!f)
         return nds_err(NDS_EINVAL,
                        "codec \"%s\": unknown codec \"%s\" (expected none, zstd, blosc, "
-                       "gzip, zlib, bz2 or lz4)",
+                       "gzip, zlib, bz2, lz4 or xz)",
                        text, parts[0]);
     if (n - 1 > f->nargs)
         return nds_err(NDS_EINVAL, "codec \"%s\": %s takes at most %zu ':' parameters", text,

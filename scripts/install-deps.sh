@@ -9,7 +9,7 @@ packages=(
   liblmdb-dev libzstd-dev libblosc-dev libcurl4-openssl-dev libssl-dev libjson-c-dev
   zlib1g-dev libdeflate-dev liblz4-dev libbz2-dev liblzma-dev libpng-dev libturbojpeg0-dev
   check
-  python3 python3-numpy python3-zarr python3-numcodecs
+  python3 python3-numpy python3-zarr python3-numcodecs python3-fsspec
 )
 
 missing=()
