@@ -1,0 +1,314 @@
+/* The process-wide table of open LMDB environments and the management of their maps: see
+ * lmdb_env.h. Lock order: g_mu (the table) is never held while taking an environment's mu, and mu
+ * is held only around counters and the remap itself. g_mu is held while an environment is opened
+ * (its first write transaction included), so two threads never open one directory twice. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ndstore/errors.h"
+#include "internal/util.h"
+#include "lmdb_env.h"
+
+/* How long a resize waits for this process's transactions and reads to leave the map. */
+#define LM_REMAP_WAIT_NS (UINT64_C(5) * 1000000000)
+/* How long a transaction waits for a free reader slot. */
+#define LM_READERS_WAIT_NS (UINT64_C(1) * 1000000000)
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* guards g_envs and every refs */
+static nds_lmdb_env *g_envs;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+/* ---- errors ---- */
+
+/* The one place LMDB codes (its own and errnos) become statuses. */
+static int lm_code(int rc) {
+    switch (rc) {
+    case MDB_NOTFOUND: case ENOENT: case ENOTDIR: return NDS_ENOTFOUND;
+    case MDB_KEYEXIST: return NDS_EEXIST;
+    case MDB_MAP_FULL: case MDB_READERS_FULL: case MDB_TXN_FULL: case MDB_CURSOR_FULL:
+    case MDB_PAGE_FULL: case MDB_DBS_FULL: case MDB_TLS_FULL: case ENOSPC: case EDQUOT: case EFBIG:
+        return NDS_ELIMIT;
+    case MDB_BAD_VALSIZE: case EINVAL: return NDS_EINVAL;
+    case MDB_CORRUPTED: case MDB_PAGE_NOTFOUND: case MDB_INVALID: return NDS_ECORRUPT;
+    case MDB_VERSION_MISMATCH: return NDS_EUNSUPPORTED;
+    case MDB_INCOMPATIBLE: return NDS_EFORMAT;
+    case MDB_BAD_RSLOT: case MDB_BAD_TXN: case MDB_BAD_DBI: return NDS_EINTERNAL;
+    case EACCES: case EPERM: return NDS_EPERM;
+    case ENOMEM: return NDS_ENOMEM;
+    case EROFS: return NDS_EREADONLY;
+    default: return NDS_EIO; /* MDB_PANIC, MDB_MAP_RESIZED, EIO, ... */
+    }
+}
+
+/* Sets "lmdb: <formatted>: <mdb_strerror>" with the LMDB code as cause; returns the status. */
+int nds_lmdb_err(int rc, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return nds_err_cause(lm_code(rc), NDS_CAUSE_MDB, rc, "lmdb: %s: %s", msg, mdb_strerror(rc));
+}
+
+/* ---- the map: users and resizes ---- */
+
+static void lm_deadline(struct timespec *ts, uint64_t ns) {
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    uint64_t t = (uint64_t)ts->tv_nsec + ns % 1000000000;
+    ts->tv_sec += (time_t)(ns / 1000000000 + t / 1000000000);
+    ts->tv_nsec = (long)(t % 1000000000);
+}
+
+/* Registers a user of the map (waiting while a resize is pending); *seen gets the map size. */
+static void lm_use_begin(nds_lmdb_env *e, size_t *seen) {
+    pthread_mutex_lock(&e->mu);
+    while (e->resizing)
+        pthread_cond_wait(&e->cv, &e->mu);
+    e->active++;
+    *seen = e->map_size;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void nds_lmdb_use_end(nds_lmdb_env *e) {
+    pthread_mutex_lock(&e->mu);
+    if (--e->active == 0)
+        pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Remaps e to size bytes (0: adopt what another process set) once no transaction or zero-copy read
+ * of this process uses the map. seen is the size the caller's failed transaction ran with: when the
+ * map changed since, another thread already did the work and the caller just retries. */
+static int lm_remap(nds_lmdb_env *e, size_t seen, size_t size) {
+    pthread_mutex_lock(&e->mu);
+    while (e->map_size == seen && e->resizing)
+        pthread_cond_wait(&e->cv, &e->mu);
+    if (e->map_size != seen) {
+        pthread_mutex_unlock(&e->mu);
+        return 0;
+    }
+    e->resizing = true;
+    struct timespec until;
+    lm_deadline(&until, LM_REMAP_WAIT_NS);
+    while (e->active > 0 && pthread_cond_timedwait(&e->cv, &e->mu, &until) != ETIMEDOUT) {
+    }
+    int rc = 0, busy = e->active;
+    MDB_envinfo info;
+    if (busy == 0 && (rc = mdb_env_set_mapsize(e->env, size)) == 0 &&
+        (rc = mdb_env_info(e->env, &info)) == 0)
+        e->map_size = info.me_mapsize;
+    e->resizing = false;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (busy)
+        return nds_err(NDS_ELIMIT, "lmdb: map of %s must be resized but %d reads of this process "
+                       "still hold it (dispose read results sooner)", e->canon, busy);
+    return rc ? nds_lmdb_err(rc, "resize map of %s to %zu bytes", e->canon, size) : 0;
+}
+
+/* Doubles the map after MDB_MAP_FULL (up to max_map). */
+int nds_lmdb_grow(nds_lmdb_env *e, size_t seen) {
+    if (seen >= e->max_map)
+        return nds_err_cause(NDS_ELIMIT, NDS_CAUSE_MDB, MDB_MAP_FULL,
+                             "lmdb: %s is full: map reached max_map_size (%zu bytes)", e->canon,
+                             e->max_map);
+    return lm_remap(e, seen, seen > e->max_map / 2 ? e->max_map : seen * 2);
+}
+
+/* See lmdb_env.h. MDB_MAP_RESIZED: adopt the size another process set, retry. MDB_READERS_FULL:
+ * clear the slots of dead processes (mdb_reader_check), retry, and give live readers a while. */
+int nds_lmdb_txn_begin(nds_lmdb_env *e, unsigned flags, MDB_txn **txn, size_t *seen) {
+    uint64_t until = 0;
+    for (int attempt = 0;; attempt++) {
+        lm_use_begin(e, seen);
+        int rc = mdb_txn_begin(e->env, NULL, flags, txn);
+        if (rc == 0)
+            return 0;
+        nds_lmdb_use_end(e);
+        if (rc == MDB_MAP_RESIZED && attempt < 16) {
+            if ((rc = lm_remap(e, *seen, 0)) != 0)
+                return rc;
+            continue;
+        }
+        if (rc != MDB_READERS_FULL)
+            return nds_lmdb_err(rc, "begin transaction on %s", e->canon);
+        int dead = 0;
+        mdb_reader_check(e->env, &dead);
+        if (until == 0)
+            until = nds_now_ns() + LM_READERS_WAIT_NS;
+        if (dead == 0 && nds_now_ns() > until)
+            return nds_lmdb_err(rc, "all reader slots of %s in use (raise max_readers, dispose "
+                                "read results sooner)", e->canon);
+        if (dead == 0)
+            nds_sleep_ns(1000000);
+    }
+}
+
+/* ---- the environment table ---- */
+
+static void lm_atfork_prepare(void) { pthread_mutex_lock(&g_mu); }
+static void lm_atfork_after(void) { pthread_mutex_unlock(&g_mu); }
+static void lm_atfork_register(void) {
+    pthread_atfork(lm_atfork_prepare, lm_atfork_after, lm_atfork_after);
+}
+
+/* mkdir -p of dir. @return 0 or an errno */
+static int lm_mkdirs(const char *dir) {
+    char *p = nds_strdup(dir);
+    if (!p)
+        return ENOMEM;
+    int err = 0;
+    for (char *s = p + 1; err == 0; s++) {
+        bool end = *s == '\0';
+        if (*s != '/' && !end)
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            err = errno;
+        if (end)
+            break;
+        *s = '/';
+    }
+    free(p);
+    return err;
+}
+
+/* Opens the databases and reads (or sets) env_id in one write transaction. */
+static int lm_env_init(nds_lmdb_env *e) {
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(e->env, NULL, 0, &txn);
+    if (rc)
+        return rc;
+    MDB_val k = {6, "env_id"}, v;
+    uint8_t id[8];
+    if ((rc = mdb_dbi_open(txn, "data", MDB_CREATE, &e->data)) == 0 &&
+        (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &e->meta)) == 0 &&
+        (rc = mdb_get(txn, e->meta, &k, &v)) == MDB_NOTFOUND) {
+        uint64_t r = nds_random_u64();
+        for (int i = 0; i < 8; i++)
+            id[i] = (uint8_t)(r >> (56 - 8 * i));
+        v = (MDB_val){8, id};
+        rc = mdb_put(txn, e->meta, &k, &v, 0);
+    }
+    if (rc == 0 && v.mv_size != 8)
+        rc = MDB_INCOMPATIBLE;
+    for (int i = 0; rc == 0 && i < 8; i++)
+        e->env_id = e->env_id << 8 | ((const uint8_t *)v.mv_data)[i];
+    if (rc)
+        mdb_txn_abort(txn);
+    return rc ? rc : mdb_txn_commit(txn);
+}
+
+/* Creates and opens an MDB_env for canon. @return 0 or an LMDB code */
+static int lm_env_open(nds_lmdb_env *e, const nds_lmdb_options *o) {
+    int rc = mdb_env_create(&e->env);
+    if (rc)
+        return rc;
+    MDB_envinfo info;
+    unsigned flags = MDB_NOTLS | (o->nosync ? MDB_NOSYNC : 0);
+    if ((rc = mdb_env_set_maxreaders(e->env, (unsigned)o->max_readers)) == 0 &&
+        (rc = mdb_env_set_maxdbs(e->env, 2)) == 0 &&
+        (rc = mdb_env_set_mapsize(e->env, (size_t)o->map_size)) == 0 &&
+        (rc = mdb_env_open(e->env, e->canon, flags, 0666)) == 0) {
+        int dead = 0;
+        mdb_reader_check(e->env, &dead); /* slots left by killed processes */
+        e->max_key = mdb_env_get_maxkeysize(e->env);
+        rc = lm_env_init(e);
+        /* init may have grown past map_size when another process had grown it (MDB_MAP_RESIZED) */
+        if (rc == MDB_MAP_RESIZED && (rc = mdb_env_set_mapsize(e->env, 0)) == 0)
+            rc = lm_env_init(e);
+        if (rc == 0 && (rc = mdb_env_info(e->env, &info)) == 0)
+            e->map_size = info.me_mapsize;
+    }
+    if (rc)
+        mdb_env_close(e->env);
+    return rc;
+}
+
+static void lm_env_free(nds_lmdb_env *e) {
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e->canon);
+    free(e);
+}
+
+static nds_lmdb_env *lm_env_new(const char *canon, const nds_lmdb_options *o) {
+    nds_lmdb_env *e = calloc(1, sizeof *e);
+    pthread_condattr_t ca;
+    if (!e || !(e->canon = nds_strdup(canon))) {
+        free(e);
+        return NULL;
+    }
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&e->mu, NULL);
+    e->pid = getpid();
+    e->refs = 1;
+    e->max_map = (size_t)o->max_map;
+    return e;
+}
+
+/* Finds or opens the environment at dir (created on demand) and takes a reference. The first opener
+ * in a process sets the options; later opens share its environment as it is. */
+int nds_lmdb_env_acquire(const char *dir, const nds_lmdb_options *o, nds_lmdb_env **out) {
+    pthread_once(&g_atfork_once, lm_atfork_register);
+    int err = lm_mkdirs(dir);
+    char *canon = err ? NULL : realpath(dir, NULL);
+    if (!canon)
+        return nds_err_errno(err ? err : errno, "lmdb: create environment directory %s", dir);
+    pthread_mutex_lock(&g_mu);
+    nds_lmdb_env *e = g_envs;
+    while (e && (e->pid != getpid() || strcmp(e->canon, canon) != 0))
+        e = e->next;
+    int rc = 0;
+    if (e) {
+        e->refs++;
+    } else if (!(e = lm_env_new(canon, o))) {
+        rc = nds_err(NDS_ENOMEM, "lmdb: out of memory opening %s", dir);
+    } else if ((err = lm_env_open(e, o)) != 0) {
+        rc = nds_lmdb_err(err, "open environment %s", canon);
+        lm_env_free(e);
+        e = NULL;
+    } else {
+        e->next = g_envs;
+        g_envs = e;
+    }
+    pthread_mutex_unlock(&g_mu);
+    free(canon);
+    *out = e;
+    return rc;
+}
+
+void nds_lmdb_env_ref(nds_lmdb_env *e) {
+    pthread_mutex_lock(&g_mu);
+    e->refs++;
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* Drops a reference; the last one closes the environment (never one inherited through fork). */
+void nds_lmdb_env_release(nds_lmdb_env *e) {
+    pthread_mutex_lock(&g_mu);
+    bool last = --e->refs == 0;
+    if (last) {
+        nds_lmdb_env **p = &g_envs;
+        while (*p != e)
+            p = &(*p)->next;
+        *p = e->next;
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (!last || e->pid != getpid())
+        return;
+    mdb_env_close(e->env);
+    lm_env_free(e);
+}

@@ -1,0 +1,897 @@
+/* The lmdb kvstore driver: the shared contract suite, then what only lmdb promises: its URL and spec
+ * forms, the all-or-nothing multi-key commit (through the vtable), generations that survive reopening
+ * and never repeat, automatic map growth (within this process, with other threads, and after another
+ * process grew it), multi-process conditional writes, commits killed with SIGKILL, stale reader slots
+ * of killed processes, zero-copy reads that outlive later writes, and LMDB errors mapped to statuses. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <lmdb.h>
+
+#include "ndstore/sys/kv_driver.h"
+#include "support_check.h"
+#include "support_kv_conformance.h"
+
+extern const nds_kv_driver nds_kv_driver_lmdb;
+
+/* ---- stores ---- */
+
+static char *g_dirs[64];
+static int g_dir_count;
+static pid_t g_owner; /* only the test process removes its directories (children _exit) */
+
+static void remove_dirs(void) {
+    if (getpid() != g_owner)
+        return;
+    for (int i = 0; i < g_dir_count; i++) {
+        nds_test_rmtree(g_dirs[i]);
+        free(g_dirs[i]);
+    }
+    g_dir_count = 0;
+}
+
+/* A new temporary directory, removed when the (forked) test process exits. */
+static const char *temp_dir(void) {
+    if (g_dir_count == 0) {
+        g_owner = getpid();
+        atexit(remove_dirs);
+    }
+    ck_assert_int_lt(g_dir_count, 64);
+    char *d = nds_test_tmpdir();
+    ck_assert_ptr_nonnull(d);
+    g_dirs[g_dir_count++] = d;
+    return d;
+}
+
+/* "<new temp dir>/<name>" (malloc'd, kept until exit by the caller or leaked in a test). */
+static char *new_env(const char *name) {
+    char *p = NULL;
+    ck_assert_int_ge(asprintf(&p, "%s/%s", temp_dir(), name), 0);
+    return p;
+}
+
+/* The conformance suite's stores: URLs whose path names the environment then a prefix. */
+static const char *conformance_url(void) {
+    static char *urls[16];
+    static int n;
+    ck_assert_int_lt(n, 16);
+    char *env = new_env("c.lmdb");
+    ck_assert_int_ge(asprintf(&urls[n], "lmdb://%s/p/", env), 0);
+    free(env);
+    return urls[n++];
+}
+
+static nds_kvstore *open_store(const char *spec) {
+    nds_kvstore *kv = NULL;
+    NDS_OK(nds_kvstore_open(&kv, spec, NULL));
+    return kv;
+}
+
+/* A JSON spec for env with extra members (e.g. ",\"map_size\":65536"). */
+static char *spec_of(const char *env, const char *path, const char *extra) {
+    char *s = NULL;
+    ck_assert_int_ge(asprintf(&s, "{\"driver\":\"lmdb\",\"env\":\"%s\",\"path\":\"%s\"%s}", env,
+                              path, extra ? extra : ""), 0);
+    return s;
+}
+
+static void assert_value(nds_kvstore *kv, const char *key, const char *expected) {
+    char *v = nds_kv_test_get(kv, key, NULL);
+    if (!expected)
+        ck_assert_msg(v == NULL, "%s: expected missing, got \"%s\"", key, v ? v : "");
+    else
+        ck_assert_msg(v && strcmp(v, expected) == 0, "%s: expected \"%s\", got \"%s\"", key,
+                      expected, v ? v : "(missing)");
+    free(v);
+}
+
+/* Asserts the sorted "key=size" listing of prefix. */
+static void assert_list(nds_kvstore *kv, const char *prefix, const char *expected) {
+    char *got = nds_kv_test_list(kv, prefix);
+    ck_assert_msg(strcmp(got, expected) == 0, "list \"%s\": got \"%s\", expected \"%s\"", prefix,
+                  got, expected);
+    free(got);
+}
+
+/* A deterministic pattern value of n bytes for (seed). */
+static uint8_t *pattern(size_t n, unsigned seed) {
+    uint8_t *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)((i * 2654435761u + seed * 40503u) >> 11);
+    return p;
+}
+
+/* 1 when p lies in a file mapping of this process whose path ends in suffix. */
+static bool in_mapping_of(const void *p, const char *suffix) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024];
+    bool found = false;
+    uintptr_t a = (uintptr_t)p;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char path[768] = "";
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %767s", &lo, &hi, path) < 2)
+            continue;
+        size_t n = strlen(path), m = strlen(suffix);
+        found = a >= lo && a < hi && n >= m && strcmp(path + n - m, suffix) == 0;
+    }
+    fclose(f);
+    return found;
+}
+
+/* ---- URL and spec forms ---- */
+
+START_TEST(url_names_env_then_prefix) {
+    char *env = new_env("sub/dir/u.lmdb"); /* directories created on demand */
+    char *url = NULL, *spec = NULL;
+    ck_assert_int_ge(asprintf(&url, "lmdb://%s/arr/", env), 0);
+    nds_kvstore *kv = open_store(url);
+    ck_assert_str_eq(nds_kvstore_url(kv), url);
+    nds_kv_test_put(kv, "c/0.0", "chunk");
+    NDS_OK(nds_kvstore_spec(kv, &spec));
+    json_object *j = json_tokener_parse(spec);
+    ck_assert_ptr_nonnull(j);
+    json_object *m;
+    ck_assert(json_object_object_get_ex(j, "env", &m));
+    ck_assert_str_eq(json_object_get_string(m), env);
+    json_object_put(j);
+    nds_free(spec);
+    /* The JSON form with an env-relative path names the same stored keys; its URL is the same. */
+    spec = spec_of(env, "arr/", NULL);
+    nds_kvstore *rel = open_store(spec);
+    ck_assert_str_eq(nds_kvstore_url(rel), url);
+    assert_value(rel, "c/0.0", "chunk");
+    free(spec);
+    /* An env given only through an absolute path. */
+    ck_assert_int_ge(asprintf(&spec, "{\"driver\":\"lmdb\",\"path\":\"%s/\"}", env), 0);
+    nds_kvstore *root = open_store(spec);
+    assert_list(root, "", "arr/c/0.0=5");
+    free(spec);
+    /* A URL ending at the environment is its root. */
+    free(url);
+    ck_assert_int_ge(asprintf(&url, "lmdb://%s", env), 0);
+    nds_kvstore *top = open_store(url);
+    ck_assert_str_eq(nds_kvstore_path(top) + strlen(nds_kvstore_path(top)) - 7, "u.lmdb/");
+    assert_value(top, "arr/c/0.0", "chunk");
+    nds_kvstore_free(top);
+    nds_kvstore_free(root);
+    nds_kvstore_free(rel);
+    nds_kvstore_free(kv);
+    free(url);
+    free(env);
+}
+END_TEST
+
+START_TEST(bad_urls_and_specs) {
+    nds_kvstore *kv = NULL;
+    ck_assert_int_eq(nds_kvstore_open(&kv, "lmdb:///tmp/no-env-here/x/", NULL), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, ".lmdb"));
+    ck_assert_int_eq(nds_kvstore_open(&kv, "{\"driver\":\"lmdb\",\"path\":\"a/\"}", NULL),
+                     NDS_EINVAL);
+    char *env = new_env("s.lmdb");
+    const char *bad[] = {",\"map_size\":1024", ",\"map_size\":\"big\"", ",\"nosync\":3",
+                         ",\"max_readers\":0", ",\"max_map_size\":1048576,\"map_size\":2097152"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *spec = spec_of(env, "", bad[i]);
+        ck_assert_msg(nds_kvstore_open(&kv, spec, NULL) == NDS_EINVAL, "accepted %s", spec);
+        free(spec);
+    }
+    /* A file where the environment directory should be. */
+    char *file = new_env("f.lmdb");
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    char *spec = spec_of(file, "", NULL);
+    ck_assert_int_ne(nds_kvstore_open(&kv, spec, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "lmdb:"));
+    free(spec);
+    free(file);
+    free(env);
+}
+END_TEST
+
+START_TEST(lmdb_errors_are_mapped) {
+    /* Not an LMDB file: MDB_INVALID becomes NDS_ECORRUPT with the MDB code as cause. */
+    char *env = new_env("junk.lmdb");
+    ck_assert_int_eq(mkdir(env, 0777), 0);
+    char *data = NULL;
+    ck_assert_int_ge(asprintf(&data, "%s/data.mdb", env), 0);
+    uint8_t *junk = pattern(65536, 7);
+    FILE *f = fopen(data, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(junk, 1, 65536, f), 65536);
+    fclose(f);
+    char *spec = spec_of(env, "", NULL);
+    nds_kvstore *kv = NULL;
+    ck_assert_int_eq(nds_kvstore_open(&kv, spec, NULL), NDS_ECORRUPT);
+    ck_assert_int_eq(nds_error_last()->cause_kind, NDS_CAUSE_MDB);
+    ck_assert_int_eq(nds_error_last()->cause, MDB_INVALID);
+    free(spec);
+    /* Keys LMDB cannot hold. */
+    char *good = new_env("k.lmdb");
+    spec = spec_of(good, "", NULL);
+    kv = open_store(spec);
+    char key[600];
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    ck_assert_int_eq(nds_kvstore_write(kv, key, "v", 1, NULL, NULL), NDS_EINVAL);
+    ck_assert_int_eq(nds_kvstore_write(kv, "", "v", 1, NULL, NULL), NDS_EINVAL);
+    nds_read_result r;
+    ck_assert_int_eq(nds_kvstore_read(kv, key, NULL, &r), NDS_EINVAL);
+    assert_list(kv, key, ""); /* no key can start with it */
+    nds_kvstore_free(kv);
+    free(spec);
+    free(good);
+    free(junk);
+    free(data);
+    free(env);
+}
+END_TEST
+
+/* ---- generations ---- */
+
+START_TEST(generations_never_repeat) {
+    char *env = new_env("g.lmdb");
+    char *spec = spec_of(env, "", NULL);
+    nds_kvstore *kv = open_store(spec);
+    nds_generation g1 = nds_kv_test_put(kv, "k", "same");
+    NDS_OK(nds_kvstore_delete(kv, "k", NULL));
+    nds_generation g2 = nds_kv_test_put(kv, "k", "same");
+    ck_assert(!nds_generation_equal(&g1, &g2));
+    nds_kvstore_free(kv);
+    /* The counter is stored: after reopening, the generation is kept and new ones are new. */
+    kv = open_store(spec);
+    nds_generation now;
+    free(nds_kv_test_get(kv, "k", &now));
+    ck_assert(nds_generation_equal(&now, &g2));
+    nds_generation g3 = nds_kv_test_put(kv, "k", "same");
+    ck_assert(!nds_generation_equal(&g3, &g1) && !nds_generation_equal(&g3, &g2));
+    nds_kvstore_free(kv);
+    /* A re-created environment has a new id, so its first generations differ from the old ones. */
+    nds_test_rmtree(env);
+    kv = open_store(spec);
+    nds_generation fresh = nds_kv_test_put(kv, "k", "same");
+    ck_assert(!nds_generation_equal(&fresh, &g1));
+    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+    wo.if_equal = g1;
+    ck_assert_int_eq(nds_kvstore_write(kv, "k", "x", 1, &wo, NULL), NDS_ECONFLICT);
+    nds_kvstore_free(kv);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+/* ---- commit through the vtable ---- */
+
+static void *open_driver(const char *env) {
+    char *spec = spec_of(env, "", NULL);
+    json_object *j = json_tokener_parse(spec);
+    ck_assert_ptr_nonnull(j);
+    void *state = NULL;
+    NDS_OK(nds_kv_driver_lmdb.open(&state, j));
+    json_object_put(j);
+    free(spec);
+    return state;
+}
+
+static nds_kv_op op_of(const char *key, const char *value, nds_generation cond) {
+    nds_kv_op op = {key, (const uint8_t *)value, value ? strlen(value) : 0, cond,
+                    {NDS_GEN_NONE, {0}}};
+    return op;
+}
+
+/* The value of key read through the vtable, or NULL; *gen gets its generation. */
+static char *vt_get(void *state, const char *key, nds_generation *gen) {
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    nds_read_result r;
+    NDS_OK(nds_kv_driver_lmdb.read(state, key, &o, &r));
+    if (gen)
+        *gen = r.generation;
+    char *s = r.state == NDS_READ_VALUE ? strndup((const char *)r.value.data, r.value.len) : NULL;
+    nds_read_result_dispose(&r);
+    return s;
+}
+
+START_TEST(commit_all_or_nothing) {
+    char *env = new_env("t.lmdb");
+    void *st = open_driver(env);
+    const nds_generation none = {NDS_GEN_NONE, {0}}, absent = {NDS_GEN_ABSENT, {0}};
+    nds_kv_op first[] = {op_of("a", "1", absent), op_of("b", "2", absent),
+                         op_of("c", "3", none)};
+    NDS_OK(nds_kv_driver_lmdb.commit(st, first, 3));
+    nds_generation ga, gb, gc;
+    char *v = vt_get(st, "a", &ga);
+    ck_assert_str_eq(v, "1");
+    free(v);
+    free(vt_get(st, "b", &gb));
+    free(vt_get(st, "c", &gc));
+    ck_assert(nds_generation_equal(&ga, &first[0].new_generation));
+    ck_assert(nds_generation_equal(&gc, &first[2].new_generation));
+    /* The second op's condition fails: nothing is applied, not even the first op. */
+    nds_kv_op second[] = {op_of("a", "10", ga), op_of("b", "20", ga), op_of("d", "40", absent),
+                          op_of("c", NULL, gc)};
+    ck_assert_int_eq(nds_kv_driver_lmdb.commit(st, second, 4), NDS_ECONFLICT);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, " b "));
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(second[i].new_generation.kind, NDS_GEN_NONE);
+    nds_generation now;
+    v = vt_get(st, "a", &now);
+    ck_assert_str_eq(v, "1");
+    ck_assert(nds_generation_equal(&now, &ga));
+    free(v);
+    ck_assert_ptr_null(vt_get(st, "d", NULL));
+    v = vt_get(st, "c", NULL);
+    ck_assert_str_eq(v, "3");
+    free(v);
+    /* With the right conditions it all lands, deletes included; a handle on the env sees it. */
+    second[1].if_equal = gb;
+    NDS_OK(nds_kv_driver_lmdb.commit(st, second, 4));
+    ck_assert_int_eq(second[3].new_generation.kind, NDS_GEN_ABSENT);
+    char *spec = spec_of(env, "", NULL);
+    nds_kvstore *kv = open_store(spec);
+    assert_list(kv, "", "a=2,b=2,d=2");
+    nds_kvstore_free(kv);
+    /* A key twice, or an empty commit. */
+    nds_kv_op twice[] = {op_of("x", "1", none), op_of("x", "2", none)};
+    ck_assert_int_eq(nds_kv_driver_lmdb.commit(st, twice, 2), NDS_EINVAL);
+    ck_assert_ptr_null(vt_get(st, "x", NULL));
+    NDS_OK(nds_kv_driver_lmdb.commit(st, NULL, 0));
+    nds_kv_driver_lmdb.close(st);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+/* ---- map growth ---- */
+
+START_TEST(map_grows_from_tiny) {
+    char *env = new_env("m.lmdb");
+    char *spec = spec_of(env, "", ",\"map_size\":65536,\"nosync\":true");
+    nds_kvstore *kv = open_store(spec);
+    enum { SMALL = 40, MB = 1 << 20 };
+    for (unsigned i = 0; i < SMALL; i++) { /* 40 x 1 MB, then one 10 MB value: 50 MB */
+        uint8_t *p = pattern(MB, i);
+        char key[16];
+        snprintf(key, sizeof key, "v/%02u", i);
+        NDS_OK(nds_kvstore_write(kv, key, p, MB, NULL, NULL));
+        free(p);
+    }
+    uint8_t *big = pattern(10 * MB, 99);
+    NDS_OK(nds_kvstore_write(kv, "big", big, 10 * MB, NULL, NULL));
+    nds_kvstore_free(kv);
+    kv = open_store(spec); /* reopened: data and map both persist */
+    for (unsigned i = 0; i < SMALL; i++) {
+        uint8_t *p = pattern(MB, i);
+        char key[16];
+        snprintf(key, sizeof key, "v/%02u", i);
+        nds_read_result r;
+        NDS_OK(nds_kvstore_read(kv, key, NULL, &r));
+        ck_assert_uint_eq(r.value.len, MB);
+        ck_assert(memcmp(r.value.data, p, MB) == 0);
+        nds_read_result_dispose(&r);
+        free(p);
+    }
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, "big", NULL, &r));
+    ck_assert_uint_eq(r.value.len, 10 * MB);
+    ck_assert(memcmp(r.value.data, big, 10 * MB) == 0);
+    nds_read_result_dispose(&r);
+    nds_kvstore_free(kv);
+    free(big);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+START_TEST(map_growth_stops_at_max) {
+    char *env = new_env("x.lmdb");
+    char *spec = spec_of(env, "", ",\"map_size\":262144,\"max_map_size\":1048576");
+    nds_kvstore *kv = open_store(spec);
+    uint8_t *p = pattern(2 << 20, 1);
+    ck_assert_int_eq(nds_kvstore_write(kv, "too/big", p, 2 << 20, NULL, NULL), NDS_ELIMIT);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "max_map_size"));
+    assert_value(kv, "too/big", NULL);
+    NDS_OK(nds_kvstore_write(kv, "fits", p, 300000, NULL, NULL)); /* still usable */
+    nds_kvstore_free(kv);
+    free(p);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+/* Threads write growing data while others hold and release zero-copy reads. */
+typedef struct grow_job {
+    nds_kvstore *kv;
+    int id;
+    atomic_int *stop;
+    const uint8_t *seed; /* what readers expect */
+    int rc;
+} grow_job;
+
+static void *grow_writer(void *arg) {
+    grow_job *j = arg;
+    for (int i = 0; i < 12 && j->rc == 0; i++) {
+        uint8_t *p = pattern(512 << 10, (unsigned)(j->id * 100 + i));
+        char key[32];
+        snprintf(key, sizeof key, "w%d/%02d", j->id, i);
+        j->rc = nds_kvstore_write(j->kv, key, p, 512 << 10, NULL, NULL);
+        free(p);
+    }
+    return NULL;
+}
+
+static void *grow_reader(void *arg) {
+    grow_job *j = arg;
+    while (!atomic_load(j->stop) && j->rc == 0) {
+        nds_read_result r;
+        j->rc = nds_kvstore_read(j->kv, "seed", NULL, &r);
+        if (j->rc == 0 && (r.state != NDS_READ_VALUE || r.value.len != 100000))
+            j->rc = -100;
+        usleep(200); /* hold the pinned bytes a moment, then check them: a remap would unmap them */
+        if (j->rc == 0 && memcmp(r.value.data, j->seed, 100000) != 0)
+            j->rc = -101;
+        nds_read_result_dispose(&r);
+    }
+    return NULL;
+}
+
+START_TEST(map_grows_under_concurrent_readers) {
+    char *env = new_env("c.lmdb");
+    char *spec = spec_of(env, "", ",\"map_size\":262144,\"nosync\":true");
+    nds_kvstore *kv = open_store(spec);
+    uint8_t *seed = pattern(100000, 5);
+    NDS_OK(nds_kvstore_write(kv, "seed", seed, 100000, NULL, NULL));
+    atomic_int stop = 0;
+    enum { W = 3, R = 3 };
+    grow_job jobs[W + R];
+    pthread_t tid[W + R];
+    for (int t = 0; t < W + R; t++) {
+        jobs[t] = (grow_job){kv, t, &stop, seed, 0};
+        ck_assert_int_eq(pthread_create(&tid[t], NULL, t < W ? grow_writer : grow_reader, &jobs[t]),
+                         0);
+    }
+    for (int t = 0; t < W; t++)
+        pthread_join(tid[t], NULL);
+    atomic_store(&stop, 1);
+    for (int t = W; t < W + R; t++)
+        pthread_join(tid[t], NULL);
+    for (int t = 0; t < W + R; t++)
+        ck_assert_msg(jobs[t].rc == 0, "thread %d: %d (%s)", t, jobs[t].rc,
+                      nds_error_last()->message);
+    char *all = nds_kv_test_list(kv, "w1/");
+    ck_assert_ptr_nonnull(strstr(all, "w1/11=524288"));
+    free(all);
+    free(seed);
+    nds_kvstore_free(kv);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+/* A read result this thread still holds pins the map: growth waits, then fails with a clear error. */
+START_TEST(own_pinned_read_blocks_growth) {
+    char *env = new_env("p.lmdb");
+    char *spec = spec_of(env, "", ",\"map_size\":262144,\"nosync\":true");
+    nds_kvstore *kv = open_store(spec);
+    uint8_t *p = pattern(1 << 20, 3);
+    NDS_OK(nds_kvstore_write(kv, "held", p, 100000, NULL, NULL));
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, "held", NULL, &r));
+    ck_assert_int_eq(nds_kvstore_write(kv, "more", p, 1 << 20, NULL, NULL), NDS_ELIMIT);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "dispose"));
+    ck_assert(memcmp(r.value.data, p, 100000) == 0);
+    nds_read_result_dispose(&r);
+    NDS_OK(nds_kvstore_write(kv, "more", p, 1 << 20, NULL, NULL));
+    nds_kvstore_free(kv);
+    free(p);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+/* Another process grows the map and fills it; this process adopts the new size on its next read. */
+START_TEST(map_grown_by_another_process) {
+    char *env = new_env("o.lmdb");
+    char *spec = spec_of(env, "", ",\"map_size\":262144,\"nosync\":true");
+    nds_kvstore *kv = open_store(spec);
+    nds_kv_test_put(kv, "mine", "here");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        nds_kvstore *c = NULL;
+        int rc = nds_kvstore_open(&c, spec, NULL);
+        uint8_t *p = pattern(8 << 20, 9);
+        for (int i = 0; rc == 0 && i < 4; i++) {
+            char key[16];
+            snprintf(key, sizeof key, "theirs/%d", i);
+            rc = nds_kvstore_write(c, key, p, 8 << 20, NULL, NULL);
+        }
+        _exit(rc == 0 ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, "theirs/3", NULL, &r));
+    ck_assert_uint_eq(r.value.len, 8 << 20);
+    uint8_t *p = pattern(8 << 20, 9);
+    ck_assert(memcmp(r.value.data, p, 8 << 20) == 0);
+    nds_read_result_dispose(&r);
+    nds_kv_test_put(kv, "mine", "still");
+    assert_value(kv, "mine", "still");
+    nds_kvstore_free(kv);
+    free(p);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+/* ---- processes ---- */
+
+/* In a forked child: n increments of "counter" on a store of its own. */
+static int child_increments(const char *url, int n) {
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, url, NULL) != 0)
+        return 2;
+    for (int i = 0; i < n; i++)
+        nds_kv_test_increment(kv, "counter");
+    nds_kvstore_free(kv);
+    return 0;
+}
+
+START_TEST(multiprocess_counter) {
+    enum { PROCS = 4, EACH = 200 };
+    char *env = new_env("mp.lmdb");
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "lmdb://%s/n/", env), 0);
+    /* The parent has the environment open across fork(): children must open their own. */
+    nds_kvstore *kv = open_store(url);
+    nds_kv_test_put(kv, "other", "x");
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        pids[p] = fork();
+        ck_assert_int_ge(pids[p], 0);
+        if (pids[p] == 0)
+            _exit(child_increments(url, EACH));
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int status;
+        ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: status %d", p,
+                      status);
+    }
+    assert_value(kv, "counter", "800");
+    nds_kvstore_free(kv);
+    free(url);
+    free(env);
+}
+END_TEST
+
+START_TEST(handle_inherited_through_fork_is_refused) {
+    char *env = new_env("f.lmdb");
+    char *spec = spec_of(env, "", NULL);
+    nds_kvstore *kv = open_store(spec);
+    nds_kv_test_put(kv, "k", "v");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        nds_read_result r;
+        int rc = nds_kvstore_read(kv, "k", NULL, &r);
+        int rc2 = nds_kvstore_write(kv, "k", "w", 1, NULL, NULL);
+        _exit(rc == NDS_EUNSUPPORTED && rc2 == NDS_EUNSUPPORTED ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_value(kv, "k", "v");
+    nds_kvstore_free(kv);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+enum { CRASH_KEYS = 16, CRASH_VALUE = 24 << 10 };
+
+/* A value of a crash round: "<round>:" then filler of CRASH_VALUE bytes. */
+static uint8_t *crash_value(int round) {
+    uint8_t *p = pattern(CRASH_VALUE, (unsigned)round);
+    int n = snprintf((char *)p, 16, "%08d:", round);
+    (void)n;
+    return p;
+}
+
+/* Child: commits all CRASH_KEYS at round 1, 2, ... (each conditional on what it read) until killed;
+ * signals the parent through fd after its first commit. */
+static void crash_committer(const char *env, int fd) {
+    void *st = NULL;
+    char *spec = spec_of(env, "", NULL);
+    json_object *j = json_tokener_parse(spec);
+    if (!j || nds_kv_driver_lmdb.open(&st, j) != 0)
+        _exit(2);
+    char keys[CRASH_KEYS][16];
+    for (int round = 1;; round++) {
+        nds_kv_op ops[CRASH_KEYS];
+        uint8_t *v = crash_value(round);
+        for (int k = 0; k < CRASH_KEYS; k++) {
+            snprintf(keys[k], sizeof keys[k], "k/%02d", k);
+            nds_read_options o = NDS_READ_OPTIONS_INIT;
+            nds_read_result r;
+            if (nds_kv_driver_lmdb.read(st, keys[k], &o, &r) != 0)
+                _exit(3);
+            ops[k] = (nds_kv_op){keys[k], v, CRASH_VALUE, r.generation, {NDS_GEN_NONE, {0}}};
+            nds_read_result_dispose(&r);
+        }
+        if (nds_kv_driver_lmdb.commit(st, ops, CRASH_KEYS) != 0)
+            _exit(4);
+        free(v);
+        if (round == 1 && write(fd, "x", 1) != 1)
+            _exit(5);
+    }
+}
+
+/* Every key holds the same round (or none does); returns it. */
+static int check_crash_state(void *st) {
+    int round = -1;
+    for (int k = 0; k < CRASH_KEYS; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "k/%02d", k);
+        nds_read_options o = NDS_READ_OPTIONS_INIT;
+        nds_read_result r;
+        NDS_OK(nds_kv_driver_lmdb.read(st, key, &o, &r));
+        ck_assert_int_eq(r.state, NDS_READ_VALUE);
+        ck_assert_uint_eq(r.value.len, CRASH_VALUE);
+        int got = atoi((const char *)r.value.data);
+        uint8_t *want = crash_value(got);
+        ck_assert_msg(memcmp(r.value.data, want, CRASH_VALUE) == 0, "key %d torn", k);
+        free(want);
+        nds_read_result_dispose(&r);
+        if (round < 0)
+            round = got;
+        ck_assert_msg(got == round, "key %d at round %d, key 0 at round %d", k, got, round);
+    }
+    return round;
+}
+
+START_TEST(sigkill_during_commits) {
+    char *env = new_env("k.lmdb");
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    void *st = NULL;
+    for (int kill_no = 0; kill_no < 10; kill_no++) {
+        int fds[2];
+        ck_assert_int_eq(pipe(fds), 0);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            close(fds[0]);
+            crash_committer(env, fds[1]);
+        }
+        close(fds[1]);
+        char c;
+        ck_assert_int_eq(read(fds[0], &c, 1), 1); /* one commit done */
+        close(fds[0]);
+        usleep((useconds_t)(rand() % 40000));
+        ck_assert_int_eq(kill(pid, SIGKILL), 0);
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFSIGNALED(status), "committer exited with %d", status);
+        if (!st)
+            st = open_driver(env);
+        int round = check_crash_state(st);
+        ck_assert_int_ge(round, 1);
+        /* The dead writer's lock and reader slots do not block the next commit. */
+        nds_kv_op op = op_of("after", "crash", (nds_generation){NDS_GEN_NONE, {0}});
+        NDS_OK(nds_kv_driver_lmdb.commit(st, &op, 1));
+    }
+    nds_kv_driver_lmdb.close(st);
+    /* A fresh process opens the environment and finds it consistent. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *fresh = open_driver(env);
+        check_crash_state(fresh);
+        nds_kv_driver_lmdb.close(fresh);
+        _exit(0);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    free(env);
+}
+END_TEST
+
+/* Child: holds as many zero-copy reads as it can get, reports the count, waits to be killed. */
+static void reader_hog(const char *spec, int fd) {
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, spec, NULL) != 0)
+        _exit(2);
+    nds_read_result r[64];
+    unsigned char n = 0;
+    while (n < 64 && nds_kvstore_read(kv, "big", NULL, &r[n]) == 0)
+        n++;
+    if (nds_error_last()->code != NDS_ELIMIT || write(fd, &n, 1) != 1)
+        _exit(3);
+    pause();
+    _exit(0);
+}
+
+START_TEST(stale_reader_slots_are_cleared) {
+    char *env = new_env("r.lmdb");
+    char *spec = spec_of(env, "", ",\"max_readers\":4");
+    nds_kvstore *kv = open_store(spec);
+    uint8_t *p = pattern(50000, 2);
+    NDS_OK(nds_kvstore_write(kv, "big", p, 50000, NULL, NULL));
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        reader_hog(spec, fds[1]);
+    unsigned char held = 0;
+    ck_assert_int_eq(read(fds[0], &held, 1), 1);
+    ck_assert_uint_ge(held, 4);
+    /* Every slot is taken by a live process: a read waits, then fails. */
+    nds_read_result r[64];
+    ck_assert_int_eq(nds_kvstore_read(kv, "big", NULL, &r[0]), NDS_ELIMIT);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "max_readers"));
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+    /* Its slots are reclaimed (mdb_reader_check on MDB_READERS_FULL): all of them are ours now. */
+    for (unsigned i = 0; i < held; i++) {
+        NDS_OK(nds_kvstore_read(kv, "big", NULL, &r[i]));
+        ck_assert(memcmp(r[i].value.data, p, 50000) == 0);
+    }
+    for (unsigned i = 0; i < held; i++)
+        nds_read_result_dispose(&r[i]);
+    nds_kvstore_free(kv);
+    free(p);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+/* ---- zero-copy reads ---- */
+
+START_TEST(zero_copy_read_outlives_writes) {
+    char *env = new_env("z.lmdb");
+    char *spec = spec_of(env, "d/", ",\"nosync\":true");
+    nds_kvstore *kv = open_store(spec);
+    enum { N = 1 << 20 };
+    uint8_t *orig = pattern(N, 11);
+    NDS_OK(nds_kvstore_write(kv, "v", orig, N, NULL, NULL));
+    nds_kv_test_put(kv, "small", "tiny");
+    nds_read_result big, small, range;
+    NDS_OK(nds_kvstore_read(kv, "v", NULL, &big));
+    NDS_OK(nds_kvstore_read(kv, "small", NULL, &small));
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.byte_start = 4096;
+    o.byte_length = 65536;
+    NDS_OK(nds_kvstore_read(kv, "v", &o, &range));
+    /* Large values point into the map; small ones are copied. */
+    ck_assert(in_mapping_of(big.value.data, "/data.mdb"));
+    ck_assert(in_mapping_of(range.value.data, "/data.mdb"));
+    ck_assert(!in_mapping_of(small.value.data, "/data.mdb"));
+    ck_assert_ptr_eq(range.value.data, big.value.data + 4096);
+    /* Overwrite, delete, churn pages and close the handle: the snapshot stays intact. */
+    for (unsigned i = 0; i < 10; i++) {
+        uint8_t *other = pattern(N, 100 + i);
+        NDS_OK(nds_kvstore_write(kv, "v", other, N, NULL, NULL));
+        NDS_OK(nds_kvstore_write(kv, "churn", other, N, NULL, NULL));
+        free(other);
+    }
+    NDS_OK(nds_kvstore_delete(kv, "v", NULL));
+    NDS_OK(nds_kvstore_delete_range(kv, "", ""));
+    nds_kvstore_free(kv);
+    ck_assert_uint_eq(big.value.len, N);
+    ck_assert(memcmp(big.value.data, orig, N) == 0);
+    ck_assert(memcmp(range.value.data, orig + 4096, 65536) == 0);
+    ck_assert(memcmp(small.value.data, "tiny", 4) == 0);
+    nds_read_result_dispose(&range);
+    nds_read_result_dispose(&small);
+    nds_read_result_dispose(&big); /* the last reference: closes the environment */
+    kv = open_store(spec);
+    assert_value(kv, "v", NULL);
+    nds_kvstore_free(kv);
+    free(orig);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+/* ---- key mapping ---- */
+
+START_TEST(env_relative_ranges) {
+    char *env = new_env("d.lmdb");
+    char *url = NULL, *spec = spec_of(env, "", NULL);
+    ck_assert_int_ge(asprintf(&url, "lmdb://%s/", env), 0);
+    nds_kvstore *abs = open_store(url), *rel = open_store(spec);
+    const char *keys[] = {"a/1", "a/2", "b/1", "c"};
+    for (int i = 0; i < 4; i++)
+        nds_kv_test_put(abs, keys[i], "v");
+    assert_list(rel, "", "a/1=1,a/2=1,b/1=1,c=1");
+    assert_list(abs, "a/", "a/1=1,a/2=1");
+    NDS_OK(nds_kvstore_delete_range(abs, "a/2", "c")); /* both bounds env-relative */
+    assert_list(rel, "", "a/1=1,c=1");
+    NDS_OK(nds_kvstore_delete_range(abs, "", "")); /* the whole env: end beyond every key */
+    assert_list(rel, "", "");
+    nds_kvstore_free(abs);
+    nds_kvstore_free(rel);
+    free(url);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+START_TEST(list_spans_batches) {
+    char *env = new_env("l.lmdb");
+    char *spec = spec_of(env, "", ",\"nosync\":true");
+    nds_kvstore *kv = open_store(spec);
+    void *st = open_driver(env);
+    enum { N = 2500 };
+    nds_kv_op *ops = calloc(N, sizeof *ops);
+    char (*keys)[16] = calloc(N, 16);
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], 16, "l/%05d", i);
+        ops[i] = op_of(keys[i], "v", (nds_generation){NDS_GEN_ABSENT, {0}});
+    }
+    NDS_OK(nds_kv_driver_lmdb.commit(st, ops, N));
+    nds_kv_test_put(kv, "l0", "after the prefix");
+    char *all = nds_kv_test_list(kv, "l/");
+    size_t entries = 1;
+    for (char *c = all; *c; c++)
+        entries += *c == ',';
+    ck_assert_uint_eq(entries, N);
+    ck_assert_ptr_nonnull(strstr(all, "l/01023=1,l/01024=1,l/01025=1"));
+    ck_assert_ptr_nonnull(strstr(all, "l/02499=1"));
+    free(all);
+    nds_kv_driver_lmdb.close(st);
+    nds_kvstore_free(kv);
+    free(ops);
+    free(keys);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("kvstore_lmdb");
+    suite_add_tcase(s, nds_kv_conformance_tcase("lmdb", conformance_url));
+
+    TCase *tc = tcase_create("lmdb");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, url_names_env_then_prefix);
+    tcase_add_test(tc, bad_urls_and_specs);
+    tcase_add_test(tc, lmdb_errors_are_mapped);
+    tcase_add_test(tc, generations_never_repeat);
+    tcase_add_test(tc, commit_all_or_nothing);
+    tcase_add_test(tc, map_grows_from_tiny);
+    tcase_add_test(tc, map_growth_stops_at_max);
+    tcase_add_test(tc, map_grows_under_concurrent_readers);
+    tcase_add_test(tc, own_pinned_read_blocks_growth);
+    tcase_add_test(tc, map_grown_by_another_process);
+    tcase_add_test(tc, multiprocess_counter);
+    tcase_add_test(tc, handle_inherited_through_fork_is_refused);
+    tcase_add_test(tc, sigkill_during_commits);
+    tcase_add_test(tc, stale_reader_slots_are_cleared);
+    tcase_add_test(tc, zero_copy_read_outlives_writes);
+    tcase_add_test(tc, env_relative_ranges);
+    tcase_add_test(tc, list_spans_batches);
+    suite_add_tcase(s, tc);
+    return nds_test_run(s);
+}
