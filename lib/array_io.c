@@ -317,12 +317,20 @@ static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, cons
     return rc;
 }
 
+static bool chunk_crosses_edge(const nds_array *a, const uint64_t *cell) {
+    for (size_t d = 0; d < a->meta.rank; d++)
+        if ((cell[d] + 1) * a->meta.chunk_shape[d] > a->meta.shape[d]) return true;
+    return false;
+}
+
 static int update_locked(nds_array *a, const uint64_t *cell, const char *key, int whole, nds_merge_fn merge,
                          void *ctx, uint8_t *chunk) {
     for (int attempt = 0;; attempt++) {
         nds_generation cond = {NDS_GEN_NONE, {0}};
         int present = 1, rc = 0;
-        if (whole) nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+        /* A whole write overwrites every element inside the array; only an edge chunk's part beyond the
+         * array's shape needs the fill value first. */
+        if (whole && chunk_crosses_edge(a, cell)) nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
         else rc = nds_array_load_chunk(a, cell, key, chunk, &present, &cond, true);
         if (rc) return rc;
         merge(ctx, cell, chunk);
