@@ -330,8 +330,8 @@ static int update_locked(nds_array *a, const uint64_t *cell, const char *key, in
         int present = 1, rc = 0;
         /* A whole write overwrites every element inside the array; only an edge chunk's part beyond the
          * array's shape needs the fill value first. */
-        if (whole && chunk_crosses_edge(a, cell)) nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
-        else rc = nds_array_load_chunk(a, cell, key, chunk, &present, &cond, true);
+        if (!whole) rc = nds_array_load_chunk(a, cell, key, chunk, &present, &cond, true);
+        else if (chunk_crosses_edge(a, cell)) nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
         if (rc) return rc;
         merge(ctx, cell, chunk);
         rc = store_chunk(a, cell, key, chunk, &cond, present);
