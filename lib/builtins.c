@@ -8,6 +8,8 @@ extern const nds_kv_driver nds_kv_driver_lmdb;
 
 extern const nds_format nds_format_zarr2;
 extern const nds_format nds_format_n5;
+extern const nds_format nds_format_zarr3;
+extern const nds_codec nds_codec_crc32c;
 extern const nds_codec nds_codec_xz;
 
 extern const nds_codec nds_codec_zstd;
@@ -27,11 +29,12 @@ const size_t nds_builtin_kv_driver_count = sizeof nds_builtin_kv_drivers / sizeo
 const nds_format *const nds_builtin_formats[] = {
     &nds_format_zarr2,
     &nds_format_n5,
+    &nds_format_zarr3,
 };
 const size_t nds_builtin_format_count = sizeof nds_builtin_formats / sizeof nds_builtin_formats[0];
 
 const nds_codec *const nds_builtin_codecs[] = {
     &nds_codec_zstd, &nds_codec_blosc, &nds_codec_gzip, &nds_codec_zlib, &nds_codec_bz2, &nds_codec_lz4,
-    &nds_codec_xz,
+    &nds_codec_xz, &nds_codec_crc32c,
 };
 const size_t nds_builtin_codec_count = sizeof nds_builtin_codecs / sizeof nds_builtin_codecs[0];

@@ -12,6 +12,10 @@ packages=(
   python3 python3-numpy python3-zarr python3-numcodecs python3-fsspec
 )
 
+# Node.js runs the zarrita interop test (npm installs zarrita from tests/interop/package-lock.json); a
+# machine that already has node (e.g. from nodesource) keeps it.
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

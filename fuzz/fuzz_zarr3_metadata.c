@@ -1,0 +1,153 @@
+/* libFuzzer harness for the zarr v3 format driver: arbitrary bytes as zarr.json, optionally
+ * followed by the separator "\0CHUNK\0" and the stored bytes of chunk 0 (a shard when sharded).
+ *
+ * Through a memory kvstore: opens the array through the format vtable, prints its metadata and
+ * codec description, checks that chunk keys parse back, decodes the chunk and, when it decodes,
+ * checks that encode + decode gives the same chunk and (sharded arrays) that reading inner chunk
+ * 0 on its own gives the same elements. The same bytes, when they are a JSON object, are also used
+ * as the spec's "metadata" to create an array, which must then reopen. Invariant violations trap;
+ * errors are expected. Threading: single-threaded, as libFuzzer runs it. Ownership: everything is
+ * freed per input.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "ndstore/ndstore.h"
+#include "ndstore/sys/format.h"
+#include "internal/strided.h"
+
+extern const nds_format nds_format_zarr3;
+#define F nds_format_zarr3
+
+/* Chunks above this are not decoded: the fuzzer would spend its time in malloc and memset. */
+#define FUZZ_MAX_CHUNK (4u << 20)
+
+static const char SEPARATOR[] = "\0CHUNK\0";
+#define SEPARATOR_LEN (sizeof SEPARATOR - 1)
+
+static void check(int ok) {
+    if (!ok) __builtin_trap();
+}
+
+/* Bytes of a chunk of shape (rank entries), 0 when above FUZZ_MAX_CHUNK. */
+static size_t chunk_bytes(const nds_array_meta *meta, const uint64_t *shape) {
+    size_t n = nds_dtype_size(meta->dtype);
+    for (size_t d = 0; d < meta->rank; d++) {
+        if (shape[d] > FUZZ_MAX_CHUNK || n * shape[d] > FUZZ_MAX_CHUNK) return 0;
+        n *= shape[d];
+    }
+    return n;
+}
+
+/* Inner chunk 0 read by itself equals the corner of the whole decoded shard. */
+static void exercise_inner(void *st, nds_kvstore *kv, const nds_array_meta *meta,
+                           const uint8_t *shard) {
+    size_t n = chunk_bytes(meta, meta->read_chunk_shape), elem = nds_dtype_size(meta->dtype);
+    uint64_t cell[NDS_MAX_RANK] = {0};
+    int64_t stride[NDS_MAX_RANK];
+    uint8_t *inner = n ? malloc(n) : NULL;
+    int present = 0;
+    nds_c_strides(meta->rank, meta->chunk_shape, elem, stride);
+    if (inner && F.read_chunk(st, kv, cell, inner, &present) == 0 && present) {
+        /* row by row: the last dimension is contiguous in both */
+        size_t row = elem * meta->read_chunk_shape[meta->rank - 1], rows = n / row;
+        for (size_t r = 0; r < rows; r++) {
+            size_t off = 0, rest = r;
+            for (size_t d = meta->rank - 1; d-- > 0;) {
+                off += (rest % meta->read_chunk_shape[d]) * (size_t)stride[d];
+                rest /= meta->read_chunk_shape[d];
+            }
+            check(memcmp(inner + r * row, shard + off, row) == 0);
+        }
+    }
+    free(inner);
+}
+
+/* Decodes chunk 0, then encodes and decodes it again: the chunk must survive the round trip. */
+static void exercise_chunk(void *st, nds_kvstore *kv, const nds_array_meta *meta,
+                           const uint8_t *chunk, size_t len) {
+    size_t n = chunk_bytes(meta, meta->chunk_shape);
+    if (n == 0) return;
+    uint64_t cell[NDS_MAX_RANK] = {0};
+    uint8_t *a = malloc(n), *b = malloc(n);
+    nds_buf enc = {0};
+    if (a && b && F.decode_chunk(st, cell, chunk, len, a) == 0) {
+        if (meta->read_chunk_shape[0]) exercise_inner(st, kv, meta, a);
+        if (F.encode_chunk(st, cell, a, &enc) == 0) {
+            check(F.decode_chunk(st, cell, enc.data, enc.len, b) == 0);
+            check(memcmp(a, b, n) == 0);
+        }
+    }
+    nds_buf_dispose(&enc);
+    free(a);
+    free(b);
+}
+
+static void exercise_open(nds_kvstore *kv, const uint8_t *chunk, size_t chunk_len, int has_chunk) {
+    void *st = NULL;
+    nds_array_meta meta;
+    if (F.open(kv, NULL, NDS_OPEN_EXISTING, &st, &meta) != 0) return;
+    json_object *doc = NULL;
+    if (F.metadata_json(st, &doc) == 0) json_object_put(doc);
+    char desc[512], key[1024];
+    F.describe_codec(st, desc, sizeof desc);
+    uint64_t cell[NDS_MAX_RANK] = {0}, back[NDS_MAX_RANK];
+    int empty = 0;
+    for (size_t d = 0; d < meta.rank; d++) empty |= meta.shape[d] == 0;
+    if (F.chunk_key(st, cell, key, sizeof key) == 0) {
+        check(F.parse_chunk_key(st, key, back) == !empty);
+        if (has_chunk && !empty &&
+            nds_kvstore_write(kv, key, chunk, chunk_len, NULL, NULL) == 0)
+            exercise_chunk(st, kv, &meta, chunk, chunk_len);
+    }
+    nds_array_meta after;
+    if (F.resize(st, kv, meta.shape, &after) == 0) check(after.rank == meta.rank);
+    F.close(st);
+}
+
+/* The input as spec "metadata": what the driver creates must open again. */
+static void exercise_create(const uint8_t *data, size_t size) {
+    json_tokener *tok = json_tokener_new_ex(32);
+    json_object *meta = tok ? json_tokener_parse_ex(tok, (const char *)data, (int)size) : NULL;
+    json_tokener_free(tok);
+    if (!json_object_is_type(meta, json_type_object)) {
+        json_object_put(meta);
+        return;
+    }
+    json_object *spec = json_object_new_object();
+    json_object_object_add(spec, "metadata", meta);
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, "memory://fuzz/zarr3-create/", NULL) == 0) {
+        void *st = NULL;
+        nds_array_meta m;
+        if (F.open(kv, spec, NDS_OPEN_CREATE, &st, &m) == 0) {
+            F.close(st);
+            st = NULL;
+            check(F.open(kv, spec, NDS_OPEN_EXISTING, &st, &m) == 0);
+            F.close(st);
+        }
+        nds_kvstore_delete_range(kv, "", "");
+        nds_kvstore_free(kv);
+    }
+    json_object_put(spec);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > (1u << 20)) return 0;
+    const uint8_t *sep = memmem(data, size, SEPARATOR, SEPARATOR_LEN);
+    size_t meta_len = sep ? (size_t)(sep - data) : size;
+    const uint8_t *chunk = sep ? sep + SEPARATOR_LEN : NULL;
+    size_t chunk_len = sep ? size - meta_len - SEPARATOR_LEN : 0;
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, "memory://fuzz/zarr3/", NULL) != 0) return 0;
+    if (nds_kvstore_write(kv, "zarr.json", data, meta_len, NULL, NULL) == 0) {
+        exercise_open(kv, chunk ? chunk : (const uint8_t *)"", chunk_len, sep != NULL);
+        nds_kvstore_delete_range(kv, "", "");
+    }
+    nds_kvstore_free(kv);
+    exercise_create(data, meta_len);
+    return 0;
+}

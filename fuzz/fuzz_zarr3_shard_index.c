@@ -1,0 +1,123 @@
+/* libFuzzer harness for zarr v3 shards (sharding_indexed): the first input byte picks one of a few
+ * sharded arrays (index at the end or the start, with or without crc32c, compressed or raw inner
+ * chunks, nested sharding), the rest is the stored bytes of shard c/0/0.
+ *
+ * Decodes the whole shard through the format vtable and reads every inner chunk on its own with
+ * read_chunk (byte-range reads of the index and of the chunk). Invariants: nothing crashes or
+ * reads out of bounds; when the whole shard decodes, every inner chunk read alone succeeds and
+ * equals the same elements of the whole; a shard that decodes re-encodes to one that decodes to
+ * the same elements. Threading: single-threaded, as libFuzzer runs it. Ownership: everything is
+ * freed per input.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "ndstore/ndstore.h"
+#include "ndstore/sys/format.h"
+#include "internal/strided.h"
+
+extern const nds_format nds_format_zarr3;
+#define F nds_format_zarr3
+
+#define BYTES_LE "{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}}"
+#define CRC "{\"name\":\"crc32c\"}"
+
+/* Array documents: shape [8, 6] (one shard of [8, 6] split into inner chunks), several codecs. */
+static const char *const docs[] = {
+    /* index at the end with crc32c, zstd inner chunks (what ndstore writes by default) */
+    "[{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[4,3],\"codecs\":["
+    BYTES_LE ",{\"name\":\"zstd\",\"configuration\":{\"level\":1}}],\"index_codecs\":[" BYTES_LE
+    "," CRC "],\"index_location\":\"end\"}}]",
+    /* index at the start, no crc, raw inner chunks */
+    "[{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[2,3],\"codecs\":["
+    BYTES_LE "],\"index_codecs\":[" BYTES_LE "],\"index_location\":\"start\"}}]",
+    /* crc32c on inner chunks too, big-endian index */
+    "[{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[8,2],\"codecs\":["
+    BYTES_LE "," CRC "],\"index_codecs\":[{\"name\":\"bytes\",\"configuration\":{\"endian\":"
+    "\"big\"}}," CRC "]}}]",
+    /* nested: inner chunks are shards themselves */
+    "[{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[4,6],\"codecs\":["
+    "{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[2,3],\"codecs\":["
+    BYTES_LE "],\"index_codecs\":[" BYTES_LE "]}}],\"index_codecs\":[" BYTES_LE "," CRC "]}}]",
+    /* gzip inner chunks, transposed index */
+    "[{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[1,6],\"codecs\":["
+    BYTES_LE ",{\"name\":\"gzip\",\"configuration\":{\"level\":1}}],\"index_codecs\":["
+    "{\"name\":\"transpose\",\"configuration\":{\"order\":[2,1,0]}}," BYTES_LE "]}}]",
+};
+#define DOC_COUNT (sizeof docs / sizeof docs[0])
+
+static void check(int ok) {
+    if (!ok) __builtin_trap();
+}
+
+static int open_array(nds_kvstore *kv, size_t which, void **st, nds_array_meta *meta) {
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":[8,6],\"data_type\":\"int16\","
+             "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[8,6]}},"
+             "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":-3,\"codecs\":%s}",
+             docs[which]);
+    if (nds_kvstore_write(kv, "zarr.json", text, strlen(text), NULL, NULL) != 0) return -1;
+    return F.open(kv, NULL, NDS_OPEN_EXISTING, st, meta);
+}
+
+/* Every inner chunk read alone: when the whole shard decoded (whole != NULL), each must succeed
+ * and equal its part of the whole. */
+static void read_inner_chunks(void *st, nds_kvstore *kv, const nds_array_meta *m,
+                              const uint8_t *whole) {
+    uint64_t grid[2] = {m->chunk_shape[0] / m->read_chunk_shape[0],
+                        m->chunk_shape[1] / m->read_chunk_shape[1]};
+    size_t n = 2 * m->read_chunk_shape[0] * m->read_chunk_shape[1];
+    int64_t in_stride[2], sh_stride[2];
+    nds_c_strides(2, m->read_chunk_shape, 2, in_stride);
+    nds_c_strides(2, m->chunk_shape, 2, sh_stride);
+    uint8_t *inner = malloc(n), *part = malloc(n);
+    for (uint64_t r = 0; inner && part && r < grid[0]; r++)
+        for (uint64_t c = 0; c < grid[1]; c++) {
+            uint64_t cell[2] = {r, c};
+            int present = 0;
+            int rc = F.read_chunk(st, kv, cell, inner, &present);
+            if (!whole) continue;
+            check(rc == 0);
+            const uint8_t *src = whole + r * m->read_chunk_shape[0] * (size_t)sh_stride[0] +
+                                 c * m->read_chunk_shape[1] * (size_t)sh_stride[1];
+            nds_strided_copy(2, m->read_chunk_shape, 2, part, in_stride, src, sh_stride);
+            if (!present) continue; /* empty inner chunk: the whole holds fill there */
+            check(memcmp(inner, part, n) == 0);
+        }
+    free(inner);
+    free(part);
+}
+
+static void exercise(nds_kvstore *kv, size_t which, const uint8_t *shard, size_t len) {
+    void *st = NULL;
+    nds_array_meta m;
+    if (open_array(kv, which, &st, &m) != 0) return;
+    if (nds_kvstore_write(kv, "c/0/0", shard, len, NULL, NULL) == 0) {
+        uint64_t cell[2] = {0, 0};
+        uint8_t a[96], b[96];
+        int ok = F.decode_chunk(st, cell, shard, len, a) == 0;
+        if (m.read_chunk_shape[0]) read_inner_chunks(st, kv, &m, ok ? a : NULL);
+        nds_buf enc = {0};
+        if (ok && F.encode_chunk(st, cell, a, &enc) == 0) {
+            check(F.decode_chunk(st, cell, enc.data, enc.len, b) == 0);
+            check(memcmp(a, b, sizeof a) == 0);
+        }
+        nds_buf_dispose(&enc);
+    }
+    F.close(st);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1 || size > (1u << 16)) return 0;
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, "memory://fuzz/zarr3-shard/", NULL) != 0) return 0;
+    exercise(kv, data[0] % DOC_COUNT, data + 1, size - 1);
+    nds_kvstore_delete_range(kv, "", "");
+    nds_kvstore_free(kv);
+    return 0;
+}
