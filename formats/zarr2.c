@@ -9,7 +9,6 @@
  * buffer for the F-order transpose and byte swapping. Ownership: the instance owns its metadata
  * document and codec instance; the kvstore is borrowed for each call.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "ndstore/array.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/json_util.h"
 #include "internal/strided.h"
 #include "internal/util.h"
@@ -28,8 +28,6 @@
 #define OPEN_ATTEMPTS 8
 /* Rounds of read-modify-conditional-write of .zarray on resize before giving up. */
 #define RESIZE_ATTEMPTS 12
-/* Per-thread scratch above this size is freed after each use rather than kept. */
-#define SCRATCH_KEEP_BYTES (16u << 20)
 
 typedef struct zarr2 {
     nds_zarr2_meta m;       /* the parsed .zarray */
@@ -43,39 +41,15 @@ typedef struct zarr2 {
 
 /* ---- per-thread scratch ---------------------------------------------------------------------- */
 
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static pthread_key_t scratch_key;
-static bool scratch_key_ok;
-
-static void scratch_destroy(void *p) {
-    nds_buf_dispose(p);
-    free(p);
-}
-
-static void scratch_init(void) {
-    scratch_key_ok = pthread_key_create(&scratch_key, scratch_destroy) == 0;
-}
-
-/* The calling thread's scratch buffer with at least n bytes; NULL when out of memory. A pthread key
- * (not only _Thread_local) so the buffer is freed when a pool thread exits. */
+/* The calling thread's transpose buffer (a format slot of the shared per-thread scratch). */
 static nds_buf *scratch_get(size_t n) {
-    pthread_once(&scratch_once, scratch_init);
-    if (!scratch_key_ok) return NULL;
-    nds_buf *b = pthread_getspecific(scratch_key);
-    if (!b) {
-        if (!(b = calloc(1, sizeof *b))) return NULL;
-        if (pthread_setspecific(scratch_key, b) != 0) {
-            free(b);
-            return NULL;
-        }
-    }
-    return nds_buf_reserve(b, n) == 0 ? b : NULL;
+    return nds_scratch(NDS_SCRATCH_FORMAT0, n ? n : 1) ? nds_scratch_buf(NDS_SCRATCH_FORMAT0) : NULL;
 }
 
-/* Keeps small buffers for the next chunk; frees big ones so an idle thread does not pin gigabytes.
- */
+/* Frees the buffer when it is big, so an idle thread does not pin gigabytes. */
 static void scratch_done(nds_buf *b) {
-    if (b && b->cap > SCRATCH_KEEP_BYTES) nds_buf_dispose(b);
+    (void)b;
+    nds_scratch_trim(NDS_SCRATCH_FORMAT0);
 }
 
 /* ---- instance -------------------------------------------------------------------------------- */
@@ -257,38 +231,15 @@ static int zarr2_open(nds_kvstore *kv, const json_object *spec, unsigned mode, v
 
 static int zarr2_chunk_key(void *state, const uint64_t *cell, char *buf, size_t cap) {
     const zarr2 *z = state;
-    size_t used = 0;
-    if (z->m.rank == 0) used = (size_t)snprintf(buf, cap, "0");
-    for (size_t d = 0; d < z->m.rank && used < cap; d++) {
-        int n = snprintf(buf + used, cap - used, "%s%llu",
-                         d ? (z->m.separator == '/' ? "/" : ".") : "", (unsigned long long)cell[d]);
-        used += n > 0 ? (size_t)n : 0;
-    }
-    if (used >= cap) return nds_err(NDS_ERANGE, "zarr: chunk key longer than %zu bytes", cap);
-    return 0;
+    return nds_chunk_key_format(buf, cap, "", z->m.separator, cell, z->m.rank);
 }
 
-/* One decimal index without leading zeros (so the key is exactly what chunk_key writes). */
-static const char *parse_index(const char *p, uint64_t *out) {
-    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return NULL;
-    uint64_t v = 0;
-    for (; *p >= '0' && *p <= '9'; p++)
-        if (!nds_mul_u64(v, 10, &v) || !nds_add_u64(v, (uint64_t)(*p - '0'), &v)) return NULL;
-    *out = v;
-    return p;
-}
 
 static int zarr2_parse_chunk_key(void *state, const char *key, uint64_t *cell) {
     const zarr2 *z = state;
-    if (z->m.rank == 0) return strcmp(key, "0") == 0;
-    const char *p = key;
-    for (size_t d = 0; d < z->m.rank; d++) {
-        if (d > 0 && *p++ != z->m.separator) return 0;
-        uint64_t v;
-        if (!(p = parse_index(p, &v)) || v >= nds_ceil_div(z->m.shape[d], z->m.chunks[d])) return 0;
-        cell[d] = v;
-    }
-    return *p == '\0';
+    uint64_t grid[NDS_MAX_RANK];
+    for (size_t d = 0; d < z->m.rank; d++) grid[d] = nds_ceil_div(z->m.shape[d], z->m.chunks[d]);
+    return nds_chunk_key_parse(key, "", z->m.separator, grid, z->m.rank, cell);
 }
 
 /* ---- chunk codec pipeline -------------------------------------------------------------------- */

@@ -22,6 +22,7 @@
 #include "ndstore/sys/format.h"
 #include "ndstore/array.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/json_util.h"
 #include "internal/util.h"
 
@@ -207,44 +208,15 @@ static int zarr3_open(nds_kvstore *kv, const json_object *spec, unsigned mode, v
  */
 static int zarr3_chunk_key(void *state, const uint64_t *cell, char *buf, size_t cap) {
     const zarr3 *z = state;
-    size_t used = 0;
-    char sep[2] = {z->m.separator, 0};
-    if (!z->m.v2_keys) used = (size_t)snprintf(buf, cap, "c");
-    else if (z->m.rank == 0) used = (size_t)snprintf(buf, cap, "0");
-    for (size_t d = 0; d < z->m.rank && used < cap; d++) {
-        int n = snprintf(buf + used, cap - used, "%s%llu", (d || !z->m.v2_keys) ? sep : "",
-                         (unsigned long long)cell[d]);
-        used += n > 0 ? (size_t)n : 0;
-    }
-    if (used >= cap) return nds_err(NDS_ERANGE, "zarr3: chunk key longer than %zu bytes", cap);
-    return 0;
+    return nds_chunk_key_format(buf, cap, z->m.v2_keys ? "" : "c", z->m.separator, cell, z->m.rank);
 }
 
-/* One decimal index without leading zeros (so the key is exactly what chunk_key writes). */
-static const char *parse_index(const char *p, uint64_t *out) {
-    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return NULL;
-    uint64_t v = 0;
-    for (; *p >= '0' && *p <= '9'; p++)
-        if (!nds_mul_u64(v, 10, &v) || !nds_add_u64(v, (uint64_t)(*p - '0'), &v)) return NULL;
-    *out = v;
-    return p;
-}
 
 static int zarr3_parse_chunk_key(void *state, const char *key, uint64_t *cell) {
     const zarr3 *z = state;
-    const char *p = key;
-    if (!z->m.v2_keys) {
-        if (*p++ != 'c') return 0;
-    } else if (z->m.rank == 0) {
-        return strcmp(key, "0") == 0;
-    }
-    for (size_t d = 0; d < z->m.rank; d++) {
-        if ((d > 0 || !z->m.v2_keys) && *p++ != z->m.separator) return 0;
-        uint64_t v;
-        if (!(p = parse_index(p, &v)) || v >= nds_ceil_div(z->m.shape[d], z->m.chunks[d])) return 0;
-        cell[d] = v;
-    }
-    return *p == '\0';
+    uint64_t grid[NDS_MAX_RANK];
+    for (size_t d = 0; d < z->m.rank; d++) grid[d] = nds_ceil_div(z->m.shape[d], z->m.chunks[d]);
+    return nds_chunk_key_parse(key, z->m.v2_keys ? "" : "c", z->m.separator, grid, z->m.rank, cell);
 }
 
 /* ---- chunks ---------------------------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include "internal/context_internal.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/txn_internal.h"
 #include "internal/strided.h"
 #include "internal/util.h"
@@ -17,54 +18,6 @@
 #define KEY_MAX 512
 /* Conflict retries: exponential backoff from 1 ms to 256 ms with jitter, for at most this many tries. */
 #define RETRY_MAX 2000
-#define SCRATCH_KEEP ((size_t)64 << 20)
-
-/* Scratch buffers live in thread-specific storage whose destructor frees them when a thread exits, so the
- * workers of a freed context give their memory back (a plain _Thread_local would leak it). */
-typedef struct scratch_set {
-    nds_buf slot[NDS_SCRATCH_SLOTS];
-} scratch_set;
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void scratch_free(void *p) {
-    scratch_set *s = p;
-    for (int i = 0; i < NDS_SCRATCH_SLOTS; i++) nds_buf_dispose(&s->slot[i]);
-    free(s);
-}
-
-static void scratch_key_create(void) { pthread_key_create(&scratch_key, scratch_free); }
-
-static scratch_set *scratch_get(void) {
-    pthread_once(&scratch_once, scratch_key_create);
-    scratch_set *s = pthread_getspecific(scratch_key);
-    if (!s && (s = calloc(1, sizeof *s)) != NULL && pthread_setspecific(scratch_key, s) != 0) {
-        free(s);
-        s = NULL;
-    }
-    return s;
-}
-
-nds_buf *nds_scratch_buf(int slot) {
-    scratch_set *s = scratch_get();
-    return s ? &s->slot[slot] : NULL;
-}
-
-uint8_t *nds_scratch(int slot, size_t n) {
-    nds_buf *b = nds_scratch_buf(slot);
-    if (!b) {
-        nds_err(NDS_ENOMEM, "out of memory");
-        return NULL;
-    }
-    return nds_buf_reserve(b, n) == 0 ? b->data : NULL;
-}
-
-void nds_scratch_trim(void) {
-    scratch_set *s = scratch_get();
-    for (int i = 0; s && i < NDS_SCRATCH_SLOTS; i++)
-        if (s->slot[i].cap > SCRATCH_KEEP) nds_buf_dispose(&s->slot[i]);
-}
 
 int nds_array_chunk_key(const nds_array *a, const uint64_t *cell, char *buf, size_t cap) {
     int rc = a->format->chunk_key(a->state, cell, buf, cap);
@@ -246,7 +199,7 @@ static int read_task(void *ctx, size_t i) {
         nds_strided_copy(a->meta.rank, s.extent, a->elem, bp, c->buf_stride, cp, c->chunk_stride);
     else
         nds_strided_fill(a->meta.rank, s.extent, a->elem, bp, c->buf_stride, a->meta.fill_value);
-    if (a->chunk_bytes > SCRATCH_KEEP) nds_scratch_trim(); /* do not pin huge chunks per thread */
+    nds_scratch_trim(NDS_SCRATCH_CHUNK); /* do not pin huge chunks per thread */
     return 0;
 }
 
@@ -403,7 +356,7 @@ static int write_task(void *ctx, size_t i) {
     if (c->txn) return stage_write(c, cell, &s);
     write_merge w = {c, &s};
     int rc = nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
-    if (c->a->chunk_bytes > SCRATCH_KEEP) nds_scratch_trim(); /* do not pin huge chunks per thread */
+    nds_scratch_trim(NDS_SCRATCH_CHUNK); /* do not pin huge chunks per thread */
     return rc;
 }
 

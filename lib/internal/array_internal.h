@@ -10,6 +10,7 @@
 #include "ndstore/array.h"
 #include "ndstore/sys/format.h"
 #include "internal/chunk_lock.h"
+#include "internal/format_util.h"
 
 struct nds_array {
     const nds_format *format;  /* immutable */
@@ -29,15 +30,6 @@ struct nds_array {
 int nds_array_derive_sizes(nds_array *a);
 /** Writes the key of cell into buf; on failure the error names the cell. */
 int nds_array_chunk_key(const nds_array *a, const uint64_t *cell, char *buf, size_t cap);
-/** Thread-local scratch buffers of the core, reused across calls on a thread. Slots: 0 = the canonical
- *  chunk, 1 = encoded bytes. (Formats keep their own.) */
-enum { NDS_SCRATCH_CHUNK = 0, NDS_SCRATCH_ENCODED = 1, NDS_SCRATCH_SLOTS = 2 };
-nds_buf *nds_scratch_buf(int slot);
-/** Slot's storage grown to at least n bytes; NULL with NDS_ENOMEM set. */
-uint8_t *nds_scratch(int slot, size_t n);
-/** Drops scratch storage above a size worth keeping, after a call that needed huge chunks. */
-void nds_scratch_trim(void);
-
 /** Reads chunk cell into chunk (canonical form); missing chunks come back as fill with *present = 0.
  *  gen (may be NULL) receives the generation read. With use_cache, a cached decode is used when the store
  *  confirms (conditional read) that the chunk has not changed, and decodes are cached. */
