@@ -81,11 +81,5 @@ int nds_zarr2_meta_check(const nds_zarr2_meta *stored, const json_object *req, c
 int nds_zarr2_compressor_normalize(const json_object *config, size_t itemsize, const char *doc,
                                    json_object **out);
 
-/**
- * Prints v as Python's json.dumps(v, indent=4, sort_keys=True, ensure_ascii=True) does
- * (zarr-python's style) into out (replacing its contents; not NUL-terminated).
- * @return 0, NDS_ENOMEM, or NDS_ELIMIT when nested deeper than 512 levels
- */
-int nds_zarr2_json_print(const json_object *v, nds_buf *out);
 
 #endif

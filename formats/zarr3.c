@@ -97,7 +97,7 @@ static int read_key(nds_kvstore *kv, const char *key, const char *url, nds_read_
 static int write_json(nds_kvstore *kv, const char *key, const json_object *doc,
                       const nds_generation *if_equal, const char *url) {
     nds_buf text = {0};
-    int rc = nds_zarr3_json_print(doc, &text);
+    int rc = nds_json_print(doc, &nds_json_style_zarr3, &text);
     if (rc == 0) {
         nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
         if (if_equal) wo.if_equal = *if_equal;

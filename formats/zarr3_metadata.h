@@ -78,7 +78,5 @@ int nds_zarr3_request_complete(const json_object *req, const char *where, json_o
 int nds_zarr3_meta_check(const nds_zarr3_meta *m, const json_object *doc_json,
                          const json_object *req, const char *where);
 
-/** The document as text (2-space indent, no escaped slashes) into out (replacing its contents). */
-int nds_zarr3_json_print(const json_object *doc, nds_buf *out);
 
 #endif

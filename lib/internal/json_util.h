@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <json-c/json.h>
+#include "ndstore/sys/buf.h"
 
 /** Parses text[0..len) (need not be NUL-terminated) into *out. NDS_EFORMAT "doc: invalid json: ..." */
 int nds_json_parse(const char *text, size_t len, const char *doc, json_object **out);
@@ -26,6 +27,21 @@ int nds_json_get_u64_array(const json_object *obj, const char *key, const char *
                            uint64_t *out, size_t cap, size_t *n);
 /** Serialises obj as compact text; malloc'd (free with free). NULL on failure. */
 char *nds_json_to_string(const json_object *obj, bool pretty);
+/** How nds_json_print lays a document out. */
+typedef struct nds_json_style {
+    int indent;              /* spaces per level */
+    bool sort_keys;          /* object members in sorted order (else insertion order) */
+    bool flat_scalar_arrays; /* arrays holding no containers on one line: [1, 2] */
+    bool python_scalars;     /* Python's json.dumps scalars: repr(float), NaN/Infinity, ensure_ascii */
+    bool trailing_newline;
+} nds_json_style;
+/** zarr-python v2's style (json.dumps(indent=4, sort_keys=True, ensure_ascii=True)). */
+extern const nds_json_style nds_json_style_python;
+/** zarr v3's style as zarrita writes it (2 spaces, insertion order, flat scalar arrays, final newline). */
+extern const nds_json_style nds_json_style_zarr3;
+/** Prints v into out (replacing its contents) in the given style. */
+int nds_json_print(const json_object *v, const nds_json_style *style, nds_buf *out);
+
 /** 1 when a and b are equal JSON values (objects compared member by member, any order). */
 bool nds_json_equal(const json_object *a, const json_object *b);
 

@@ -13,6 +13,7 @@
 #include <json-c/json.h>
 
 #include "support_check.h"
+#include "internal/json_util.h"
 #include "support_npy.h"
 #include "ndstore/sys/codec.h"
 #include "ndstore/sys/format.h"
@@ -215,7 +216,7 @@ START_TEST(metadata_parse_print_round_trip) {
             ck_assert_int_eq(m.separator, order ? '/' : '.');
             json_object *back = nds_zarr2_meta_to_json(&m);
             nds_buf printed = {0};
-            NDS_OK(nds_zarr2_json_print(back, &printed));
+            NDS_OK(nds_json_print(back, &nds_json_style_python, &printed));
             json_tokener *tok = json_tokener_new();
             json_object *again =
                 json_tokener_parse_ex(tok, (const char *)printed.data, (int)printed.len);
@@ -1304,7 +1305,7 @@ START_TEST(json_printing_matches_python) {
     json_object *v = json_tokener_parse(in);
     ck_assert_ptr_nonnull(v);
     nds_buf out = {0};
-    NDS_OK(nds_zarr2_json_print(v, &out));
+    NDS_OK(nds_json_print(v, &nds_json_style_python, &out));
     NDS_OK(nds_buf_append(&out, "", 1));
     ck_assert_str_eq((const char *)out.data, want);
     nds_buf_dispose(&out);
