@@ -59,7 +59,8 @@ typedef struct n5 {
 
 /* The calling thread's transpose buffer (a format slot of the shared per-thread scratch). */
 static nds_buf *scratch_get(size_t n) {
-    return nds_scratch(NDS_SCRATCH_FORMAT0, n ? n : 1) ? nds_scratch_buf(NDS_SCRATCH_FORMAT0) : NULL;
+    return nds_scratch(NDS_SCRATCH_FORMAT0, n ? n : 1) ? nds_scratch_buf(NDS_SCRATCH_FORMAT0)
+                                                       : NULL;
 }
 
 /* Frees the buffer when it is big, so an idle thread does not pin gigabytes. */
@@ -100,8 +101,8 @@ static int n5_load(n5 *z, json_object *doc, const char *name) {
     const char *id = json_object_get_string(json_object_object_get(z->m.codec_config, "id"));
     const nds_codec *c = nds_codec_find(id);
     if (!c)
-        return nds_err(NDS_EUNSUPPORTED, "%s: compression needs codec \"%s\", not registered",
-                       name, id);
+        return nds_err(NDS_EUNSUPPORTED, "%s: compression needs codec \"%s\", not registered", name,
+                       id);
     rc = c->create(&z->codec_state, z->m.codec_config, z->m.itemsize);
     if (rc) return nds_err_prefix(rc, "%s: compression", name);
     z->codec = c;
@@ -116,24 +117,13 @@ static void n5_fill_meta(const n5 *z, nds_array_meta *meta) {
     meta->dtype = z->m.dtype;
 }
 
-/* Reads key; *found is 0 when it is missing. On success with *found, r must be disposed. */
-static int read_key(nds_kvstore *kv, const char *key, const char *url, nds_read_result *r,
-                    bool *found) {
-    memset(r, 0, sizeof *r);
-    int rc = nds_kvstore_read(kv, key, NULL, r);
-    if (rc) return nds_err_prefix(rc, "n5: reading %s of %s", key, url);
-    *found = r->state == NDS_READ_VALUE;
-    if (!*found) nds_read_result_dispose(r);
-    return 0;
-}
-
 /* Reads and parses attributes.json; *doc is NULL when it is missing. */
 static int read_doc(nds_kvstore *kv, const char *url, json_object **doc, nds_generation *gen) {
     nds_read_result r;
     bool found = false;
     char name[600];
     *doc = NULL;
-    int rc = read_key(kv, ATTRS_KEY, url, &r, &found);
+    int rc = nds_format_read_key(kv, ATTRS_KEY, "n5", url, &r, &found);
     if (rc || !found) {
         if (gen) gen->kind = NDS_GEN_ABSENT;
         return rc;
@@ -186,10 +176,14 @@ static int open_found(n5 *z, json_object *doc, const json_object *req, unsigned 
     int rc;
     if (!nds_n5_is_dataset(doc))
         rc = mode & NDS_OPEN_CREATE
-                 ? nds_err(NDS_EEXIST, "n5: cannot create a dataset at %s: a group exists there "
-                           "(attributes.json without \"dimensions\")", z->url)
-                 : nds_err(NDS_ENOTFOUND, "n5: no dataset at %s (its attributes.json describes a "
-                           "group: no \"dimensions\")", z->url);
+                 ? nds_err(NDS_EEXIST,
+                           "n5: cannot create a dataset at %s: a group exists there "
+                           "(attributes.json without \"dimensions\")",
+                           z->url)
+                 : nds_err(NDS_ENOTFOUND,
+                           "n5: no dataset at %s (its attributes.json describes a "
+                           "group: no \"dimensions\")",
+                           z->url);
     else if (!(mode & NDS_OPEN_EXISTING))
         rc = nds_err(NDS_EEXIST, "n5: a dataset already exists at %s (attributes.json)", z->url);
     else {
@@ -247,7 +241,6 @@ static int n5_chunk_key(void *state, const uint64_t *cell, char *buf, size_t cap
     return nds_chunk_key_format(buf, cap, "", '/', cell, z->m.rank);
 }
 
-
 static int n5_parse_chunk_key(void *state, const char *key, uint64_t *cell) {
     const n5 *z = state;
     uint64_t grid[NDS_MAX_RANK];
@@ -280,7 +273,7 @@ static void put_be32(uint8_t *p, uint32_t v) {
 static int check_mode(uint32_t mode) {
     if (mode == MODE_OBJECT)
         return nds_err(NDS_EUNSUPPORTED, "block mode 2 (object) is not supported: the block holds "
-                       "serialised objects, not array elements");
+                                         "serialised objects, not array elements");
     if (mode > MODE_VARLENGTH)
         return nds_err(NDS_ECORRUPT, "unknown block mode %u (expected 0, default, or 1, varlength)",
                        mode);
@@ -305,16 +298,19 @@ static int parse_header(const n5 *z, const uint8_t *p, size_t len, block_header 
     for (size_t d = 0; d < ndims; d++) {
         h->dims[d] = be32(p + 4 + 4 * d);
         if (h->dims[d] == 0 || h->dims[d] > z->m.block[d])
-            return nds_err(NDS_ECORRUPT, "block dimension %zu is %llu, outside [1, %llu] "
-                           "(blockSize)", d, (unsigned long long)h->dims[d],
-                           (unsigned long long)z->m.block[d]);
+            return nds_err(NDS_ECORRUPT,
+                           "block dimension %zu is %llu, outside [1, %llu] "
+                           "(blockSize)",
+                           d, (unsigned long long)h->dims[d], (unsigned long long)z->m.block[d]);
         h->count *= (size_t)h->dims[d]; /* at most the block's element count: no overflow */
     }
     uint32_t n = mode == MODE_VARLENGTH ? be32(p + 4 + 4 * ndims) : 0;
     if (mode == MODE_VARLENGTH && n != h->count)
-        return nds_err(NDS_EUNSUPPORTED, "varlength block holds %u elements but its dimensions "
+        return nds_err(NDS_EUNSUPPORTED,
+                       "varlength block holds %u elements but its dimensions "
                        "hold %zu; only varlength blocks as dense as their dimensions can be read "
-                       "as an array", n, h->count);
+                       "as an array",
+                       n, h->count);
     h->offset = hdr;
     return 0;
 }
@@ -363,8 +359,10 @@ static int n5_decode_chunk(void *state, const uint64_t *cell, const uint8_t *dat
     if (n < z->m.block_nbytes) memset(out, 0, z->m.block_nbytes); /* a clipped block: 0 beyond */
     if (!z->codec) {
         if (plen != n)
-            return nds_err(NDS_ECORRUPT, "expected %zu bytes after the %zu-byte block header, "
-                           "found %zu", n, h.offset, plen);
+            return nds_err(NDS_ECORRUPT,
+                           "expected %zu bytes after the %zu-byte block header, "
+                           "found %zu",
+                           n, h.offset, plen);
         unpack(z, h.dims, payload, out);
     } else if (z->m.rank == 1) { /* Fortran and C order agree: no transpose */
         rc = decompress(z, payload, plen, out, n);
@@ -408,8 +406,7 @@ static int compress_block(const n5 *z, const uint8_t *packed, size_t n, size_t h
     return 0;
 }
 
-static int n5_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,
-                           nds_buf *out) {
+static int n5_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk, nds_buf *out) {
     const n5 *z = state;
     uint64_t dims[NDS_MAX_RANK];
     size_t count = clipped_extent(z, cell, dims), n = count * z->m.itemsize;
@@ -440,8 +437,8 @@ static int n5_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chu
 /* The dataset members of doc (the reserved ones), as a new object. */
 static json_object *dataset_members(const json_object *doc) {
     json_object *out = json_object_new_object();
-    json_object_object_foreach((json_object *)doc, key, val)
-        if (out && nds_n5_is_reserved(key)) json_object_object_add(out, key, json_object_get(val));
+    json_object_object_foreach((json_object *)doc, key, val) if (out && nds_n5_is_reserved(key))
+        json_object_object_add(out, key, json_object_get(val));
     return out;
 }
 
@@ -505,8 +502,10 @@ static int edit_shape(n5 *z, json_object *doc, const void *arg) {
                 nds_json_equal(now.compression, z->m.compression);
     nds_n5_meta_dispose(&now);
     if (!same)
-        return nds_err(NDS_EMISMATCH, "%s: changed by another writer since it was opened; reopen "
-                       "the dataset", z->doc_name);
+        return nds_err(NDS_EMISMATCH,
+                       "%s: changed by another writer since it was opened; reopen "
+                       "the dataset",
+                       z->doc_name);
     json_object *dims = json_object_new_array();
     for (size_t d = 0; dims && d < z->m.rank; d++)
         json_object_array_add(dims, json_object_new_uint64(shape[d]));
@@ -560,8 +559,10 @@ static int n5_set_attributes(void *state, nds_kvstore *kv, const json_object *at
     json_object_object_foreach((json_object *)attrs, key, val) {
         (void)val;
         if (nds_n5_is_reserved(key))
-            return nds_err(NDS_EINVAL, "n5: attribute \"%s\" of %s is reserved for the dataset's "
-                           "metadata", key, z->url);
+            return nds_err(NDS_EINVAL,
+                           "n5: attribute \"%s\" of %s is reserved for the dataset's "
+                           "metadata",
+                           key, z->url);
     }
     return rewrite(z, kv, edit_attributes, attrs, "setting attributes");
 }
@@ -574,8 +575,10 @@ static int n5_create_group(nds_kvstore *kv) {
     int rc = read_doc(kv, url, &doc, NULL);
     if (rc) return rc;
     if (doc) { /* an existing group is left as it is */
-        rc = nds_n5_is_dataset(doc) ? nds_err(NDS_EEXIST, "n5: cannot create a group at %s: a "
-                                              "dataset exists there (attributes.json)", url)
+        rc = nds_n5_is_dataset(doc) ? nds_err(NDS_EEXIST,
+                                              "n5: cannot create a group at %s: a "
+                                              "dataset exists there (attributes.json)",
+                                              url)
                                     : 0;
         json_object_put(doc);
         return rc;

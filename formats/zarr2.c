@@ -43,7 +43,8 @@ typedef struct zarr2 {
 
 /* The calling thread's transpose buffer (a format slot of the shared per-thread scratch). */
 static nds_buf *scratch_get(size_t n) {
-    return nds_scratch(NDS_SCRATCH_FORMAT0, n ? n : 1) ? nds_scratch_buf(NDS_SCRATCH_FORMAT0) : NULL;
+    return nds_scratch(NDS_SCRATCH_FORMAT0, n ? n : 1) ? nds_scratch_buf(NDS_SCRATCH_FORMAT0)
+                                                       : NULL;
 }
 
 /* Frees the buffer when it is big, so an idle thread does not pin gigabytes. */
@@ -106,32 +107,6 @@ static void zarr2_fill_meta(const zarr2 *z, nds_array_meta *meta) {
     memcpy(meta->fill_value, z->m.fill, sizeof meta->fill_value);
 }
 
-/* Reads key; *found is 0 when it is missing. On success with *found, r must be disposed. */
-static int read_key(nds_kvstore *kv, const char *key, const char *url, nds_read_result *r,
-                    bool *found) {
-    memset(r, 0, sizeof *r);
-    int rc = nds_kvstore_read(kv, key, NULL, r);
-    if (rc) return nds_err_prefix(rc, "zarr: reading %s of %s", key, url);
-    *found = r->state == NDS_READ_VALUE;
-    if (!*found) nds_read_result_dispose(r);
-    return 0;
-}
-
-/* Writes doc as zarr-python does (indent 4, sorted keys) under key with the given condition. */
-static int write_json(nds_kvstore *kv, const char *key, const json_object *doc,
-                      const nds_generation *if_equal, const char *url) {
-    nds_buf text = {0};
-    int rc = nds_json_print(doc, &nds_json_style_python, &text);
-    if (rc == 0) {
-        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
-        if (if_equal) wo.if_equal = *if_equal;
-        rc = nds_kvstore_write(kv, key, text.data, text.len, &wo, NULL);
-        if (rc && rc != NDS_ECONFLICT) rc = nds_err_prefix(rc, "zarr: writing %s of %s", key, url);
-    }
-    nds_buf_dispose(&text);
-    return rc;
-}
-
 /* ---- open ------------------------------------------------------------------------------------ */
 
 /* Opens the stored .zarray text and checks it against what the spec asks for. */
@@ -148,7 +123,7 @@ static int open_existing(zarr2 *z, const nds_bytes *text, const json_object *req
 static int create_new(zarr2 *z, nds_kvstore *kv, const json_object *req) {
     nds_read_result r;
     bool group;
-    int rc = read_key(kv, ".zgroup", z->url, &r, &group);
+    int rc = nds_format_read_key(kv, ".zgroup", "zarr", z->url, &r, &group);
     if (rc) return rc;
     if (group) {
         nds_read_result_dispose(&r);
@@ -178,7 +153,9 @@ static int create_new(zarr2 *z, nds_kvstore *kv, const json_object *req) {
     if (!doc) return nds_err(NDS_ENOMEM, "zarr: out of memory");
     rc = zarr2_load(z, doc, name);
     nds_generation absent = {.kind = NDS_GEN_ABSENT};
-    if (rc == 0) rc = write_json(kv, ".zarray", z->doc, &absent, z->url);
+    if (rc == 0)
+        rc = nds_format_write_json(kv, ".zarray", z->doc, &nds_json_style_python, &absent, "zarr",
+                                   z->url);
     return rc;
 }
 
@@ -187,7 +164,7 @@ static int open_or_create(zarr2 *z, nds_kvstore *kv, const json_object *req, uns
     for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
         nds_read_result r;
         bool found = false;
-        int rc = read_key(kv, ".zarray", z->url, &r, &found);
+        int rc = nds_format_read_key(kv, ".zarray", "zarr", z->url, &r, &found);
         if (rc) return rc;
         if (found) {
             if (mode & NDS_OPEN_EXISTING)
@@ -233,7 +210,6 @@ static int zarr2_chunk_key(void *state, const uint64_t *cell, char *buf, size_t 
     const zarr2 *z = state;
     return nds_chunk_key_format(buf, cap, "", z->m.separator, cell, z->m.rank);
 }
-
 
 static int zarr2_parse_chunk_key(void *state, const char *key, uint64_t *cell) {
     const zarr2 *z = state;
@@ -347,7 +323,7 @@ static bool same_but_shape(const nds_zarr2_meta *a, const nds_zarr2_meta *b) {
 static int resize_once(zarr2 *z, nds_kvstore *kv, const uint64_t *new_shape) {
     nds_read_result r;
     bool found = false;
-    int rc = read_key(kv, ".zarray", z->url, &r, &found);
+    int rc = nds_format_read_key(kv, ".zarray", "zarr", z->url, &r, &found);
     if (rc) return rc;
     if (!found) return nds_err(NDS_ENOTFOUND, "zarr: .zarray of %s disappeared", z->url);
     json_object *doc = NULL, *shape = json_object_new_array();
@@ -365,7 +341,9 @@ static int resize_once(zarr2 *z, nds_kvstore *kv, const uint64_t *new_shape) {
         shape = NULL;
         rc = nds_zarr2_meta_parse(doc, z->doc_name, &next); /* the new shape within limits */
     }
-    if (rc == 0) rc = write_json(kv, ".zarray", doc, &r.generation, z->url);
+    if (rc == 0)
+        rc = nds_format_write_json(kv, ".zarray", doc, &nds_json_style_python, &r.generation,
+                                   "zarr", z->url);
     if (rc == 0) { /* the codec is unchanged (same_but_shape), so keep its instance */
         nds_zarr2_meta_dispose(&z->m);
         json_object_put(z->doc);
@@ -405,7 +383,7 @@ static int zarr2_get_attributes(void *state, nds_kvstore *kv, json_object **out)
     nds_read_result r;
     bool found = false;
     *out = NULL;
-    int rc = read_key(kv, ".zattrs", z->url, &r, &found);
+    int rc = nds_format_read_key(kv, ".zattrs", "zarr", z->url, &r, &found);
     if (rc) return rc;
     if (!found) {
         *out = json_object_new_object();
@@ -427,14 +405,15 @@ static int zarr2_set_attributes(void *state, nds_kvstore *kv, const json_object 
     const zarr2 *z = state;
     if (!json_object_is_type(attrs, json_type_object))
         return nds_err(NDS_EINVAL, "zarr: attributes of %s must be a json object", z->url);
-    return write_json(kv, ".zattrs", attrs, NULL, z->url);
+    return nds_format_write_json(kv, ".zattrs", attrs, &nds_json_style_python, NULL, "zarr",
+                                 z->url);
 }
 
 static int zarr2_create_group(nds_kvstore *kv) {
     const char *url = nds_kvstore_url(kv);
     nds_read_result r;
     bool array = false;
-    int rc = read_key(kv, ".zarray", url, &r, &array);
+    int rc = nds_format_read_key(kv, ".zarray", "zarr", url, &r, &array);
     if (rc) return rc;
     if (array) {
         nds_read_result_dispose(&r);
@@ -444,7 +423,7 @@ static int zarr2_create_group(nds_kvstore *kv) {
     json_object *doc = json_object_new_object();
     json_object_object_add(doc, "zarr_format", json_object_new_int(2));
     nds_generation absent = {.kind = NDS_GEN_ABSENT};
-    rc = write_json(kv, ".zgroup", doc, &absent, url);
+    rc = nds_format_write_json(kv, ".zgroup", doc, &nds_json_style_python, &absent, "zarr", url);
     json_object_put(doc);
     return rc == NDS_ECONFLICT ? 0 : rc; /* an existing group is left as it is */
 }

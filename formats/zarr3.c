@@ -82,32 +82,6 @@ static void zarr3_fill_meta(const zarr3 *z, nds_array_meta *meta) {
         memcpy(meta->read_chunk_shape, s->chunk, sizeof meta->read_chunk_shape);
 }
 
-/* Reads key; *found is 0 when it is missing. With *found, r must be disposed. */
-static int read_key(nds_kvstore *kv, const char *key, const char *url, nds_read_result *r,
-                    bool *found) {
-    memset(r, 0, sizeof *r);
-    int rc = nds_kvstore_read(kv, key, NULL, r);
-    if (rc) return nds_err_prefix(rc, "zarr3: reading %s of %s", key, url);
-    *found = r->state == NDS_READ_VALUE;
-    if (!*found) nds_read_result_dispose(r);
-    return 0;
-}
-
-/* Writes doc under key with the given condition (NULL: none). */
-static int write_json(nds_kvstore *kv, const char *key, const json_object *doc,
-                      const nds_generation *if_equal, const char *url) {
-    nds_buf text = {0};
-    int rc = nds_json_print(doc, &nds_json_style_zarr3, &text);
-    if (rc == 0) {
-        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
-        if (if_equal) wo.if_equal = *if_equal;
-        rc = nds_kvstore_write(kv, key, text.data, text.len, &wo, NULL);
-        if (rc && rc != NDS_ECONFLICT) rc = nds_err_prefix(rc, "zarr3: writing %s of %s", key, url);
-    }
-    nds_buf_dispose(&text);
-    return rc;
-}
-
 /* Parses stored zarr.json text into a new object (NULL "null" documents are not objects). */
 static int parse_doc(const nds_bytes *text, const char *name, json_object **out) {
     int rc = nds_json_parse((const char *)text->data, text->len, name, out);
@@ -133,7 +107,9 @@ static int create_new(zarr3 *z, nds_kvstore *kv, const json_object *req) {
     int rc = nds_zarr3_request_complete(req, z->url, &doc);
     if (rc == 0) rc = zarr3_load(z, doc, z->doc_name);
     nds_generation absent = {.kind = NDS_GEN_ABSENT};
-    if (rc == 0) rc = write_json(kv, META_KEY, z->doc, &absent, z->url);
+    if (rc == 0)
+        rc = nds_format_write_json(kv, META_KEY, z->doc, &nds_json_style_zarr3, &absent, "zarr3",
+                                   z->url);
     return rc;
 }
 
@@ -147,10 +123,11 @@ static int open_found(zarr3 *z, const nds_bytes *text, const json_object *req, u
     if (type && type[0] == 'g') {
         json_object_put(doc);
         if (mode & NDS_OPEN_CREATE)
-            return nds_err(NDS_EEXIST, "zarr3: cannot create an array at %s: a group exists "
-                                       "there (zarr.json)", z->url);
-        return nds_err(NDS_ENOTFOUND, "zarr3: no array at %s: zarr.json describes a group",
-                       z->url);
+            return nds_err(NDS_EEXIST,
+                           "zarr3: cannot create an array at %s: a group exists "
+                           "there (zarr.json)",
+                           z->url);
+        return nds_err(NDS_ENOTFOUND, "zarr3: no array at %s: zarr.json describes a group", z->url);
     }
     if (!(mode & NDS_OPEN_EXISTING)) {
         json_object_put(doc);
@@ -164,7 +141,7 @@ static int open_or_create(zarr3 *z, nds_kvstore *kv, const json_object *req, uns
     for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
         nds_read_result r;
         bool found = false;
-        int rc = read_key(kv, META_KEY, z->url, &r, &found);
+        int rc = nds_format_read_key(kv, META_KEY, "zarr3", z->url, &r, &found);
         if (rc) return rc;
         if (found) {
             rc = open_found(z, &r.value, req, mode);
@@ -177,8 +154,10 @@ static int open_or_create(zarr3 *z, nds_kvstore *kv, const json_object *req, uns
         if (rc != NDS_ECONFLICT) return rc;
         zarr3_reset(z); /* another writer created it first: open what it wrote */
     }
-    return nds_err(NDS_ECONFLICT, "zarr3: zarr.json of %s kept appearing and disappearing while "
-                                  "opening", z->url);
+    return nds_err(NDS_ECONFLICT,
+                   "zarr3: zarr.json of %s kept appearing and disappearing while "
+                   "opening",
+                   z->url);
 }
 
 static int zarr3_open(nds_kvstore *kv, const json_object *spec, unsigned mode, void **state,
@@ -210,7 +189,6 @@ static int zarr3_chunk_key(void *state, const uint64_t *cell, char *buf, size_t 
     const zarr3 *z = state;
     return nds_chunk_key_format(buf, cap, z->m.v2_keys ? "" : "c", z->m.separator, cell, z->m.rank);
 }
-
 
 static int zarr3_parse_chunk_key(void *state, const char *key, uint64_t *cell) {
     const zarr3 *z = state;
@@ -282,18 +260,22 @@ typedef int (*edit_fn)(json_object *doc, const void *arg);
 static int rmw_once(zarr3 *z, nds_kvstore *kv, edit_fn edit, const void *arg) {
     nds_read_result r;
     bool found = false;
-    int rc = read_key(kv, META_KEY, z->url, &r, &found);
+    int rc = nds_format_read_key(kv, META_KEY, "zarr3", z->url, &r, &found);
     if (rc) return rc;
     if (!found) return nds_err(NDS_ENOTFOUND, "%s: disappeared", z->doc_name);
     json_object *doc = NULL;
     nds_zarr3_meta next = {0};
     rc = parse_doc(&r.value, z->doc_name, &doc);
     if (rc == 0 && !same_but(doc, z->doc))
-        rc = nds_err(NDS_EMISMATCH, "%s: changed by another writer since it was opened; reopen "
-                                    "the array", z->doc_name);
+        rc = nds_err(NDS_EMISMATCH,
+                     "%s: changed by another writer since it was opened; reopen "
+                     "the array",
+                     z->doc_name);
     if (rc == 0) rc = edit(doc, arg);
     if (rc == 0) rc = nds_zarr3_meta_parse(doc, z->doc_name, &next);
-    if (rc == 0) rc = write_json(kv, META_KEY, doc, &r.generation, z->url);
+    if (rc == 0)
+        rc = nds_format_write_json(kv, META_KEY, doc, &nds_json_style_zarr3, &r.generation, "zarr3",
+                                   z->url);
     if (rc == 0) {
         zarr3_reset(z);
         z->m = next;
@@ -350,7 +332,8 @@ static int zarr3_get_attributes(void *state, nds_kvstore *kv, json_object **out)
     bool found = false;
     json_object *doc = NULL, *attrs = NULL;
     *out = NULL;
-    int rc = read_key(kv, META_KEY, z->url, &r, &found); /* fresh: others may have changed them */
+    int rc = nds_format_read_key(kv, META_KEY, "zarr3", z->url, &r,
+                                 &found); /* fresh: others may have changed them */
     if (rc) return rc;
     if (!found) return nds_err(NDS_ENOTFOUND, "%s: disappeared", z->doc_name);
     rc = parse_doc(&r.value, z->doc_name, &doc);
@@ -388,7 +371,7 @@ static int zarr3_create_group(nds_kvstore *kv) {
     const char *url = nds_kvstore_url(kv);
     nds_read_result r;
     bool found = false;
-    int rc = read_key(kv, META_KEY, url, &r, &found);
+    int rc = nds_format_read_key(kv, META_KEY, "zarr3", url, &r, &found);
     if (rc) return rc;
     if (found) {
         json_object *doc = NULL;
@@ -399,15 +382,17 @@ static int zarr3_create_group(nds_kvstore *kv) {
         json_object_put(doc);
         nds_read_result_dispose(&r);
         if (rc || (type && type[0] == 'g')) return rc; /* an existing group is left as it is */
-        return nds_err(NDS_EEXIST, "zarr3: cannot create a group at %s: an array exists there "
-                                   "(zarr.json)", url);
+        return nds_err(NDS_EEXIST,
+                       "zarr3: cannot create a group at %s: an array exists there "
+                       "(zarr.json)",
+                       url);
     }
     json_object *doc = json_object_new_object();
     json_object_object_add(doc, "zarr_format", json_object_new_int(3));
     json_object_object_add(doc, "node_type", json_object_new_string("group"));
     json_object_object_add(doc, "attributes", json_object_new_object());
     nds_generation absent = {.kind = NDS_GEN_ABSENT};
-    rc = write_json(kv, META_KEY, doc, &absent, url);
+    rc = nds_format_write_json(kv, META_KEY, doc, &nds_json_style_zarr3, &absent, "zarr3", url);
     json_object_put(doc);
     return rc == NDS_ECONFLICT ? 0 : rc; /* created meanwhile by someone else */
 }

@@ -1,5 +1,5 @@
-/* Opening arrays, their metadata, attributes, and groups. The I/O path is in array_io.c, resize / stats /
- * verify in array_maint.c. */
+/* Opening arrays, their metadata, attributes, and groups. The I/O path is in array_io.c, resize /
+ * stats / verify in array_maint.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +15,8 @@
 /* Largest canonical chunk the core will hold in memory. */
 #define NDS_CHUNK_BYTES_MAX ((uint64_t)2 << 30)
 
-/* The optional read grid of sharded formats: every entry set, dividing the chunk, and a read_chunk method. */
+/* The optional read grid of sharded formats: every entry set, dividing the chunk, and a read_chunk
+ * method. */
 static int derive_read_chunk(nds_array *a) {
     const nds_array_meta *m = &a->meta;
     a->read_chunk_bytes = 0;
@@ -24,13 +25,15 @@ static int derive_read_chunk(nds_array *a) {
     for (size_t d = 0; d < m->rank; d++) {
         uint64_t r = m->read_chunk_shape[d];
         if (r == 0 || m->chunk_shape[d] % r != 0)
-            return nds_err(NDS_EFORMAT, "%s: read chunk dimension %zu (%llu) does not divide the chunk (%llu)",
-                           nds_kvstore_url(a->kv), d, (unsigned long long)r, (unsigned long long)m->chunk_shape[d]);
+            return nds_err(NDS_EFORMAT,
+                           "%s: read chunk dimension %zu (%llu) does not divide the chunk (%llu)",
+                           nds_kvstore_url(a->kv), d, (unsigned long long)r,
+                           (unsigned long long)m->chunk_shape[d]);
         bytes *= (size_t)r; /* <= chunk_bytes, which fits */
     }
     if (!a->format->read_chunk)
-        return nds_err(NDS_EINTERNAL, "%s: format %s has a read grid but no read_chunk", nds_kvstore_url(a->kv),
-                       a->format->name);
+        return nds_err(NDS_EINTERNAL, "%s: format %s has a read grid but no read_chunk",
+                       nds_kvstore_url(a->kv), a->format->name);
     a->read_chunk_bytes = bytes;
     return 0;
 }
@@ -39,14 +42,17 @@ int nds_array_derive_sizes(nds_array *a) {
     const nds_array_meta *m = &a->meta;
     a->elem = nds_dtype_size(m->dtype);
     if (a->elem == 0) return nds_err(NDS_EFORMAT, "%s: invalid dtype", nds_kvstore_url(a->kv));
-    if (m->rank > NDS_MAX_RANK) return nds_err(NDS_EFORMAT, "%s: rank %zu above %d", nds_kvstore_url(a->kv), m->rank, NDS_MAX_RANK);
+    if (m->rank > NDS_MAX_RANK)
+        return nds_err(NDS_EFORMAT, "%s: rank %zu above %d", nds_kvstore_url(a->kv), m->rank,
+                       NDS_MAX_RANK);
     uint64_t elems, bytes;
     for (size_t d = 0; d < m->rank; d++)
-        if (m->chunk_shape[d] == 0) return nds_err(NDS_EFORMAT, "%s: chunk dimension %zu is 0", nds_kvstore_url(a->kv), d);
+        if (m->chunk_shape[d] == 0)
+            return nds_err(NDS_EFORMAT, "%s: chunk dimension %zu is 0", nds_kvstore_url(a->kv), d);
     if (!nds_product_u64(m->chunk_shape, m->rank, &elems) || !nds_mul_u64(elems, a->elem, &bytes) ||
         bytes > NDS_CHUNK_BYTES_MAX)
-        return nds_err(NDS_ELIMIT, "%s: chunks of more than %llu bytes are not supported", nds_kvstore_url(a->kv),
-                       (unsigned long long)NDS_CHUNK_BYTES_MAX);
+        return nds_err(NDS_ELIMIT, "%s: chunks of more than %llu bytes are not supported",
+                       nds_kvstore_url(a->kv), (unsigned long long)NDS_CHUNK_BYTES_MAX);
     a->chunk_elems = (size_t)elems;
     a->chunk_bytes = (size_t)bytes;
     return derive_read_chunk(a);
@@ -80,7 +86,9 @@ static int detect_format(nds_kvstore *kv, const nds_format **out) {
     detect_ctx d = {kv, NULL, 0};
     nds_format_each(try_format, &d);
     if (d.error) return d.error;
-    if (!d.found) return nds_err(NDS_ENOTFOUND, "no array at %s (no format's metadata found)", nds_kvstore_url(kv));
+    if (!d.found)
+        return nds_err(NDS_ENOTFOUND, "no array at %s (no format's metadata found)",
+                       nds_kvstore_url(kv));
     *out = d.found;
     return 0;
 }
@@ -104,13 +112,16 @@ static int open_array_kvstore(const json_object *spec, nds_context *ctx, nds_kvs
     return rc;
 }
 
-static int resolve_format(json_object *spec, nds_kvstore *kv, unsigned mode, const nds_format **out) {
+static int resolve_format(json_object *spec, nds_kvstore *kv, unsigned mode,
+                          const nds_format **out) {
     const char *name = NULL;
     int rc = nds_json_get_string(spec, "driver", true, "spec", &name);
     if (rc) return rc;
     if (!name) {
-        if (mode & NDS_OPEN_CREATE) name = "zarr"; /* creating with no format named: zarr v2 */
-        else return detect_format(kv, out);
+        if (mode & NDS_OPEN_CREATE)
+            name = "zarr"; /* creating with no format named: zarr v2 */
+        else
+            return detect_format(kv, out);
     }
     *out = nds_format_find(name);
     if (!*out) return nds_err(NDS_ENOTFOUND, "spec: unknown format driver \"%s\"", name);
@@ -132,7 +143,8 @@ static int open_with_spec(nds_array *a, json_object *spec, unsigned mode) {
     if (!rc && (mode & NDS_OPEN_DELETE_EXISTING)) rc = nds_kvstore_delete_range(a->kv, "", "");
     if (rc) return rc;
     const nds_format *f = a->format;
-    a->format = NULL; /* set again only when open succeeded, so destroy does not close a failed state */
+    a->format =
+        NULL; /* set again only when open succeeded, so destroy does not close a failed state */
     rc = f->open(a->kv, spec, mode, &a->state, &a->meta); /* its errors name the format already */
     if (rc) return rc;
     a->format = f;
@@ -278,7 +290,8 @@ int nds_group_create(const char *kvstore_spec, const char *path, const char *for
     const char *p = nds_kvstore_path(kv);
     size_t n = strlen(p);
     nds_kvstore *root = kv;
-    if (n && p[n - 1] != '/') rc = nds_kvstore_sub(&root, kv, "/"); /* the store path is a directory */
+    if (n && p[n - 1] != '/')
+        rc = nds_kvstore_sub(&root, kv, "/"); /* the store path is a directory */
     if (!rc) rc = create_groups(root, f, path ? path : "", parents);
     if (root != kv) nds_kvstore_free(root);
     nds_kvstore_free(kv);

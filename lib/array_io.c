@@ -1,6 +1,7 @@
-/* Array reads and writes: chunk-grid iteration over a box, chunks decoded and copied on the thread pool,
- * and the per-chunk optimistic write protocol (read chunk + generation, merge, conditional write, retry).
- * Each thread holds one chunk at a time, so a call's memory is (threads x chunk) plus the caller's buffer. */
+/* Array reads and writes: chunk-grid iteration over a box, chunks decoded and copied on the thread
+ * pool, and the per-chunk optimistic write protocol (read chunk + generation, merge, conditional
+ * write, retry). Each thread holds one chunk at a time, so a call's memory is (threads x chunk)
+ * plus the caller's buffer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +17,14 @@
 #include "internal/util.h"
 
 #define KEY_MAX 512
-/* Conflict retries: exponential backoff from 1 ms to 256 ms with jitter, for at most this many tries. */
+/* Conflict retries: exponential backoff from 1 ms to 256 ms with jitter, for at most this many
+ * tries. */
 #define RETRY_MAX 2000
 
 int nds_array_chunk_key(const nds_array *a, const uint64_t *cell, char *buf, size_t cap) {
     int rc = a->format->chunk_key(a->state, cell, buf, cap);
-    return rc ? nds_err_prefix(rc, "%s: chunk key of %s", a->format->name, nds_kvstore_url(a->kv)) : 0;
+    return rc ? nds_err_prefix(rc, "%s: chunk key of %s", a->format->name, nds_kvstore_url(a->kv))
+              : 0;
 }
 
 /* The cache key of a chunk: its full URL. */
@@ -29,8 +32,8 @@ static void cache_url(const nds_array *a, const char *key, char *buf, size_t cap
     snprintf(buf, cap, "%s%s", nds_kvstore_url(a->kv), key);
 }
 
-int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk, int *present,
-                         nds_generation *gen, bool use_cache) {
+int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk,
+                         int *present, nds_generation *gen, bool use_cache) {
     nds_chunk_cache *cache = use_cache ? nds_context_cache(a->ctx) : NULL;
     char url[KEY_MAX + 512];
     nds_cache_entry *hit = NULL;
@@ -43,18 +46,26 @@ int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, ui
     int rc = nds_kvstore_read(a->kv, key, &ro, &r);
     if (rc) {
         nds_cache_release(cache, hit);
-        return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+        return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                              nds_kvstore_url(a->kv));
     }
     if (gen) *gen = r.generation;
     *present = r.state == NDS_READ_VALUE || r.state == NDS_READ_UNCHANGED;
-    if (r.state == NDS_READ_UNCHANGED) memcpy(chunk, nds_cache_data(hit), a->chunk_bytes);
-    else if (*present) rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, chunk);
-    else nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+    if (r.state == NDS_READ_UNCHANGED)
+        memcpy(chunk, nds_cache_data(hit), a->chunk_bytes);
+    else if (*present)
+        rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, chunk);
+    else
+        nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
     nds_cache_release(cache, hit);
-    if (cache && r.state == NDS_READ_VALUE && rc == 0) nds_cache_put(cache, url, chunk, a->chunk_bytes, &r.generation);
-    else if (cache && r.state != NDS_READ_UNCHANGED) nds_cache_forget(cache, url);
+    if (cache && r.state == NDS_READ_VALUE && rc == 0)
+        nds_cache_put(cache, url, chunk, a->chunk_bytes, &r.generation);
+    else if (cache && r.state != NDS_READ_UNCHANGED)
+        nds_cache_forget(cache, url);
     nds_read_result_dispose(&r);
-    if (rc) return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+    if (rc)
+        return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                              nds_kvstore_url(a->kv));
     return 0;
 }
 
@@ -145,7 +156,8 @@ static void io_call_init(io_call *c, nds_array *a, const nds_box *box, const voi
     grid_range_of(box->rank, c->grid_shape, box, &c->grid);
 }
 
-static void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, uint8_t **bp, uint8_t **cp) {
+static void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, uint8_t **bp,
+                         uint8_t **cp) {
     int64_t bo = 0, co = 0;
     for (size_t d = 0; d < c->box->rank; d++) {
         bo += (int64_t)s->in_box[d] * c->buf_stride[d];
@@ -174,7 +186,8 @@ static int load_for_read(io_call *c, const uint64_t *cell, uint8_t *chunk, int *
     nds_array *a = c->a;
     if (c->grid_shape == a->meta.read_chunk_shape) {
         int rc = a->format->read_chunk(a->state, a->kv, cell, chunk, present);
-        return rc ? nds_err_prefix(rc, "%s: read of %s", a->format->name, nds_kvstore_url(a->kv)) : 0;
+        return rc ? nds_err_prefix(rc, "%s: read of %s", a->format->name, nds_kvstore_url(a->kv))
+                  : 0;
     }
     char key[KEY_MAX];
     int rc = nds_array_chunk_key(a, cell, key, sizeof key);
@@ -223,7 +236,8 @@ int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_opt
         bool staged = txn && nds_txn_touches(txn, a);
         io_call_init(&c, a, box, out, a->read_chunk_bytes != 0 && !staged);
         c.txn = staged ? txn : NULL;
-        rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), read_task, &c);
+        rc =
+            nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), read_task, &c);
     }
     pthread_rwlock_unlock(&a->meta_lock);
     return rc;
@@ -236,13 +250,15 @@ static void backoff(int attempt) {
     nds_sleep_ns(ceiling / 2 + nds_random_u64() % (ceiling / 2 + 1));
 }
 
-int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
-                               nds_buf *out, int *all_fill) {
+int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *key,
+                               const uint8_t *chunk, nds_buf *out, int *all_fill) {
     *all_fill = nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
     if (*all_fill) return 0;
     out->len = 0;
     int rc = a->format->encode_chunk(a->state, cell, chunk, out);
-    return rc ? nds_err_prefix(rc, "%s: encoding chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv)) : 0;
+    return rc ? nds_err_prefix(rc, "%s: encoding chunk %s of %s", a->format->name, key,
+                               nds_kvstore_url(a->kv))
+              : 0;
 }
 
 /* Stores a merged chunk: deleted when all fill, else encoded and written; both under if_equal. */
@@ -265,8 +281,10 @@ static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, cons
     }
     nds_generation written = {NDS_GEN_NONE, {0}};
     rc = nds_kvstore_write(a->kv, key, enc->data, enc->len, &wo, &written);
-    if (cache && rc == 0) nds_cache_put(cache, url, chunk, a->chunk_bytes, &written);
-    else if (cache) nds_cache_forget(cache, url);
+    if (cache && rc == 0)
+        nds_cache_put(cache, url, chunk, a->chunk_bytes, &written);
+    else if (cache)
+        nds_cache_forget(cache, url);
     return rc;
 }
 
@@ -276,30 +294,35 @@ static bool chunk_crosses_edge(const nds_array *a, const uint64_t *cell) {
     return false;
 }
 
-static int update_locked(nds_array *a, const uint64_t *cell, const char *key, int whole, nds_merge_fn merge,
-                         void *ctx, uint8_t *chunk) {
+static int update_locked(nds_array *a, const uint64_t *cell, const char *key, int whole,
+                         nds_merge_fn merge, void *ctx, uint8_t *chunk) {
     for (int attempt = 0;; attempt++) {
         nds_generation cond = {NDS_GEN_NONE, {0}};
         int present = 1, rc = 0;
-        /* A whole write overwrites every element inside the array; only an edge chunk's part beyond the
-         * array's shape needs the fill value first. */
-        if (!whole) rc = nds_array_load_chunk(a, cell, key, chunk, &present, &cond, true);
-        else if (chunk_crosses_edge(a, cell)) nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+        /* A whole write overwrites every element inside the array; only an edge chunk's part beyond
+         * the array's shape needs the fill value first. */
+        if (!whole)
+            rc = nds_array_load_chunk(a, cell, key, chunk, &present, &cond, true);
+        else if (chunk_crosses_edge(a, cell))
+            nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
         if (rc) return rc;
         merge(ctx, cell, chunk);
         rc = store_chunk(a, cell, key, chunk, &cond, present);
         if (rc != NDS_ECONFLICT) {
-            if (rc) rc = nds_err_prefix(rc, "%s: writing chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+            if (rc)
+                rc = nds_err_prefix(rc, "%s: writing chunk %s of %s", a->format->name, key,
+                                    nds_kvstore_url(a->kv));
             return rc;
         }
         if (attempt + 1 >= RETRY_MAX)
-            return nds_err(NDS_ECONFLICT, "%s: chunk %s of %s: still conflicting after %d attempts", a->format->name,
-                           key, nds_kvstore_url(a->kv), RETRY_MAX);
+            return nds_err(NDS_ECONFLICT, "%s: chunk %s of %s: still conflicting after %d attempts",
+                           a->format->name, key, nds_kvstore_url(a->kv), RETRY_MAX);
         backoff(attempt);
     }
 }
 
-int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge, void *ctx) {
+int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge,
+                           void *ctx) {
     char key[KEY_MAX];
     int rc = nds_array_chunk_key(a, cell, key, sizeof key);
     if (rc) return rc;
@@ -323,7 +346,8 @@ static void merge_from_buffer(void *ctx, const uint64_t *cell, uint8_t *chunk) {
     const io_call *c = w->call;
     uint8_t *bp, *cp;
     sel_pointers(c, w->sel, chunk, &bp, &cp);
-    nds_strided_copy(c->box->rank, w->sel->extent, c->a->elem, cp, c->chunk_stride, bp, c->buf_stride);
+    nds_strided_copy(c->box->rank, w->sel->extent, c->a->elem, cp, c->chunk_stride, bp,
+                     c->buf_stride);
 }
 
 /* A write inside a transaction: copy into the staged chunk and mark the elements written. */
@@ -370,7 +394,8 @@ int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_
     if (!rc) {
         io_call_init(&c, a, box, in, false);
         c.txn = txn;
-        rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), write_task, &c);
+        rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), write_task,
+                          &c);
         if (rc && txn) nds_txn_poison(txn);
     }
     pthread_rwlock_unlock(&a->meta_lock);

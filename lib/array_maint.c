@@ -1,5 +1,5 @@
-/* Whole-array maintenance: resize (with chunk clean-up), stored-chunk statistics, verify. These list the
- * array's keys and map them back to chunk cells with the format's parse_chunk_key. */
+/* Whole-array maintenance: resize (with chunk clean-up), stored-chunk statistics, verify. These
+ * list the array's keys and map them back to chunk cells with the format's parse_chunk_key. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +37,8 @@ static int collect_chunk(void *ctx, const char *key, uint64_t size) {
     uint64_t cell[NDS_MAX_RANK];
     if (!l->a->format->parse_chunk_key(l->a->state, key, cell)) return 0;
     if (l->n == l->cap && grow_list(l)) return NDS_ENOMEM;
-    if (!(l->keys[l->n] = nds_strdup(key))) return nds_err(NDS_ENOMEM, "out of memory listing chunks");
+    if (!(l->keys[l->n] = nds_strdup(key)))
+        return nds_err(NDS_ENOMEM, "out of memory listing chunks");
     size_t rank = l->a->meta.rank ? l->a->meta.rank : 1;
     memcpy(l->cells + l->n * rank, cell, rank * sizeof *cell);
     l->sizes[l->n++] = size;
@@ -95,8 +96,8 @@ static int verify_task(void *ctx, size_t i) {
     verify_call *v = ctx;
     uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, v->a->chunk_bytes);
     /* Uncached: verify must decode the stored bytes themselves. */
-    int present, rc = chunk ? nds_array_load_chunk(v->a, list_cell(v->list, i), v->list->keys[i], chunk,
-                                                  &present, NULL, false)
+    int present, rc = chunk ? nds_array_load_chunk(v->a, list_cell(v->list, i), v->list->keys[i],
+                                                   chunk, &present, NULL, false)
                             : NDS_ENOMEM;
     if (rc == NDS_ENOMEM) return rc; /* a resource failure stops the check; bad data does not */
     v->errors[i].code = rc;
@@ -109,7 +110,8 @@ int nds_array_verify(nds_array *a, nds_verify_fn fn, void *ctx, uint64_t *checke
     pthread_rwlock_rdlock(&a->meta_lock);
     int rc = list_chunks(a, &l);
     verify_call v = {a, &l, NULL};
-    if (!rc && !(v.errors = calloc(l.n ? l.n : 1, sizeof *v.errors))) rc = nds_err(NDS_ENOMEM, "out of memory");
+    if (!rc && !(v.errors = calloc(l.n ? l.n : 1, sizeof *v.errors)))
+        rc = nds_err(NDS_ENOMEM, "out of memory");
     if (!rc) rc = nds_pool_for(nds_context_pool(a->ctx), l.n, 0, verify_task, &v);
     pthread_rwlock_unlock(&a->meta_lock);
     uint64_t nbad = 0;
@@ -140,7 +142,8 @@ static void fill_beyond(void *ctx, const uint64_t *cell, uint8_t *chunk) {
         memcpy(ext, m->chunk_shape, m->rank * sizeof *ext);
         uint64_t keep = m->shape[d] - c0;
         ext[d] = m->chunk_shape[d] - keep;
-        nds_strided_fill(m->rank, ext, a->elem, chunk + (int64_t)keep * stride[d], stride, m->fill_value);
+        nds_strided_fill(m->rank, ext, a->elem, chunk + (int64_t)keep * stride[d], stride,
+                         m->fill_value);
     }
 }
 
@@ -163,7 +166,9 @@ static int resize_task(void *ctx, size_t i) {
     }
     if (outside) {
         int rc = nds_kvstore_delete(a->kv, r->list->keys[i], NULL);
-        return rc ? nds_err_prefix(rc, "resize of %s: deleting chunk %s", nds_kvstore_url(a->kv), r->list->keys[i]) : 0;
+        return rc ? nds_err_prefix(rc, "resize of %s: deleting chunk %s", nds_kvstore_url(a->kv),
+                                   r->list->keys[i])
+                  : 0;
     }
     return edge ? nds_array_update_chunk(a, cell, 0, fill_beyond, a) : 0;
 }
@@ -171,8 +176,8 @@ static int resize_task(void *ctx, size_t i) {
 int nds_array_resize(nds_array *a, const uint64_t *new_shape) {
     pthread_rwlock_wrlock(&a->meta_lock);
     nds_array_meta old = a->meta;
-    /* Clean up first (against the new shape), then publish it: a crash in between loses only data the
-     * caller was removing, and never leaves stale elements that a later grow would expose. */
+    /* Clean up first (against the new shape), then publish it: a crash in between loses only data
+     * the caller was removing, and never leaves stale elements that a later grow would expose. */
     memcpy(a->meta.shape, new_shape, a->meta.rank * sizeof *new_shape);
     bool shrinks = false;
     for (size_t d = 0; d < old.rank; d++) shrinks = shrinks || new_shape[d] < old.shape[d];

@@ -34,7 +34,8 @@ int nds_box_check(const nds_box *box, size_t rank, const uint64_t *shape) {
     if (box->rank != rank)
         return nds_err(NDS_ERANGE, "region has %zu dimensions, the array has %zu", box->rank, rank);
     for (size_t d = 0; d < rank; d++) {
-        if (box->step[d] == 0) return nds_err(NDS_ERANGE, "region dimension %zu: step must be >= 1", d);
+        if (box->step[d] == 0)
+            return nds_err(NDS_ERANGE, "region dimension %zu: step must be >= 1", d);
         if (box->start[d] > box->stop[d] || box->stop[d] > shape[d])
             return nds_err(NDS_ERANGE, "region dimension %zu: %llu:%llu is outside [0, %llu)", d,
                            (unsigned long long)box->start[d], (unsigned long long)box->stop[d],
@@ -51,14 +52,16 @@ void nds_box_format(const nds_box *box, char *buf, size_t cap) {
     for (size_t d = 0; d < box->rank && used < cap; d++) {
         const char *sep = d ? ", " : "";
         if (box->dropped >> d & 1)
-            used += (size_t)snprintf(buf + used, cap - used, "%s%llu", sep, (unsigned long long)box->start[d]);
+            used += (size_t)snprintf(buf + used, cap - used, "%s%llu", sep,
+                                     (unsigned long long)box->start[d]);
         else if (box->step[d] == 1)
             used += (size_t)snprintf(buf + used, cap - used, "%s%llu:%llu", sep,
-                                     (unsigned long long)box->start[d], (unsigned long long)box->stop[d]);
+                                     (unsigned long long)box->start[d],
+                                     (unsigned long long)box->stop[d]);
         else
-            used += (size_t)snprintf(buf + used, cap - used, "%s%llu:%llu:%llu", sep,
-                                     (unsigned long long)box->start[d], (unsigned long long)box->stop[d],
-                                     (unsigned long long)box->step[d]);
+            used += (size_t)snprintf(
+                buf + used, cap - used, "%s%llu:%llu:%llu", sep, (unsigned long long)box->start[d],
+                (unsigned long long)box->stop[d], (unsigned long long)box->step[d]);
     }
     if (used < cap) snprintf(buf + used, cap - used, "]");
 }
@@ -160,7 +163,8 @@ static int split_items(const char *region, item *items, size_t *count) {
     const char *p = s;
     for (const char *q = s; q <= e; q++)
         if (q == e || *q == ',') {
-            if (*count == NDS_MAX_RANK + 1) return nds_err(NDS_EINVAL, "region \"%s\": too many dimensions", region);
+            if (*count == NDS_MAX_RANK + 1)
+                return nds_err(NDS_EINVAL, "region \"%s\": too many dimensions", region);
             items[*count] = (item){p, (size_t)(q - p)};
             trim(&items[*count]);
             ++*count;
@@ -180,7 +184,8 @@ int nds_box_parse(nds_box *box, const char *region, size_t rank, const uint64_t 
     size_t ellipsis = count;
     for (size_t i = 0; i < count; i++)
         if (is_ellipsis(items[i])) {
-            if (ellipsis != count) return nds_err(NDS_EINVAL, "region \"%s\": more than one '...'", region);
+            if (ellipsis != count)
+                return nds_err(NDS_EINVAL, "region \"%s\": more than one '...'", region);
             ellipsis = i;
         }
     size_t explicit_dims = count - (ellipsis != count);
@@ -193,7 +198,8 @@ int nds_box_parse(nds_box *box, const char *region, size_t rank, const uint64_t 
             d += rank - explicit_dims;
             continue;
         }
-        if (items[i].n == 0) return nds_err(NDS_EINVAL, "region \"%s\": empty dimension %zu", region, d);
+        if (items[i].n == 0)
+            return nds_err(NDS_EINVAL, "region \"%s\": empty dimension %zu", region, d);
         if ((rc = parse_item(box, d, items[i], shape[d]))) return rc;
         d++;
     }

@@ -56,8 +56,6 @@ void nds_bytes_take(nds_bytes *b, uint8_t *p, size_t len) {
     b->release_ctx = NULL;
 }
 
-void nds_read_result_dispose(nds_read_result *r) {
-    nds_bytes_release(&r->value);
-}
+void nds_read_result_dispose(nds_read_result *r) { nds_bytes_release(&r->value); }
 
 void nds_free(void *p) { free(p); }

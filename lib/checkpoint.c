@@ -13,7 +13,8 @@
 
 static int marker_key(const char *name, char **out) {
     if (!name || !name[0] || strchr(name, '/'))
-        return nds_err(NDS_EINVAL, "checkpoint name \"%s\" must be non-empty and without '/'", name ? name : "");
+        return nds_err(NDS_EINVAL, "checkpoint name \"%s\" must be non-empty and without '/'",
+                       name ? name : "");
     *out = nds_asprintf("%s%s", name, MARKER_SUFFIX);
     return *out ? 0 : nds_err(NDS_ENOMEM, "out of memory");
 }
@@ -67,8 +68,8 @@ static char *marker_text(const char *name, const char *const *arrays, size_t n) 
     return text;
 }
 
-int nds_checkpoint_mark(const char *kvstore_spec, const char *name, const char *const *arrays, size_t n,
-                        nds_context *ctx) {
+int nds_checkpoint_mark(const char *kvstore_spec, const char *name, const char *const *arrays,
+                        size_t n, nds_context *ctx) {
     char *key = NULL, *text = NULL;
     nds_kvstore *dir = NULL;
     int rc = marker_key(name, &key);
@@ -80,7 +81,8 @@ int nds_checkpoint_mark(const char *kvstore_spec, const char *name, const char *
         wo.if_equal.kind = NDS_GEN_ABSENT; /* create-only: a checkpoint is marked once */
         rc = nds_kvstore_write(dir, key, text, strlen(text), &wo, NULL);
         if (rc == NDS_ECONFLICT)
-            rc = nds_err(NDS_EEXIST, "checkpoint \"%s\" at %s is already marked complete", name, nds_kvstore_url(dir));
+            rc = nds_err(NDS_EEXIST, "checkpoint \"%s\" at %s is already marked complete", name,
+                         nds_kvstore_url(dir));
     }
     free(key);
     free(text);
@@ -88,8 +90,8 @@ int nds_checkpoint_mark(const char *kvstore_spec, const char *name, const char *
     return rc;
 }
 
-int nds_checkpoint_status(const char *kvstore_spec, const char *name, int *complete, char **marker_json,
-                          nds_context *ctx) {
+int nds_checkpoint_status(const char *kvstore_spec, const char *name, int *complete,
+                          char **marker_json, nds_context *ctx) {
     char *key = NULL;
     nds_kvstore *dir = NULL;
     nds_read_result r = {0};
@@ -102,9 +104,11 @@ int nds_checkpoint_status(const char *kvstore_spec, const char *name, int *compl
         json_object *m = NULL;
         if (nds_json_parse((const char *)r.value.data, r.value.len, key, &m) != 0 ||
             !json_object_is_type(m, json_type_object))
-            rc = nds_err(NDS_ECORRUPT, "checkpoint marker %s%s is not a json object", nds_kvstore_url(dir), key);
+            rc = nds_err(NDS_ECORRUPT, "checkpoint marker %s%s is not a json object",
+                         nds_kvstore_url(dir), key);
         json_object_put(m);
-        if (!rc && marker_json && !(*marker_json = strndup((const char *)r.value.data, r.value.len)))
+        if (!rc && marker_json &&
+            !(*marker_json = strndup((const char *)r.value.data, r.value.len)))
             rc = nds_err(NDS_ENOMEM, "out of memory");
         *complete = rc == 0;
     }

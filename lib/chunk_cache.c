@@ -1,5 +1,5 @@
-/* Decoded-chunk cache (internal/chunk_cache.h): 16 shards, each a hash table plus an LRU list under its own
- * mutex; the byte budget is split evenly between shards. */
+/* Decoded-chunk cache (internal/chunk_cache.h): 16 shards, each a hash table plus an LRU list under
+ * its own mutex; the byte budget is split evenly between shards. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +15,10 @@ struct nds_cache_entry {
     uint8_t *data;
     size_t len;
     nds_generation gen;
-    size_t refs;                        /* the table's reference + readers'; guarded by the shard mutex */
+    size_t refs; /* the table's reference + readers'; guarded by the shard mutex */
     int in_table;
-    nds_cache_entry *hnext;             /* bucket chain */
-    nds_cache_entry *prev, *next;       /* LRU list, most recent first */
+    nds_cache_entry *hnext;       /* bucket chain */
+    nds_cache_entry *prev, *next; /* LRU list, most recent first */
 };
 
 typedef struct shard {
@@ -66,10 +66,14 @@ static void detach(shard *s, nds_cache_entry *e, uint64_t h) {
     nds_cache_entry **p = &s->buckets[h % BUCKETS];
     while (*p != e) p = &(*p)->hnext;
     *p = e->hnext;
-    if (e->prev) e->prev->next = e->next;
-    else s->head = e->next;
-    if (e->next) e->next->prev = e->prev;
-    else s->tail = e->prev;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        s->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        s->tail = e->prev;
     s->bytes -= e->len;
     e->in_table = 0;
     unref(e);
@@ -94,8 +98,10 @@ static nds_cache_entry *find(shard *s, const char *url, uint64_t h) {
 static void to_front(shard *s, nds_cache_entry *e) {
     if (s->head == e) return;
     e->prev->next = e->next; /* e is not the head, so it has a prev */
-    if (e->next) e->next->prev = e->prev;
-    else s->tail = e->prev;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        s->tail = e->prev;
     e->prev = NULL;
     e->next = s->head;
     s->head->prev = e;
@@ -138,7 +144,8 @@ void nds_cache_forget(nds_chunk_cache *c, const char *url) {
     pthread_mutex_unlock(&s->mu);
 }
 
-void nds_cache_put(nds_chunk_cache *c, const char *url, const uint8_t *data, size_t len, const nds_generation *gen) {
+void nds_cache_put(nds_chunk_cache *c, const char *url, const uint8_t *data, size_t len,
+                   const nds_generation *gen) {
     if (!c || gen->kind != NDS_GEN_VALUE) return;
     uint64_t h = hash_url(url);
     shard *s = &c->shards[h % SHARDS];

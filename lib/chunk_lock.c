@@ -1,5 +1,5 @@
-/* Per-chunk in-process locks (see internal/chunk_lock.h). Lock order: table mutex is never held while
- * waiting for an entry's mutex. */
+/* Per-chunk in-process locks (see internal/chunk_lock.h). Lock order: table mutex is never held
+ * while waiting for an entry's mutex. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

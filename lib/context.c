@@ -10,7 +10,7 @@
 #define NDS_DEFAULT_BUDGET ((size_t)256 << 20)
 
 struct nds_context {
-    nds_pool *pool;      /* workers = threads - 1: the calling thread always takes part */
+    nds_pool *pool; /* workers = threads - 1: the calling thread always takes part */
     int threads;
     size_t memory_budget;
     nds_chunk_cache *cache; /* NULL when caching is off */
@@ -27,9 +27,9 @@ static int online_cores(void) {
 int nds_context_new(nds_context **out, const nds_context_options *opts) {
     nds_context *c = calloc(1, sizeof *c);
     if (!c) return nds_err(NDS_ENOMEM, "out of memory creating a context");
-    /* Default: two threads per core. Chunk tasks mix CPU (codecs) with blocking I/O (fsync, network), so
-     * a second thread per core keeps the cores busy while one waits; in-flight chunks stay bounded by
-     * 2 x cores, the memory target of docs/performance.md. */
+    /* Default: two threads per core. Chunk tasks mix CPU (codecs) with blocking I/O (fsync,
+     * network), so a second thread per core keeps the cores busy while one waits; in-flight chunks
+     * stay bounded by 2 x cores, the memory target of docs/performance.md. */
     c->threads = opts && opts->threads > 0 ? opts->threads : 2 * online_cores();
     c->memory_budget = opts && opts->memory_budget ? opts->memory_budget : NDS_DEFAULT_BUDGET;
     int rc = nds_pool_new(&c->pool, c->threads - 1);

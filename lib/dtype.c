@@ -1,4 +1,5 @@
-/* Element types: sizes, names, byte swapping, half-precision conversion, and fill values in JSON. */
+/* Element types: sizes, names, byte swapping, half-precision conversion, and fill values in JSON.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,14 +14,22 @@ typedef struct dtype_info {
 
 /* Indexed by nds_dtype. */
 static const dtype_info dtype_table[NDS_DTYPE_COUNT] = {
-    [NDS_DTYPE_INVALID] = {"invalid", 0}, [NDS_BOOL] = {"bool", 1},
-    [NDS_INT8] = {"int8", 1},             [NDS_INT16] = {"int16", 2},
-    [NDS_INT32] = {"int32", 4},           [NDS_INT64] = {"int64", 8},
-    [NDS_UINT8] = {"uint8", 1},           [NDS_UINT16] = {"uint16", 2},
-    [NDS_UINT32] = {"uint32", 4},         [NDS_UINT64] = {"uint64", 8},
-    [NDS_FLOAT16] = {"float16", 2},       [NDS_BFLOAT16] = {"bfloat16", 2},
-    [NDS_FLOAT32] = {"float32", 4},       [NDS_FLOAT64] = {"float64", 8},
-    [NDS_COMPLEX64] = {"complex64", 8},   [NDS_COMPLEX128] = {"complex128", 16},
+    [NDS_DTYPE_INVALID] = {"invalid", 0},
+    [NDS_BOOL] = {"bool", 1},
+    [NDS_INT8] = {"int8", 1},
+    [NDS_INT16] = {"int16", 2},
+    [NDS_INT32] = {"int32", 4},
+    [NDS_INT64] = {"int64", 8},
+    [NDS_UINT8] = {"uint8", 1},
+    [NDS_UINT16] = {"uint16", 2},
+    [NDS_UINT32] = {"uint32", 4},
+    [NDS_UINT64] = {"uint64", 8},
+    [NDS_FLOAT16] = {"float16", 2},
+    [NDS_BFLOAT16] = {"bfloat16", 2},
+    [NDS_FLOAT32] = {"float32", 4},
+    [NDS_FLOAT64] = {"float64", 8},
+    [NDS_COMPLEX64] = {"complex64", 8},
+    [NDS_COMPLEX128] = {"complex128", 16},
 };
 
 size_t nds_dtype_size(nds_dtype t) {
@@ -117,7 +126,8 @@ uint16_t nds_float_to_half(float f) {
         return sign | (uint16_t)half;
     }
     uint32_t half = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++; /* may carry into the exponent: correct */
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
+        half++; /* may carry into the exponent: correct */
     return sign | (uint16_t)half;
 }
 
@@ -139,7 +149,8 @@ uint16_t nds_float_to_bf16(float f) {
 bool nds_all_equal(const uint8_t *data, size_t n, size_t elem, const uint8_t *value) {
     if (n == 0) return true;
     if (memcmp(data, value, elem) != 0) return false;
-    /* data[0] equals value, so comparing data with itself shifted by one element checks the rest. */
+    /* data[0] equals value, so comparing data with itself shifted by one element checks the rest.
+     */
     return memcmp(data, data + elem, (n - 1) * elem) == 0;
 }
 

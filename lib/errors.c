@@ -17,13 +17,12 @@ static _Thread_local error_state tls_error;
 
 const char *nds_strerror(int code) {
     switch (code) {
-#define NDS_ERR(name, value, text) \
-    case value:                    \
+#define NDS_ERR(name, value, text)                                                                 \
+    case value:                                                                                    \
         return text;
 #include "ndstore/errors.def"
 #undef NDS_ERR
-    default:
-        return "unknown error";
+    default: return "unknown error";
     }
 }
 
@@ -66,25 +65,17 @@ int nds_err_cause(int code, nds_cause_kind kind, long cause, const char *fmt, ..
 static int map_errno(int err) {
     switch (err) {
     case ENOENT:
-    case ENOTDIR:
-        return NDS_ENOTFOUND;
-    case EEXIST:
-        return NDS_EEXIST;
+    case ENOTDIR: return NDS_ENOTFOUND;
+    case EEXIST: return NDS_EEXIST;
     case EACCES:
-    case EPERM:
-        return NDS_EPERM;
-    case ENOMEM:
-        return NDS_ENOMEM;
+    case EPERM: return NDS_EPERM;
+    case ENOMEM: return NDS_ENOMEM;
     case ENOSPC:
     case EDQUOT:
-    case EFBIG:
-        return NDS_ELIMIT;
-    case EROFS:
-        return NDS_EREADONLY;
-    case ETIMEDOUT:
-        return NDS_ETIMEOUT;
-    default:
-        return NDS_EIO;
+    case EFBIG: return NDS_ELIMIT;
+    case EROFS: return NDS_EREADONLY;
+    case ETIMEDOUT: return NDS_ETIMEOUT;
+    default: return NDS_EIO;
     }
 }
 

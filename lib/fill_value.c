@@ -1,5 +1,5 @@
-/* Fill values in JSON, as zarr writes them: numbers, booleans, null, "NaN", "Infinity", "-Infinity",
- * "0x..." bit patterns (zarr v3) and [re, im] pairs for complex types. */
+/* Fill values in JSON, as zarr writes them: numbers, booleans, null, "NaN", "Infinity",
+ * "-Infinity", "0x..." bit patterns (zarr v3) and [re, im] pairs for complex types. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +32,14 @@ static int parse_real(const json_object *v, const char *doc, double *out) {
     }
     if (json_object_is_type(v, json_type_string)) {
         const char *s = json_object_get_string((json_object *)v);
-        if (strcmp(s, "NaN") == 0) *out = NAN;
-        else if (strcmp(s, "Infinity") == 0) *out = INFINITY;
-        else if (strcmp(s, "-Infinity") == 0) *out = -INFINITY;
-        else return nds_err(NDS_EFORMAT, "%s: fill_value \"%s\" is not a number", doc, s);
+        if (strcmp(s, "NaN") == 0)
+            *out = NAN;
+        else if (strcmp(s, "Infinity") == 0)
+            *out = INFINITY;
+        else if (strcmp(s, "-Infinity") == 0)
+            *out = -INFINITY;
+        else
+            return nds_err(NDS_EFORMAT, "%s: fill_value \"%s\" is not a number", doc, s);
         return 0;
     }
     return nds_err(NDS_EFORMAT, "%s: fill_value must be a number", doc);
@@ -48,9 +52,10 @@ static int parse_hex(const char *s, size_t size, const char *doc, uint8_t *out) 
         return nds_err(NDS_EFORMAT, "%s: fill_value \"%s\" does not fit %zu bytes", doc, s, size);
     uint64_t v = 0;
     for (const char *p = s + 2; *p; p++) {
-        int d = (*p >= '0' && *p <= '9') ? *p - '0'
+        int d = (*p >= '0' && *p <= '9')   ? *p - '0'
                 : (*p >= 'a' && *p <= 'f') ? *p - 'a' + 10
-                : (*p >= 'A' && *p <= 'F') ? *p - 'A' + 10 : -1;
+                : (*p >= 'A' && *p <= 'F') ? *p - 'A' + 10
+                                           : -1;
         if (d < 0) return nds_err(NDS_EFORMAT, "%s: fill_value \"%s\" is not hexadecimal", doc, s);
         v = (v << 4) | (uint64_t)d;
     }
@@ -65,26 +70,32 @@ static int parse_integer(nds_dtype t, const json_object *v, const char *doc, uin
     if (!json_object_is_type(v, json_type_int)) {
         if (!json_object_is_type(v, json_type_double) ||
             json_object_get_double(v) != floor(json_object_get_double(v)))
-            return nds_err(NDS_EFORMAT, "%s: fill_value must be an integer for %s", doc, nds_dtype_name(t));
+            return nds_err(NDS_EFORMAT, "%s: fill_value must be an integer for %s", doc,
+                           nds_dtype_name(t));
     }
     unsigned bits = (unsigned)size * 8;
     if (is_signed) {
         int64_t x = json_object_get_int64(v);
         int64_t lo = bits == 64 ? INT64_MIN : -(INT64_C(1) << (bits - 1));
         int64_t hi = bits == 64 ? INT64_MAX : (INT64_C(1) << (bits - 1)) - 1;
-        if (x < lo || x > hi || (json_object_is_type(v, json_type_int) && x == INT64_MAX &&
-                                 json_object_get_uint64(v) > (uint64_t)INT64_MAX))
-            return nds_err(NDS_EFORMAT, "%s: fill_value out of range for %s", doc, nds_dtype_name(t));
+        if (x < lo || x > hi ||
+            (json_object_is_type(v, json_type_int) && x == INT64_MAX &&
+             json_object_get_uint64(v) > (uint64_t)INT64_MAX))
+            return nds_err(NDS_EFORMAT, "%s: fill_value out of range for %s", doc,
+                           nds_dtype_name(t));
         memcpy(out, &x, size);
     } else {
         if (json_object_get_int64(v) < 0)
-            return nds_err(NDS_EFORMAT, "%s: fill_value out of range for %s", doc, nds_dtype_name(t));
+            return nds_err(NDS_EFORMAT, "%s: fill_value out of range for %s", doc,
+                           nds_dtype_name(t));
         uint64_t x = json_object_get_uint64(v);
         if (bits < 64 && x >> bits)
-            return nds_err(NDS_EFORMAT, "%s: fill_value out of range for %s", doc, nds_dtype_name(t));
+            return nds_err(NDS_EFORMAT, "%s: fill_value out of range for %s", doc,
+                           nds_dtype_name(t));
         memcpy(out, &x, size);
     }
-    if (nds_host_is_big_endian()) return nds_err(NDS_EUNSUPPORTED, "big-endian hosts are not supported");
+    if (nds_host_is_big_endian())
+        return nds_err(NDS_EUNSUPPORTED, "big-endian hosts are not supported");
     return 0;
 }
 
@@ -115,10 +126,13 @@ int nds_fill_from_json(nds_dtype t, const json_object *v, const char *doc, uint8
         if (strncmp(s, "0x", 2) == 0 && size <= 8) return parse_hex(s, size, doc, out);
     }
     if (t == NDS_BOOL) {
-        if (json_object_is_type(v, json_type_boolean)) out[0] = json_object_get_boolean(v) ? 1 : 0;
-        else if (json_object_is_type(v, json_type_int) && (json_object_get_int64(v) & ~INT64_C(1)) == 0)
+        if (json_object_is_type(v, json_type_boolean))
+            out[0] = json_object_get_boolean(v) ? 1 : 0;
+        else if (json_object_is_type(v, json_type_int) &&
+                 (json_object_get_int64(v) & ~INT64_C(1)) == 0)
             out[0] = (uint8_t)json_object_get_int64(v);
-        else return nds_err(NDS_EFORMAT, "%s: fill_value must be true or false for bool", doc);
+        else
+            return nds_err(NDS_EFORMAT, "%s: fill_value must be true or false for bool", doc);
         return 0;
     }
     if (is_float(t)) {
@@ -158,9 +172,12 @@ json_object *nds_fill_to_json(nds_dtype t, const uint8_t *value) {
     case NDS_BOOL: return json_object_new_boolean(value[0] != 0);
     case NDS_INT8: return json_object_new_int64(*(const int8_t *)value);
     case NDS_UINT8: return json_object_new_int64(value[0]);
-    case NDS_FLOAT16: case NDS_BFLOAT16: case NDS_FLOAT32: case NDS_FLOAT64:
-        return real_to_json(load_float(t, value));
-    case NDS_COMPLEX64: case NDS_COMPLEX128: {
+    case NDS_FLOAT16:
+    case NDS_BFLOAT16:
+    case NDS_FLOAT32:
+    case NDS_FLOAT64: return real_to_json(load_float(t, value));
+    case NDS_COMPLEX64:
+    case NDS_COMPLEX128: {
         nds_dtype part = t == NDS_COMPLEX64 ? NDS_FLOAT32 : NDS_FLOAT64;
         json_object *a = json_object_new_array();
         json_object_array_add(a, real_to_json(load_float(part, value)));
@@ -174,8 +191,18 @@ json_object *nds_fill_to_json(nds_dtype t, const uint8_t *value) {
     size_t size = nds_dtype_size(t);
     memcpy(&u, value, size);
     switch (t) {
-    case NDS_INT16: { int16_t x; memcpy(&x, value, 2); s = x; break; }
-    case NDS_INT32: { int32_t x; memcpy(&x, value, 4); s = x; break; }
+    case NDS_INT16: {
+        int16_t x;
+        memcpy(&x, value, 2);
+        s = x;
+        break;
+    }
+    case NDS_INT32: {
+        int32_t x;
+        memcpy(&x, value, 4);
+        s = x;
+        break;
+    }
     case NDS_INT64: memcpy(&s, value, 8); break;
     default: return json_object_new_uint64(u);
     }

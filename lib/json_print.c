@@ -1,7 +1,7 @@
-/* JSON printing in the exact styles the formats' reference implementations write, so documents ndstore
- * writes diff cleanly against theirs: zarr-python v2 (4-space indent, sorted keys, Python's repr of floats,
- * ensure_ascii escaping) and zarr v3 / zarrita (2-space indent, insertion order, arrays of scalars on one
- * line). One printer, configured by nds_json_style. */
+/* JSON printing in the exact styles the formats' reference implementations write, so documents
+ * ndstore writes diff cleanly against theirs: zarr-python v2 (4-space indent, sorted keys, Python's
+ * repr of floats, ensure_ascii escaping) and zarr v3 / zarrita (2-space indent, insertion order,
+ * arrays of scalars on one line). One printer, configured by nds_json_style. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,19 +186,24 @@ static int print_array(nds_buf *b, const nds_json_style *st, const json_object *
 
 static int print_scalar(nds_buf *b, const nds_json_style *st, const json_object *v) {
     if (!st->python_scalars)
-        return put_text(b, json_object_to_json_string_ext((json_object *)v, JSON_C_TO_STRING_NOSLASHESCAPE));
+        return put_text(
+            b, json_object_to_json_string_ext((json_object *)v, JSON_C_TO_STRING_NOSLASHESCAPE));
     switch (json_object_get_type(v)) {
     case json_type_null: return put_text(b, "null");
     case json_type_boolean: return put_text(b, json_object_get_boolean(v) ? "true" : "false");
     case json_type_double: return print_double(b, json_object_get_double(v));
     case json_type_string:
-        return print_string(b, json_object_get_string((json_object *)v), (size_t)json_object_get_string_len(v));
-    default: return put_text(b, json_object_to_json_string_ext((json_object *)v, JSON_C_TO_STRING_PLAIN));
+        return print_string(b, json_object_get_string((json_object *)v),
+                            (size_t)json_object_get_string_len(v));
+    default:
+        return put_text(b,
+                        json_object_to_json_string_ext((json_object *)v, JSON_C_TO_STRING_PLAIN));
     }
 }
 
 static int print_value(nds_buf *b, const nds_json_style *st, const json_object *v, int depth) {
-    if (depth > PRINT_MAX_DEPTH) return nds_err(NDS_ELIMIT, "json nested deeper than %d levels", PRINT_MAX_DEPTH);
+    if (depth > PRINT_MAX_DEPTH)
+        return nds_err(NDS_ELIMIT, "json nested deeper than %d levels", PRINT_MAX_DEPTH);
     if (json_object_is_type(v, json_type_object)) return print_object(b, st, v, depth);
     if (json_object_is_type(v, json_type_array)) return print_array(b, st, v, depth);
     return print_scalar(b, st, v);

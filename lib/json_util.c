@@ -11,7 +11,8 @@
 #define NDS_JSON_MAX_DEPTH 64
 
 int nds_json_parse(const char *text, size_t len, const char *doc, json_object **out) {
-    if (len > INT32_MAX) return nds_err(NDS_ELIMIT, "%s: json document too large (%zu bytes)", doc, len);
+    if (len > INT32_MAX)
+        return nds_err(NDS_ELIMIT, "%s: json document too large (%zu bytes)", doc, len);
     json_tokener *tok = json_tokener_new_ex(NDS_JSON_MAX_DEPTH);
     if (!tok) return nds_err(NDS_ENOMEM, "%s: out of memory", doc);
     json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
@@ -24,12 +25,14 @@ int nds_json_parse(const char *text, size_t len, const char *doc, json_object **
         used = len;
     }
     json_tokener_free(tok);
-    /* (json-c represents a JSON null as a NULL object: success with obj == NULL is a valid document.) */
+    /* (json-c represents a JSON null as a NULL object: success with obj == NULL is a valid
+     * document.) */
     if (jerr != json_tokener_success) {
         json_object_put(obj);
-        if (jerr == json_tokener_continue) return nds_err(NDS_EFORMAT, "%s: invalid json: unexpected end", doc);
-        return nds_err_cause(NDS_EFORMAT, NDS_CAUSE_JSON, jerr, "%s: invalid json at byte %zu: %s", doc, used,
-                             json_tokener_error_desc(jerr));
+        if (jerr == json_tokener_continue)
+            return nds_err(NDS_EFORMAT, "%s: invalid json: unexpected end", doc);
+        return nds_err_cause(NDS_EFORMAT, NDS_CAUSE_JSON, jerr, "%s: invalid json at byte %zu: %s",
+                             doc, used, json_tokener_error_desc(jerr));
     }
     for (size_t i = used; i < len; i++) {
         char c = text[i];
@@ -72,8 +75,8 @@ static bool as_int64(json_object *v, int64_t *out) {
     return false;
 }
 
-int nds_json_get_int(const json_object *obj, const char *key, bool optional, int64_t min, int64_t max,
-                     const char *doc, int64_t *out) {
+int nds_json_get_int(const json_object *obj, const char *key, bool optional, int64_t min,
+                     int64_t max, const char *doc, int64_t *out) {
     json_object *v;
     if (!find(obj, key, &v)) {
         if (optional) return 0;
@@ -82,8 +85,8 @@ int nds_json_get_int(const json_object *obj, const char *key, bool optional, int
     int64_t x;
     if (!as_int64(v, &x)) return nds_err(NDS_EFORMAT, "%s: \"%s\" must be an integer", doc, key);
     if (x < min || x > max)
-        return nds_err(NDS_EFORMAT, "%s: \"%s\" is %lld, outside [%lld, %lld]", doc, key, (long long)x,
-                       (long long)min, (long long)max);
+        return nds_err(NDS_EFORMAT, "%s: \"%s\" is %lld, outside [%lld, %lld]", doc, key,
+                       (long long)x, (long long)min, (long long)max);
     *out = x;
     return 0;
 }
@@ -101,7 +104,8 @@ int nds_json_get_string(const json_object *obj, const char *key, bool optional, 
     return 0;
 }
 
-int nds_json_get_bool(const json_object *obj, const char *key, bool optional, const char *doc, bool *out) {
+int nds_json_get_bool(const json_object *obj, const char *key, bool optional, const char *doc,
+                      bool *out) {
     json_object *v;
     if (!find(obj, key, &v)) {
         if (optional) return 0;
@@ -118,17 +122,20 @@ int nds_json_get_u64_array(const json_object *obj, const char *key, const char *
     json_object *v;
     if (!find(obj, key, &v)) return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", doc, key);
     if (!json_object_is_type(v, json_type_array))
-        return nds_err(NDS_EFORMAT, "%s: \"%s\" must be an array of non-negative integers", doc, key);
+        return nds_err(NDS_EFORMAT, "%s: \"%s\" must be an array of non-negative integers", doc,
+                       key);
     size_t len = json_object_array_length(v);
     if (len > cap)
-        return nds_err(NDS_EFORMAT, "%s: \"%s\" has %zu entries, at most %zu are supported", doc, key, len, cap);
+        return nds_err(NDS_EFORMAT, "%s: \"%s\" has %zu entries, at most %zu are supported", doc,
+                       key, len, cap);
     for (size_t i = 0; i < len; i++) {
         int64_t x;
         if (!as_int64(json_object_array_get_idx(v, i), &x) || x < 0)
-            return nds_err(NDS_EFORMAT, "%s: \"%s\"[%zu] must be a non-negative integer", doc, key, i);
+            return nds_err(NDS_EFORMAT, "%s: \"%s\"[%zu] must be a non-negative integer", doc, key,
+                           i);
         if ((uint64_t)x > max)
-            return nds_err(NDS_EFORMAT, "%s: \"%s\"[%zu] is %lld, above the limit %llu", doc, key, i,
-                           (long long)x, (unsigned long long)max);
+            return nds_err(NDS_EFORMAT, "%s: \"%s\"[%zu] is %lld, above the limit %llu", doc, key,
+                           i, (long long)x, (unsigned long long)max);
         out[i] = (uint64_t)x;
     }
     *n = len;
@@ -136,8 +143,9 @@ int nds_json_get_u64_array(const json_object *obj, const char *key, const char *
 }
 
 char *nds_json_to_string(const json_object *obj, bool pretty) {
-    int flags = JSON_C_TO_STRING_NOSLASHESCAPE | (pretty ? JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED
-                                                          : JSON_C_TO_STRING_PLAIN);
+    int flags =
+        JSON_C_TO_STRING_NOSLASHESCAPE |
+        (pretty ? JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED : JSON_C_TO_STRING_PLAIN);
     const char *s = json_object_to_json_string_ext((json_object *)obj, flags);
     return nds_strdup(s);
 }

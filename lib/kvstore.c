@@ -1,5 +1,6 @@
-/* kvstore handles: a shared driver instance plus a key prefix. The core joins prefix and key, so drivers
- * only ever see full keys; wrappers here are the one place for argument checks and fallbacks. */
+/* kvstore handles: a shared driver instance plus a key prefix. The core joins prefix and key, so
+ * drivers only ever see full keys; wrappers here are the one place for argument checks and
+ * fallbacks. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -91,7 +92,8 @@ int nds_kvstore_url_to_spec(const char *url, json_object **out) {
         rest = sep + 3;
     }
     const nds_kv_driver *d = nds_kv_driver_find_scheme(scheme);
-    if (!d || !d->parse_url) return nds_err(NDS_ENOTFOUND, "unknown kvstore url scheme \"%s\" in \"%s\"", scheme, url);
+    if (!d || !d->parse_url)
+        return nds_err(NDS_ENOTFOUND, "unknown kvstore url scheme \"%s\" in \"%s\"", scheme, url);
     json_object *spec = json_object_new_object();
     json_object_object_add(spec, "driver", json_object_new_string(d->name));
     int rc = d->parse_url(rest, spec);
@@ -108,8 +110,10 @@ int nds_kvstore_open(nds_kvstore **out, const char *spec, nds_context *ctx) {
     int rc;
     const char *s = spec;
     while (*s == ' ' || *s == '\n' || *s == '\t') s++;
-    if (*s == '{') rc = nds_json_parse(s, strlen(s), "kvstore spec", &obj);
-    else rc = nds_kvstore_url_to_spec(s, &obj);
+    if (*s == '{')
+        rc = nds_json_parse(s, strlen(s), "kvstore spec", &obj);
+    else
+        rc = nds_kvstore_url_to_spec(s, &obj);
     if (rc) return rc;
     rc = nds_kvstore_open_json(out, obj, ctx);
     json_object_put(obj);
@@ -130,7 +134,8 @@ nds_kvstore *nds_kvstore_ref(nds_kvstore *kv) {
 }
 
 int nds_kvstore_sub(nds_kvstore **out, nds_kvstore *kv, const char *path) {
-    if (strstr(path, "..") && (strcmp(path, "..") == 0 || strncmp(path, "../", 3) == 0 || strstr(path, "/../")))
+    if (strstr(path, "..") &&
+        (strcmp(path, "..") == 0 || strncmp(path, "../", 3) == 0 || strstr(path, "/../")))
         return nds_err(NDS_EINVAL, "kvstore path \"%s\" may not contain \"..\"", path);
     char *joined = nds_asprintf("%s%s", kv->path, path);
     if (!joined) return nds_err(NDS_ENOMEM, "out of memory");
@@ -180,20 +185,22 @@ static char *full_key(const nds_kvstore *kv, const char *key, char *buf, size_t 
     return p;
 }
 
-#define WITH_FULL_KEY(kv, key, full, body)                                         \
-    do {                                                                           \
-        char full##_buf[512];                                                      \
-        char *full = full_key(kv, key, full##_buf, sizeof full##_buf);             \
-        if (!full) return nds_err(NDS_ENOMEM, "out of memory");                    \
-        body;                                                                      \
-        if (full != full##_buf) free(full);                                        \
+#define WITH_FULL_KEY(kv, key, full, body)                                                         \
+    do {                                                                                           \
+        char full##_buf[512];                                                                      \
+        char *full = full_key(kv, key, full##_buf, sizeof full##_buf);                             \
+        if (!full) return nds_err(NDS_ENOMEM, "out of memory");                                    \
+        body;                                                                                      \
+        if (full != full##_buf) free(full);                                                        \
     } while (0)
 
-int nds_kvstore_read(nds_kvstore *kv, const char *key, const nds_read_options *opts, nds_read_result *out) {
+int nds_kvstore_read(nds_kvstore *kv, const char *key, const nds_read_options *opts,
+                     nds_read_result *out) {
     static const nds_read_options defaults = NDS_READ_OPTIONS_INIT;
     memset(out, 0, sizeof *out);
     int rc;
-    WITH_FULL_KEY(kv, key, full, rc = kv->inst->driver->read(kv->inst->state, full, opts ? opts : &defaults, out));
+    WITH_FULL_KEY(kv, key, full,
+                  rc = kv->inst->driver->read(kv->inst->state, full, opts ? opts : &defaults, out));
     return rc;
 }
 
@@ -207,7 +214,8 @@ int nds_kvstore_write(nds_kvstore *kv, const char *key, const void *data, size_t
     int rc;
     WITH_FULL_KEY(kv, key, full,
                   rc = kv->inst->driver->write(kv->inst->state, full, data ? data : empty, len,
-                                               opts ? opts : &defaults, new_gen ? new_gen : &ignored));
+                                               opts ? opts : &defaults,
+                                               new_gen ? new_gen : &ignored));
     return rc;
 }
 
@@ -218,7 +226,8 @@ int nds_kvstore_delete(nds_kvstore *kv, const char *key, const nds_write_options
         return nds_err(NDS_EREADONLY, "%s is read-only", kv->url);
     int rc;
     WITH_FULL_KEY(kv, key, full,
-                  rc = kv->inst->driver->write(kv->inst->state, full, NULL, 0, opts ? opts : &defaults, &ignored));
+                  rc = kv->inst->driver->write(kv->inst->state, full, NULL, 0,
+                                               opts ? opts : &defaults, &ignored));
     return rc;
 }
 
@@ -237,7 +246,8 @@ static int strip_prefix(void *c, const char *key, uint64_t size) {
 int nds_kvstore_list(nds_kvstore *kv, const char *prefix, nds_list_fn fn, void *ctx) {
     strip_ctx s = {strlen(kv->path), fn, ctx};
     int rc;
-    WITH_FULL_KEY(kv, prefix, full, rc = kv->inst->driver->list(kv->inst->state, full, strip_prefix, &s));
+    WITH_FULL_KEY(kv, prefix, full,
+                  rc = kv->inst->driver->list(kv->inst->state, full, strip_prefix, &s));
     return rc;
 }
 
@@ -258,7 +268,8 @@ static int collect_in_range(void *c, const char *key, uint64_t size) {
         l->keys = k;
         l->cap = cap;
     }
-    if (!(l->keys[l->n] = nds_strdup(key))) return nds_err(NDS_ENOMEM, "out of memory listing keys");
+    if (!(l->keys[l->n] = nds_strdup(key)))
+        return nds_err(NDS_ENOMEM, "out of memory listing keys");
     l->n++;
     return 0;
 }
@@ -266,15 +277,17 @@ static int collect_in_range(void *c, const char *key, uint64_t size) {
 /* The longest common prefix of begin and end, the only keys a range can hold. */
 static char *range_prefix(const char *begin, const char *end) {
     size_t n = 0;
-    if (!end[0]) n = 0;
-    else while (begin[n] && begin[n] == end[n]) n++;
+    if (!end[0])
+        n = 0;
+    else
+        while (begin[n] && begin[n] == end[n]) n++;
     char *p = malloc(n + 1);
     if (p) memcpy(p, begin, n), p[n] = '\0';
     return p;
 }
 
-/* The smallest key above every key that starts with prefix ("" when there is none: unbounded), so an
- * unbounded range of a handle never reaches beyond its prefix. */
+/* The smallest key above every key that starts with prefix ("" when there is none: unbounded), so
+ * an unbounded range of a handle never reaches beyond its prefix. */
 static char *prefix_successor(const char *prefix) {
     char *p = nds_strdup(prefix);
     if (!p) return NULL;
@@ -295,12 +308,15 @@ int nds_kvstore_delete_range(nds_kvstore *kv, const char *begin, const char *end
     char *fb = nds_asprintf("%s%s", kv->path, begin);
     char *fe = end[0] ? nds_asprintf("%s%s", kv->path, end) : prefix_successor(kv->path);
     int rc = 0;
-    if (!fb || !fe) rc = nds_err(NDS_ENOMEM, "out of memory");
-    else if (kv->inst->driver->delete_range) rc = kv->inst->driver->delete_range(kv->inst->state, fb, fe);
+    if (!fb || !fe)
+        rc = nds_err(NDS_ENOMEM, "out of memory");
+    else if (kv->inst->driver->delete_range)
+        rc = kv->inst->driver->delete_range(kv->inst->state, fb, fe);
     else {
         key_list l = {NULL, 0, 0, begin, end};
         char *prefix = range_prefix(begin, end);
-        rc = prefix ? nds_kvstore_list(kv, prefix, collect_in_range, &l) : nds_err(NDS_ENOMEM, "out of memory");
+        rc = prefix ? nds_kvstore_list(kv, prefix, collect_in_range, &l)
+                    : nds_err(NDS_ENOMEM, "out of memory");
         for (size_t i = 0; i < l.n; i++) {
             if (rc == 0) rc = nds_kvstore_delete(kv, l.keys[i], NULL);
             free(l.keys[i]);
@@ -327,7 +343,8 @@ int nds_generation_satisfies(const nds_generation *if_equal, const nds_generatio
     return if_equal->kind == NDS_GEN_NONE || nds_generation_equal(if_equal, current);
 }
 
-int nds_byte_range_resolve(const nds_read_options *o, uint64_t total, uint64_t *off, uint64_t *len) {
+int nds_byte_range_resolve(const nds_read_options *o, uint64_t total, uint64_t *off,
+                           uint64_t *len) {
     uint64_t start;
     if (o->byte_start < 0) {
         uint64_t suffix = (uint64_t)(-(o->byte_start + 1)) + 1;
@@ -345,8 +362,8 @@ int nds_byte_range_resolve(const nds_read_options *o, uint64_t total, uint64_t *
     return 0;
 }
 
-/* Two handles are on one store when they share the driver instance, or their drivers and driver specs
- * (without path) are equal: e.g. two opens of the same LMDB environment. */
+/* Two handles are on one store when they share the driver instance, or their drivers and driver
+ * specs (without path) are equal: e.g. two opens of the same LMDB environment. */
 static bool same_store(const nds_kvstore *a, const nds_kvstore *b) {
     if (a->inst == b->inst) return true;
     return a->inst->driver == b->inst->driver && a->inst->spec && b->inst->spec &&
@@ -358,13 +375,17 @@ int nds_kvstore_commit(nds_kvstore *const *kvs, nds_kv_op *ops, size_t n) {
     const nds_kv_driver *d = kvs[0]->inst->driver;
     if (!d->commit)
         return nds_err(NDS_EUNSUPPORTED,
-                       "atomic commit needs a kvstore with multi-key commit (memory, lmdb); %s (driver %s) has "
-                       "none, so nothing was written", kvs[0]->url, d->name);
+                       "atomic commit needs a kvstore with multi-key commit (memory, lmdb); %s "
+                       "(driver %s) has "
+                       "none, so nothing was written",
+                       kvs[0]->url, d->name);
     for (size_t i = 1; i < n; i++)
         if (!same_store(kvs[0], kvs[i]))
             return nds_err(NDS_EUNSUPPORTED,
-                           "an atomic commit must stay within one kvstore, but it spans %s and %s; nothing was "
-                           "written", kvs[0]->url, kvs[i]->url);
+                           "an atomic commit must stay within one kvstore, but it spans %s and %s; "
+                           "nothing was "
+                           "written",
+                           kvs[0]->url, kvs[i]->url);
     const char **relative = malloc(n * sizeof *relative);
     if (!relative) return nds_err(NDS_ENOMEM, "out of memory");
     int rc = 0;

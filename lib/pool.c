@@ -1,6 +1,7 @@
-/* Fixed thread pool with a blocking parallel-for. Workers take whole jobs from a queue; within a job every
- * participating thread (the caller included) claims indices from an atomic counter, so the number of chunks
- * in flight is bounded by the number of threads. Lock order: pool->mu, then nothing. */
+/* Fixed thread pool with a blocking parallel-for. Workers take whole jobs from a queue; within a
+ * job every participating thread (the caller included) claims indices from an atomic counter, so
+ * the number of chunks in flight is bounded by the number of threads. Lock order: pool->mu, then
+ * nothing. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -13,20 +14,20 @@ typedef struct job {
     nds_task_fn fn;
     void *ctx;
     size_t n;
-    atomic_size_t next;       /* next index to claim */
-    atomic_int failed;        /* set by the first failing task */
-    size_t helpers_wanted;    /* workers that may still join */
-    size_t active;            /* threads inside run_job (under pool->mu) */
+    atomic_size_t next;    /* next index to claim */
+    atomic_int failed;     /* set by the first failing task */
+    size_t helpers_wanted; /* workers that may still join */
+    size_t active;         /* threads inside run_job (under pool->mu) */
     pthread_mutex_t err_mu;
-    nds_error_saved err;      /* first error, valid when failed */
+    nds_error_saved err; /* first error, valid when failed */
     struct job *next_job;
 } job;
 
 struct nds_pool {
     pthread_mutex_t mu;
-    pthread_cond_t work;      /* a job was queued, or shutdown */
-    pthread_cond_t done;      /* a thread left a job */
-    job *queue;               /* jobs that still want helpers */
+    pthread_cond_t work; /* a job was queued, or shutdown */
+    pthread_cond_t done; /* a thread left a job */
+    job *queue;          /* jobs that still want helpers */
     int threads;
     int shutdown;
     pthread_t *tid;

@@ -1,5 +1,6 @@
-/* Registries of kvstore drivers, formats and codecs, by name. Built-ins come from lib/builtins.c and are
- * installed on first use; run-time registrations replace a same-named entry. A rwlock guards each table. */
+/* Registries of kvstore drivers, formats and codecs, by name. Built-ins come from lib/builtins.c
+ * and are installed on first use; run-time registrations replace a same-named entry. A rwlock
+ * guards each table. */
 #include <pthread.h>
 #include <string.h>
 
@@ -29,17 +30,23 @@ static int add(registry *r, const void *entry, name_fn name) {
     pthread_rwlock_wrlock(&r->lock);
     size_t i = 0;
     while (i < r->count && strcmp(name(r->entries[i]), name(entry)) != 0) i++;
-    if (i < r->count) r->entries[i] = entry;
-    else if (r->count < REGISTRY_MAX) r->entries[r->count++] = entry;
-    else rc = nds_err(NDS_ELIMIT, "registry full: cannot register \"%s\"", name(entry));
+    if (i < r->count)
+        r->entries[i] = entry;
+    else if (r->count < REGISTRY_MAX)
+        r->entries[r->count++] = entry;
+    else
+        rc = nds_err(NDS_ELIMIT, "registry full: cannot register \"%s\"", name(entry));
     pthread_rwlock_unlock(&r->lock);
     return rc;
 }
 
 static void install_builtins(void) {
-    for (size_t i = 0; i < nds_builtin_kv_driver_count; i++) add(&kv_drivers, nds_builtin_kv_drivers[i], kv_name);
-    for (size_t i = 0; i < nds_builtin_format_count; i++) add(&formats, nds_builtin_formats[i], format_name);
-    for (size_t i = 0; i < nds_builtin_codec_count; i++) add(&codecs, nds_builtin_codecs[i], codec_name);
+    for (size_t i = 0; i < nds_builtin_kv_driver_count; i++)
+        add(&kv_drivers, nds_builtin_kv_drivers[i], kv_name);
+    for (size_t i = 0; i < nds_builtin_format_count; i++)
+        add(&formats, nds_builtin_formats[i], format_name);
+    for (size_t i = 0; i < nds_builtin_codec_count; i++)
+        add(&codecs, nds_builtin_codecs[i], codec_name);
 }
 
 static void ensure_builtins(void) { pthread_once(&builtins_once, install_builtins); }
@@ -67,7 +74,9 @@ static int match_format(const void *e, const char *k) {
 }
 static int match_codec(const void *e, const char *k) { return strcmp(codec_name(e), k) == 0; }
 
-const nds_kv_driver *nds_kv_driver_find(const char *name) { return find(&kv_drivers, name, match_kv_name); }
+const nds_kv_driver *nds_kv_driver_find(const char *name) {
+    return find(&kv_drivers, name, match_kv_name);
+}
 const nds_kv_driver *nds_kv_driver_find_scheme(const char *scheme) {
     return find(&kv_drivers, scheme, match_kv_scheme);
 }

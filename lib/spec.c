@@ -37,7 +37,8 @@ static int read_spec_file(const char *path, char **out) {
     return 0;
 }
 
-/* "kvurl|format:rest" -> {"driver": format, "kvstore": {...}}; a URL without '|' leaves driver unset. */
+/* "kvurl|format:rest" -> {"driver": format, "kvstore": {...}}; a URL without '|' leaves driver
+ * unset. */
 static int parse_url_pipeline(const char *text, json_object **out) {
     const char *bar = strchr(text, '|');
     char *kvurl = bar ? strndup(text, (size_t)(bar - text)) : nds_strdup(text);
@@ -53,7 +54,8 @@ static int parse_url_pipeline(const char *text, json_object **out) {
         size_t n = colon ? (size_t)(colon - fmt) : strlen(fmt);
         if (n == 0 || (colon && colon[1] != '\0')) {
             json_object_put(spec);
-            return nds_err(NDS_EINVAL, "spec url \"%s\": expected \"|format:\" after the kvstore url", text);
+            return nds_err(NDS_EINVAL,
+                           "spec url \"%s\": expected \"|format:\" after the kvstore url", text);
         }
         json_object_object_add(spec, "driver", json_object_new_string_len(fmt, (int)n));
     }
@@ -103,10 +105,13 @@ int nds_spec_parse(const char *text, json_object **out) {
         free(content);
         return rc;
     }
-    if (*text == '{') rc = nds_json_parse(text, strlen(text), "spec", &spec);
-    else rc = parse_url_pipeline(text, &spec);
+    if (*text == '{')
+        rc = nds_json_parse(text, strlen(text), "spec", &spec);
+    else
+        rc = parse_url_pipeline(text, &spec);
     if (rc) return rc;
-    if (!json_object_is_type(spec, json_type_object)) rc = nds_err(NDS_EINVAL, "spec: expected a json object");
+    if (!json_object_is_type(spec, json_type_object))
+        rc = nds_err(NDS_EINVAL, "spec: expected a json object");
     if (!rc) rc = normalise_kvstore(spec);
     if (rc) {
         json_object_put(spec);
@@ -128,7 +133,9 @@ int nds_spec_mode(const json_object *spec, unsigned *mode) {
     if (rc) return rc;
     if (!open_given && !create) open = true; /* plain spec: open an existing array */
     if (del && !create) return nds_err(NDS_EINVAL, "spec: \"delete_existing\" requires \"create\"");
-    if (del && open) return nds_err(NDS_EINVAL, "spec: \"delete_existing\" and \"open\" exclude each other");
-    *mode = (open ? NDS_OPEN_EXISTING : 0) | (create ? NDS_OPEN_CREATE : 0) | (del ? NDS_OPEN_DELETE_EXISTING : 0);
+    if (del && open)
+        return nds_err(NDS_EINVAL, "spec: \"delete_existing\" and \"open\" exclude each other");
+    *mode = (open ? NDS_OPEN_EXISTING : 0) | (create ? NDS_OPEN_CREATE : 0) |
+            (del ? NDS_OPEN_DELETE_EXISTING : 0);
     return 0;
 }

@@ -1,6 +1,6 @@
-/* Strided N-d copies. Dimensions are first simplified: size-1 dimensions dropped, and a dimension merged
- * into the next-inner one when it is contiguous over it in both layouts; the innermost run, when
- * contiguous in both, becomes one memcpy. */
+/* Strided N-d copies. Dimensions are first simplified: size-1 dimensions dropped, and a dimension
+ * merged into the next-inner one when it is contiguous over it in both layouts; the innermost run,
+ * when contiguous in both, becomes one memcpy. */
 #include <string.h>
 
 #include "internal/strided.h"
@@ -13,7 +13,8 @@ typedef struct layout {
     int64_t src[NDS_MAX_RANK + 1];
 } layout;
 
-static void simplify(layout *l, size_t rank, const uint64_t *extent, const int64_t *dst, const int64_t *src) {
+static void simplify(layout *l, size_t rank, const uint64_t *extent, const int64_t *dst,
+                     const int64_t *src) {
     l->rank = 0;
     for (size_t d = 0; d < rank; d++) {
         if (extent[d] == 1) continue;
@@ -34,14 +35,15 @@ static void simplify(layout *l, size_t rank, const uint64_t *extent, const int64
 }
 
 /* Element-wise copies specialised by size so the compiler emits plain loads and stores. */
-#define COPY_TYPED(T)                                                                         \
-    for (uint64_t i = 0; i < n; i++) {                                                        \
-        T v;                                                                                  \
-        memcpy(&v, src + (int64_t)i * ss, sizeof(T));                                         \
-        memcpy(dst + (int64_t)i * ds, &v, sizeof(T));                                         \
+#define COPY_TYPED(T)                                                                              \
+    for (uint64_t i = 0; i < n; i++) {                                                             \
+        T v;                                                                                       \
+        memcpy(&v, src + (int64_t)i * ss, sizeof(T));                                              \
+        memcpy(dst + (int64_t)i * ds, &v, sizeof(T));                                              \
     }
 
-static void copy_inner(uint64_t n, size_t elem, uint8_t *dst, int64_t ds, const uint8_t *src, int64_t ss) {
+static void copy_inner(uint64_t n, size_t elem, uint8_t *dst, int64_t ds, const uint8_t *src,
+                       int64_t ss) {
     if (ds == (int64_t)elem && ss == (int64_t)elem) {
         memcpy(dst, src, n * elem);
         return;
@@ -65,8 +67,8 @@ static void copy_level(const layout *l, size_t d, size_t elem, uint8_t *dst, con
         copy_level(l, d + 1, elem, dst + (int64_t)i * l->dst[d], src + (int64_t)i * l->src[d]);
 }
 
-void nds_strided_copy(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst, const int64_t *dst_stride,
-                      const uint8_t *src, const int64_t *src_stride) {
+void nds_strided_copy(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,
+                      const int64_t *dst_stride, const uint8_t *src, const int64_t *src_stride) {
     for (size_t d = 0; d < rank; d++)
         if (extent[d] == 0) return;
     layout l;
@@ -78,8 +80,8 @@ void nds_strided_copy(size_t rank, const uint64_t *extent, size_t elem, uint8_t 
     copy_level(&l, 0, elem, dst, src);
 }
 
-void nds_strided_fill(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst, const int64_t *dst_stride,
-                      const uint8_t *value) {
+void nds_strided_fill(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,
+                      const int64_t *dst_stride, const uint8_t *value) {
     for (size_t d = 0; d < rank; d++)
         if (extent[d] == 0) return;
     /* A zero source stride in every dimension repeats value. */

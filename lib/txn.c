@@ -1,6 +1,7 @@
-/* Transactions: chunks staged in memory (elements + written mask), reads overlaid, and the two commits:
- * isolated (the per-chunk optimistic protocol, chunk by chunk) and atomic (one multi-key conditional commit
- * of the driver, retried as a whole on conflict). See include/ndstore/txn.h for the guarantees. */
+/* Transactions: chunks staged in memory (elements + written mask), reads overlaid, and the two
+ * commits: isolated (the per-chunk optimistic protocol, chunk by chunk) and atomic (one multi-key
+ * conditional commit of the driver, retried as a whole on conflict). See include/ndstore/txn.h for
+ * the guarantees. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ typedef struct txn_key {
 } txn_key;
 
 struct nds_txn {
-    pthread_mutex_t mu;      /* guards buckets, counts, memory, state */
+    pthread_mutex_t mu; /* guards buckets, counts, memory, state */
     nds_txn_mode mode;
     txn_state state;
     size_t memory, limit;
@@ -56,7 +57,8 @@ int nds_txn_begin(nds_txn **out, const nds_txn_options *opts) {
     if (t->mode != NDS_TXN_ISOLATED && t->mode != NDS_TXN_ATOMIC) {
         free(t->buckets);
         free(t);
-        return nds_err(NDS_EINVAL, "transaction mode %d is neither isolated nor atomic", (int)opts->mode);
+        return nds_err(NDS_EINVAL, "transaction mode %d is neither isolated nor atomic",
+                       (int)opts->mode);
     }
     t->limit = opts && opts->memory_limit ? opts->memory_limit : TXN_DEFAULT_LIMIT;
     t->keys_tail = &t->keys;
@@ -108,8 +110,9 @@ size_t nds_txn_memory(const nds_txn *t) {
 
 int nds_txn_check_open(const nds_txn *t) {
     if (t->state == TXN_OPEN) return 0;
-    return nds_err(NDS_EPOISONED, t->state == TXN_DONE ? "transaction already committed or aborted"
-                                                       : "transaction failed earlier; only abort is allowed");
+    return nds_err(NDS_EPOISONED, t->state == TXN_DONE
+                                      ? "transaction already committed or aborted"
+                                      : "transaction failed earlier; only abort is allowed");
 }
 
 void nds_txn_poison(nds_txn *t) {
@@ -122,14 +125,17 @@ void nds_txn_poison(nds_txn *t) {
 static int reserve(nds_txn *t, size_t bytes) {
     if (bytes > t->limit - t->memory) {
         t->state = TXN_POISONED;
-        return nds_err(NDS_ELIMIT, "transaction outgrew its memory limit of %zu bytes (holds %zu, needs %zu more)",
-                       t->limit, t->memory, bytes);
+        return nds_err(
+            NDS_ELIMIT,
+            "transaction outgrew its memory limit of %zu bytes (holds %zu, needs %zu more)",
+            t->limit, t->memory, bytes);
     }
     t->memory += bytes;
     return 0;
 }
 
-static nds_txn_chunk *new_chunk(nds_txn *t, nds_array *a, const uint64_t *cell, const char *key, int *rc) {
+static nds_txn_chunk *new_chunk(nds_txn *t, nds_array *a, const uint64_t *cell, const char *key,
+                                int *rc) {
     if ((*rc = reserve(t, a->chunk_bytes + a->chunk_elems))) return NULL;
     nds_txn_chunk *c = calloc(1, sizeof *c);
     if (c) {
@@ -150,8 +156,8 @@ static nds_txn_chunk *new_chunk(nds_txn *t, nds_array *a, const uint64_t *cell, 
     return c;
 }
 
-nds_txn_chunk *nds_txn_chunk_get(nds_txn *t, nds_array *a, const uint64_t *cell, const char *key, bool create,
-                                 int *rc) {
+nds_txn_chunk *nds_txn_chunk_get(nds_txn *t, nds_array *a, const uint64_t *cell, const char *key,
+                                 bool create, int *rc) {
     size_t b = chunk_hash(a, key);
     *rc = 0;
     pthread_mutex_lock(&t->mu);
@@ -186,7 +192,8 @@ int nds_txn_write_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *
     txn_key *k = calloc(1, sizeof *k);
     if (k) k->key = nds_strdup(key), k->data = malloc(len ? len : 1);
     pthread_mutex_lock(&t->mu);
-    rc = k && k->key && k->data ? reserve(t, len) : nds_err(NDS_ENOMEM, "out of memory staging key %s", key);
+    rc = k && k->key && k->data ? reserve(t, len)
+                                : nds_err(NDS_ENOMEM, "out of memory staging key %s", key);
     if (!rc) {
         memcpy(k->data, data, len);
         k->len = len;
@@ -224,9 +231,9 @@ static void merge_staged(void *ctx, const uint64_t *cell, uint8_t *chunk) {
 typedef struct commit_call {
     nds_txn *t;
     nds_txn_chunk **chunks;
-    nds_kv_op *ops;          /* atomic: one per chunk, then one per raw key */
-    nds_buf *encoded;        /* atomic: the bytes of each chunk op */
-    nds_kvstore **kvs;       /* atomic: the handle of each op */
+    nds_kv_op *ops;    /* atomic: one per chunk, then one per raw key */
+    nds_buf *encoded;  /* atomic: the bytes of each chunk op */
+    nds_kvstore **kvs; /* atomic: the handle of each op */
 } commit_call;
 
 static int isolated_task(void *ctx, size_t i) {
@@ -240,7 +247,8 @@ static int isolated_task(void *ctx, size_t i) {
 
 static int commit_isolated(nds_txn *t, commit_call *cc) {
     int rc = nds_pool_for(nds_context_pool(NULL), t->nchunks, 0, isolated_task, cc);
-    for (txn_key *k = t->keys; k && !rc; k = k->next) rc = nds_kvstore_write(k->kv, k->key, k->data, k->len, NULL, NULL);
+    for (txn_key *k = t->keys; k && !rc; k = k->next)
+        rc = nds_kvstore_write(k->kv, k->key, k->data, k->len, NULL, NULL);
     return rc;
 }
 
@@ -255,14 +263,16 @@ static int prepare_task(void *ctx, size_t i) {
     int present = 1, all_fill, rc = 0;
     op->if_equal.kind = NDS_GEN_NONE;
     pthread_rwlock_rdlock(&a->meta_lock);
-    if (every_element_written(c)) memcpy(chunk, c->data, a->chunk_bytes);
+    if (every_element_written(c))
+        memcpy(chunk, c->data, a->chunk_bytes);
     else if (!(rc = nds_array_load_chunk(a, c->cell, c->key, chunk, &present, &op->if_equal, true)))
         nds_txn_overlay(c, chunk, a->chunk_elems, a->elem);
     if (!rc) rc = nds_array_encode_for_store(a, c->cell, c->key, chunk, &cc->encoded[i], &all_fill);
     pthread_rwlock_unlock(&a->meta_lock);
     if (rc) return rc;
     op->key = c->key;
-    op->data = all_fill ? NULL : cc->encoded[i].data; /* all fill: delete (a no-op on a missing key) */
+    op->data =
+        all_fill ? NULL : cc->encoded[i].data; /* all fill: delete (a no-op on a missing key) */
     op->len = all_fill ? 0 : cc->encoded[i].len;
     cc->kvs[i] = a->kv;
     return 0;
@@ -288,8 +298,10 @@ static int commit_atomic(nds_txn *t, commit_call *cc) {
         int rc = commit_atomic_once(t, cc);
         if (rc != NDS_ECONFLICT) return rc;
         if (attempt + 1 >= ATOMIC_RETRY_MAX)
-            return nds_err(NDS_ECONFLICT, "atomic transaction still conflicting after %d attempts; nothing was "
-                           "written", ATOMIC_RETRY_MAX);
+            return nds_err(NDS_ECONFLICT,
+                           "atomic transaction still conflicting after %d attempts; nothing was "
+                           "written",
+                           ATOMIC_RETRY_MAX);
         backoff(attempt);
     }
 }
@@ -308,9 +320,12 @@ int nds_txn_commit(nds_txn *t) {
     commit_call cc = {t, chunk_list(t), calloc(nops ? nops : 1, sizeof(nds_kv_op)),
                       calloc(t->nchunks ? t->nchunks : 1, sizeof(nds_buf)),
                       calloc(nops ? nops : 1, sizeof(nds_kvstore *))};
-    if (!cc.chunks || !cc.ops || !cc.encoded || !cc.kvs) rc = nds_err(NDS_ENOMEM, "out of memory committing");
-    else if (t->mode == NDS_TXN_ATOMIC) rc = commit_atomic(t, &cc);
-    else rc = commit_isolated(t, &cc);
+    if (!cc.chunks || !cc.ops || !cc.encoded || !cc.kvs)
+        rc = nds_err(NDS_ENOMEM, "out of memory committing");
+    else if (t->mode == NDS_TXN_ATOMIC)
+        rc = commit_atomic(t, &cc);
+    else
+        rc = commit_isolated(t, &cc);
     dispose_call(&cc, t->nchunks);
     pthread_mutex_lock(&t->mu);
     t->state = rc ? TXN_POISONED : TXN_DONE;

@@ -1,5 +1,5 @@
-/* The array object shared by lib/array.c (open, metadata, attributes), lib/array_io.c (read, write) and
- * lib/array_maint.c (resize, stats, verify). */
+/* The array object shared by lib/array.c (open, metadata, attributes), lib/array_io.c (read, write)
+ * and lib/array_maint.c (resize, stats, verify). */
 #ifndef NDS_INTERNAL_ARRAY_H
 #define NDS_INTERNAL_ARRAY_H
 
@@ -13,38 +13,39 @@
 #include "internal/format_util.h"
 
 struct nds_array {
-    const nds_format *format;  /* immutable */
-    void *state;               /* the format's instance */
-    nds_kvstore *kv;           /* the array's prefix */
+    const nds_format *format; /* immutable */
+    void *state;              /* the format's instance */
+    nds_kvstore *kv;          /* the array's prefix */
     nds_context *ctx;
     pthread_rwlock_t meta_lock; /* readers: I/O calls; writer: resize / set_attributes */
-    nds_array_meta meta;       /* guarded by meta_lock */
-    size_t elem;               /* bytes per element */
-    size_t chunk_elems;        /* elements per chunk */
-    size_t chunk_bytes;        /* bytes per canonical chunk */
-    size_t read_chunk_bytes;   /* bytes per canonical read chunk; 0 when reads use whole chunks */
-    nds_chunk_locks locks;     /* per-chunk in-process locks */
+    nds_array_meta meta;        /* guarded by meta_lock */
+    size_t elem;                /* bytes per element */
+    size_t chunk_elems;         /* elements per chunk */
+    size_t chunk_bytes;         /* bytes per canonical chunk */
+    size_t read_chunk_bytes;    /* bytes per canonical read chunk; 0 when reads use whole chunks */
+    nds_chunk_locks locks;      /* per-chunk in-process locks */
 };
 
 /** Fills the derived sizes of a from a->meta; NDS_ELIMIT when a chunk does not fit in memory. */
 int nds_array_derive_sizes(nds_array *a);
 /** Writes the key of cell into buf; on failure the error names the cell. */
 int nds_array_chunk_key(const nds_array *a, const uint64_t *cell, char *buf, size_t cap);
-/** Reads chunk cell into chunk (canonical form); missing chunks come back as fill with *present = 0.
- *  gen (may be NULL) receives the generation read. With use_cache, a cached decode is used when the store
- *  confirms (conditional read) that the chunk has not changed, and decodes are cached. */
-int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk, int *present,
-                         nds_generation *gen, bool use_cache);
+/** Reads chunk cell into chunk (canonical form); missing chunks come back as fill with *present =
+ * 0. gen (may be NULL) receives the generation read. With use_cache, a cached decode is used when
+ * the store confirms (conditional read) that the chunk has not changed, and decodes are cached. */
+int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk,
+                         int *present, nds_generation *gen, bool use_cache);
 
 /** Encodes a merged canonical chunk for storage into out, or sets *all_fill (then out is untouched:
  *  the chunk is to be deleted). */
-int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
-                               nds_buf *out, int *all_fill);
+int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *key,
+                               const uint8_t *chunk, nds_buf *out, int *all_fill);
 
-/** Changes chunk cell under its in-process lock with the optimistic protocol: load (unless whole is set,
- *  meaning merge overwrites every element), merge(ctx, chunk), store conditionally, retry on conflict.
- *  A chunk left all fill is deleted. */
+/** Changes chunk cell under its in-process lock with the optimistic protocol: load (unless whole is
+ * set, meaning merge overwrites every element), merge(ctx, chunk), store conditionally, retry on
+ * conflict. A chunk left all fill is deleted. */
 typedef void (*nds_merge_fn)(void *ctx, const uint64_t *cell, uint8_t *chunk);
-int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge, void *ctx);
+int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge,
+                           void *ctx);
 
 #endif

@@ -1,9 +1,9 @@
 /* A cache of decoded chunks, shared by the arrays of one context, bounded in bytes (LRU eviction).
  *
- * Entries are keyed by the chunk's full URL (kvstore URL + key) and carry the generation they were decoded
- * from; a reader revalidates with a conditional read (if_not_equal = that generation), so a hit never serves
- * data another writer has replaced. Internally synchronised (sharded mutexes); entries are reference counted
- * so copies out of an entry happen outside any lock.
+ * Entries are keyed by the chunk's full URL (kvstore URL + key) and carry the generation they were
+ * decoded from; a reader revalidates with a conditional read (if_not_equal = that generation), so a
+ * hit never serves data another writer has replaced. Internally synchronised (sharded mutexes);
+ * entries are reference counted so copies out of an entry happen outside any lock.
  */
 #ifndef NDS_INTERNAL_CHUNK_CACHE_H
 #define NDS_INTERNAL_CHUNK_CACHE_H
@@ -25,9 +25,11 @@ void nds_cache_release(nds_chunk_cache *c, nds_cache_entry *e);
 const uint8_t *nds_cache_data(const nds_cache_entry *e);
 size_t nds_cache_size(const nds_cache_entry *e);
 const nds_generation *nds_cache_generation(const nds_cache_entry *e);
-/** Stores a copy of data[0..len) for url at generation gen (replacing any entry); best effort: a chunk
- *  larger than half a shard (1/32 of the capacity), or an allocation failure, just leaves it uncached. */
-void nds_cache_put(nds_chunk_cache *c, const char *url, const uint8_t *data, size_t len, const nds_generation *gen);
+/** Stores a copy of data[0..len) for url at generation gen (replacing any entry); best effort: a
+ * chunk larger than half a shard (1/32 of the capacity), or an allocation failure, just leaves it
+ * uncached. */
+void nds_cache_put(nds_chunk_cache *c, const char *url, const uint8_t *data, size_t len,
+                   const nds_generation *gen);
 /** Drops the entry for url, if any. */
 void nds_cache_forget(nds_chunk_cache *c, const char *url);
 

@@ -1,4 +1,5 @@
-/* Element helpers shared by formats: byte swapping, half-precision conversion, fill values in JSON. */
+/* Element helpers shared by formats: byte swapping, half-precision conversion, fill values in JSON.
+ */
 #ifndef NDS_INTERNAL_DTYPE_UTIL_H
 #define NDS_INTERNAL_DTYPE_UTIL_H
 
@@ -22,12 +23,14 @@ float nds_bf16_to_float(uint16_t h);
 uint16_t nds_float_to_bf16(float f);
 
 /**
- * Parses a fill value for dtype from JSON into out (one element, host order): numbers, booleans, null
- * (zero), "NaN", "Infinity", "-Infinity", "0x..." hex bit patterns (as zarr v3 writes), and for complex
- * types a [re, im] array. Integers must fit the type. NDS_EFORMAT naming doc on anything else.
+ * Parses a fill value for dtype from JSON into out (one element, host order): numbers, booleans,
+ * null (zero), "NaN", "Infinity", "-Infinity", "0x..." hex bit patterns (as zarr v3 writes), and
+ * for complex types a [re, im] array. Integers must fit the type. NDS_EFORMAT naming doc on
+ * anything else.
  */
 int nds_fill_from_json(nds_dtype t, const json_object *v, const char *doc, uint8_t *out);
-/** Prints a fill value as JSON the way zarr v2 does (NaN/Infinity as strings, complex as [re, im]). */
+/** Prints a fill value as JSON the way zarr v2 does (NaN/Infinity as strings, complex as [re, im]).
+ */
 json_object *nds_fill_to_json(nds_dtype t, const uint8_t *value);
 /** 1 when all n elements of data (elem bytes each) equal the element value (bitwise). */
 bool nds_all_equal(const uint8_t *data, size_t n, size_t elem, const uint8_t *value);

@@ -9,20 +9,24 @@
 #include <json-c/json.h>
 #include "ndstore/sys/buf.h"
 
-/** Parses text[0..len) (need not be NUL-terminated) into *out. NDS_EFORMAT "doc: invalid json: ..." */
+/** Parses text[0..len) (need not be NUL-terminated) into *out. NDS_EFORMAT "doc: invalid json: ..."
+ */
 int nds_json_parse(const char *text, size_t len, const char *doc, json_object **out);
 /** A required member of obj (must be a JSON object). NDS_EFORMAT naming it when missing. */
 int nds_json_member(const json_object *obj, const char *key, const char *doc, json_object **out);
-/** Reads an integer member into *out (>= min, <= max). Missing: NDS_EFORMAT unless optional (then *out
- *  is left alone and 0 returned). Non-integer or out of range: NDS_EFORMAT naming it. */
-int nds_json_get_int(const json_object *obj, const char *key, bool optional, int64_t min, int64_t max,
-                     const char *doc, int64_t *out);
-/** Reads a string member; *out is borrowed from obj. Missing and optional: *out unchanged, 0 returned. */
+/** Reads an integer member into *out (>= min, <= max). Missing: NDS_EFORMAT unless optional (then
+ * *out is left alone and 0 returned). Non-integer or out of range: NDS_EFORMAT naming it. */
+int nds_json_get_int(const json_object *obj, const char *key, bool optional, int64_t min,
+                     int64_t max, const char *doc, int64_t *out);
+/** Reads a string member; *out is borrowed from obj. Missing and optional: *out unchanged, 0
+ * returned. */
 int nds_json_get_string(const json_object *obj, const char *key, bool optional, const char *doc,
                         const char **out);
 /** Reads a boolean member. Missing and optional: *out unchanged, 0 returned. */
-int nds_json_get_bool(const json_object *obj, const char *key, bool optional, const char *doc, bool *out);
-/** Reads an array of non-negative integers (each <= max) into out[0..*n); *n <= cap else NDS_EFORMAT. */
+int nds_json_get_bool(const json_object *obj, const char *key, bool optional, const char *doc,
+                      bool *out);
+/** Reads an array of non-negative integers (each <= max) into out[0..*n); *n <= cap else
+ * NDS_EFORMAT. */
 int nds_json_get_u64_array(const json_object *obj, const char *key, const char *doc, uint64_t max,
                            uint64_t *out, size_t cap, size_t *n);
 /** Serialises obj as compact text; malloc'd (free with free). NULL on failure. */
@@ -32,12 +36,13 @@ typedef struct nds_json_style {
     int indent;              /* spaces per level */
     bool sort_keys;          /* object members in sorted order (else insertion order) */
     bool flat_scalar_arrays; /* arrays holding no containers on one line: [1, 2] */
-    bool python_scalars;     /* Python's json.dumps scalars: repr(float), NaN/Infinity, ensure_ascii */
+    bool python_scalars; /* Python's json.dumps scalars: repr(float), NaN/Infinity, ensure_ascii */
     bool trailing_newline;
 } nds_json_style;
 /** zarr-python v2's style (json.dumps(indent=4, sort_keys=True, ensure_ascii=True)). */
 extern const nds_json_style nds_json_style_python;
-/** zarr v3's style as zarrita writes it (2 spaces, insertion order, flat scalar arrays, final newline). */
+/** zarr v3's style as zarrita writes it (2 spaces, insertion order, flat scalar arrays, final
+ * newline). */
 extern const nds_json_style nds_json_style_zarr3;
 /** Prints v into out (replacing its contents) in the given style. */
 int nds_json_print(const json_object *v, const nds_json_style *style, nds_buf *out);

@@ -13,10 +13,10 @@ int nds_kvstore_url_to_spec(const char *url, json_object **out);
 /** The spec as a new JSON object (credentials never included). */
 int nds_kvstore_spec_json(const nds_kvstore *kv, json_object **out);
 /**
- * Commits ops all-or-nothing through the driver's multi-key commit. kvs[i] is the handle of op i, whose key
- * is relative to it; every handle must be on one store (one driver instance, or instances with equal
- * specs). NDS_EUNSUPPORTED, before anything is written, when the driver has no multi-key commit or the
- * handles are on different stores. ops[i].new_generation is set on success.
+ * Commits ops all-or-nothing through the driver's multi-key commit. kvs[i] is the handle of op i,
+ * whose key is relative to it; every handle must be on one store (one driver instance, or instances
+ * with equal specs). NDS_EUNSUPPORTED, before anything is written, when the driver has no multi-key
+ * commit or the handles are on different stores. ops[i].new_generation is set on success.
  */
 int nds_kvstore_commit(nds_kvstore *const *kvs, nds_kv_op *ops, size_t n);
 /** The context of the handle (never NULL). */

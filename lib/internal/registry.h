@@ -1,5 +1,5 @@
-/* Name -> vtable registries for kvstore drivers, formats and codecs. The built-ins are listed once, in
- * lib/builtins.c; lookups take a read lock, so registration at run time is safe. */
+/* Name -> vtable registries for kvstore drivers, formats and codecs. The built-ins are listed once,
+ * in lib/builtins.c; lookups take a read lock, so registration at run time is safe. */
 #ifndef NDS_INTERNAL_REGISTRY_H
 #define NDS_INTERNAL_REGISTRY_H
 
@@ -11,7 +11,8 @@
 const nds_kv_driver *nds_kv_driver_find(const char *name);
 /** Finds a kvstore driver by URL scheme; NULL when unknown. */
 const nds_kv_driver *nds_kv_driver_find_scheme(const char *scheme);
-/** Calls fn for each registered format (for detection), in registration order; stops on non-zero. */
+/** Calls fn for each registered format (for detection), in registration order; stops on non-zero.
+ */
 int nds_format_each(int (*fn)(void *ctx, const nds_format *f), void *ctx);
 
 /** The built-in tables (lib/builtins.c) and their lengths. */

@@ -6,9 +6,10 @@
 #include <stdint.h>
 
 /**
- * Copies an N-d block of extent[0..rank) elements of elem bytes from src to dst, where moving one index in
- * dimension d moves src_stride[d] / dst_stride[d] bytes. Dimensions that are contiguous in both are merged,
- * so a block contiguous in both layouts is a single memcpy. rank 0 copies one element.
+ * Copies an N-d block of extent[0..rank) elements of elem bytes from src to dst, where moving one
+ * index in dimension d moves src_stride[d] / dst_stride[d] bytes. Dimensions that are contiguous in
+ * both are merged, so a block contiguous in both layouts is a single memcpy. rank 0 copies one
+ * element.
  */
 void nds_strided_copy(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,
                       const int64_t *dst_stride, const uint8_t *src, const int64_t *src_stride);
