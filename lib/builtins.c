@@ -5,6 +5,7 @@
 extern const nds_kv_driver nds_kv_driver_memory;
 extern const nds_kv_driver nds_kv_driver_file;
 extern const nds_kv_driver nds_kv_driver_lmdb;
+extern const nds_kv_driver nds_kv_driver_faulty; /* test driver: injects failures */
 
 extern const nds_format nds_format_zarr2;
 extern const nds_format nds_format_n5;
@@ -23,6 +24,7 @@ const nds_kv_driver *const nds_builtin_kv_drivers[] = {
     &nds_kv_driver_memory,
     &nds_kv_driver_file,
     &nds_kv_driver_lmdb,
+    &nds_kv_driver_faulty,
 };
 const size_t nds_builtin_kv_driver_count = sizeof nds_builtin_kv_drivers / sizeof nds_builtin_kv_drivers[0];
 

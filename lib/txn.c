@@ -247,8 +247,12 @@ static int isolated_task(void *ctx, size_t i) {
 
 static int commit_isolated(nds_txn *t, commit_call *cc) {
     int rc = nds_pool_for(nds_context_pool(NULL), t->nchunks, 0, isolated_task, cc);
-    for (txn_key *k = t->keys; k && !rc; k = k->next)
+    for (txn_key *k = t->keys; k && !rc; k = k->next) {
         rc = nds_kvstore_write(k->kv, k->key, k->data, k->len, NULL, NULL);
+        if (rc)
+            rc = nds_err_prefix(rc, "transaction commit: key %s of %s", k->key,
+                                nds_kvstore_url(k->kv));
+    }
     return rc;
 }
 
