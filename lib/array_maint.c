@@ -174,6 +174,10 @@ static int resize_task(void *ctx, size_t i) {
 }
 
 int nds_array_resize(nds_array *a, const uint64_t *new_shape) {
+    /* Refuse before any clean-up: a format that cannot resize must not lose chunks first. */
+    if (!a->format->resize)
+        return nds_err(NDS_EUNSUPPORTED, "%s: %s arrays cannot be resized", nds_kvstore_url(a->kv),
+                       a->format->name);
     pthread_rwlock_wrlock(&a->meta_lock);
     nds_array_meta old = a->meta;
     /* Clean up first (against the new shape), then publish it: a crash in between loses only data

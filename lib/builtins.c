@@ -10,6 +10,7 @@ extern const nds_kv_driver nds_kv_driver_faulty; /* test driver: injects failure
 extern const nds_format nds_format_zarr2;
 extern const nds_format nds_format_n5;
 extern const nds_format nds_format_zarr3;
+extern const nds_format nds_format_precomputed;
 extern const nds_codec nds_codec_crc32c;
 extern const nds_codec nds_codec_xz;
 
@@ -32,6 +33,7 @@ const nds_format *const nds_builtin_formats[] = {
     &nds_format_zarr2,
     &nds_format_n5,
     &nds_format_zarr3,
+    &nds_format_precomputed,
 };
 const size_t nds_builtin_format_count = sizeof nds_builtin_formats / sizeof nds_builtin_formats[0];
 

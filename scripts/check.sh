@@ -48,6 +48,8 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
   stage "interop zarr-python (N5)" /usr/bin/python3 tests/interop/n5_interop.py "$root/build/ndstore" "$fixtures"
 [ -f tests/interop/zarr3_interop.mjs ] &&
   stage "interop zarrita (zarr v3)" bash -c "npm ci --prefix tests/interop --no-audit --no-fund >/dev/null && node tests/interop/zarr3_interop.mjs '$root/build/ndstore' '$fixtures'"
+[ -f tests/interop/precomputed_interop.py ] &&
+  stage "interop precomputed" /usr/bin/python3 tests/interop/precomputed_interop.py "$root/build/ndstore" "$fixtures"
 
 echo
 [ ${#failures[@]} -gt 0 ] && echo "failed stages: ${failures[*]}"

@@ -181,6 +181,9 @@ static const nds_format testfmt = {
     tf_decode, tf_encode, tf_metadata, tf_resize, tf_get_attrs, tf_set_attrs, NULL, NULL, tf_read_chunk,
 };
 
+/* The same format without resize, as a format whose bounds are fixed (precomputed) has. */
+static nds_format testfmt_fixed;
+
 /* ---- helpers ---- */
 
 static nds_array *create_ex(const char *name, const char *shape, const char *chunks, int fill, const char *extra) {
@@ -488,6 +491,25 @@ START_TEST(cache_hits_are_revalidated) {
 }
 END_TEST
 
+START_TEST(resize_refused_before_touching_chunks) {
+    nds_array *a = create("fixed", "[8, 8]", "[4, 4]", 0), *f = NULL;
+    uint64_t shape[2] = {8, 8}, small[2] = {2, 2};
+    nds_box all;
+    nds_box_full(&all, 2, shape);
+    uint16_t buf[64];
+    for (int i = 0; i < 64; i++) buf[i] = (uint16_t)(i + 1);
+    NDS_OK(nds_array_write(a, &all, buf, NULL));
+    NDS_OK(nds_array_open(&f, "memory://fixed/|testfmt_fixed:", NULL));
+    ck_assert_int_eq(nds_array_resize(f, small), NDS_EUNSUPPORTED);
+    ck_assert_uint_eq(count_chunks(f), 4); /* nothing deleted or cleared */
+    uint16_t got[64];
+    NDS_OK(nds_array_read(f, &all, got, NULL));
+    ck_assert_mem_eq(got, buf, sizeof buf);
+    nds_array_free(f);
+    nds_array_free(a);
+}
+END_TEST
+
 START_TEST(rank_zero_array) {
     nds_array *a = create("scalar", "[]", "[]", 0);
     nds_box b;
@@ -502,6 +524,10 @@ END_TEST
 
 int main(void) {
     nds_format_register(&testfmt);
+    testfmt_fixed = testfmt;
+    testfmt_fixed.name = testfmt_fixed.url_scheme = "testfmt_fixed";
+    testfmt_fixed.resize = NULL;
+    nds_format_register(&testfmt_fixed);
     Suite *s = suite_create("array");
     TCase *tc = tcase_create("array");
     tcase_set_timeout(tc, 120);
@@ -514,6 +540,7 @@ int main(void) {
     tcase_add_test(tc, verify_and_read_report_corrupt_chunks);
     tcase_add_test(tc, open_errors);
     tcase_add_test(tc, rank_zero_array);
+    tcase_add_test(tc, resize_refused_before_touching_chunks);
     tcase_add_test(tc, cache_hits_are_revalidated);
     suite_add_tcase(s, tc);
     return nds_test_run(s);

@@ -76,7 +76,8 @@ typedef struct nds_format {
     int (*encode_chunk)(void *state, const uint64_t *cell, const uint8_t *chunk, nds_buf *out);
     /** The current metadata document as a new JSON object. */
     int (*metadata_json)(void *state, struct json_object **out);
-    /** Rewrites the metadata with a new shape and updates meta. Chunk deletion is the core's job. */
+    /** Rewrites the metadata with a new shape and updates meta. Chunk deletion is the core's job.
+     *  NULL when the format cannot resize: the core then refuses before touching any chunk. */
     int (*resize)(void *state, nds_kvstore *kv, const uint64_t *new_shape, nds_array_meta *meta);
     /** User attributes as a new JSON object ({} when none). */
     int (*get_attributes)(void *state, nds_kvstore *kv, struct json_object **out);

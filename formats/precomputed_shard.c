@@ -1,0 +1,607 @@
+/* neuroglancer_uint64_sharded_v1 for precomputed volumes (see precomputed_shard.h,
+ * docs/formats.md).
+ *
+ * A shard file is: the shard index (2^minishard_bits entries of [start, end) uint64le, relative to
+ * the index's end), then minishard indexes and chunk data in any order. A minishard index is a [3,
+ * n] uint64le array: chunk ids (delta-coded), data offsets (the first relative to the shard index's
+ * end, each next one relative to the end of the previous chunk) and sizes; raw or gzip. Chunk data
+ * is raw or gzip. The chunk id of a volume chunk is the compressed Morton code of its grid cell;
+ * the hashed id (identity or MurmurHash3_x86_128 of the id shifted right by preshift_bits) gives
+ * the minishard (low minishard_bits) and the shard (next shard_bits).
+ *
+ * Omits: the obsolete <shard>.index / <shard>.data pair (only <shard>.shard files). Threading:
+ * reentrant. Ownership: results are malloc'd or written into caller buffers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zlib.h>
+
+#include "precomputed_shard.h"
+#include "internal/error.h"
+#include "internal/util.h"
+
+/* Attempts of a single-chunk read when the shard file changes between its range reads. */
+#define READ_ATTEMPTS 8
+/* Largest shard index a write will build (minishard_bits <= 24). */
+#define MAX_WRITE_INDEX (UINT64_C(256) << 20)
+
+/* ---- MurmurHash3_x86_128 (public domain algorithm by Austin Appleby) ---------------------------
+ */
+
+static uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+static uint32_t fmix32(uint32_t h) {
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    return h ^ (h >> 16);
+}
+
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Mixes the four 32-bit lanes k into h: a whole 16-byte block (full), or the zero-padded tail,
+ * whose lanes are mixed into h without the block's rotate-add step (a lane of zeros mixes in
+ * nothing, as in the reference's fall-through switch). */
+static void mix_lanes(uint32_t h[4], uint32_t k[4], int full) {
+    static const uint32_t mul1[4] = {0x239b961bu, 0xab0e9789u, 0x38b34ae5u, 0xa1e38b93u};
+    static const int rot[4] = {15, 16, 17, 18}, hrot[4] = {19, 17, 15, 13};
+    static const uint32_t add[4] = {0x561ccd1bu, 0x0bcaa747u, 0x96cd1c35u, 0x32ac3b17u};
+    for (int i = 0; i < 4; i++) {
+        k[i] *= mul1[i];
+        k[i] = rotl32(k[i], rot[i]);
+        k[i] *= mul1[(i + 1) & 3];
+        h[i] ^= k[i];
+        if (!full) continue;
+        h[i] = rotl32(h[i], hrot[i]);
+        h[i] += h[(i + 1) & 3];
+        h[i] = h[i] * 5 + add[i];
+    }
+}
+
+void nds_murmurhash3_x86_128(const void *data, size_t len, uint32_t seed, uint32_t out[4]) {
+    const uint8_t *p = data;
+    uint32_t h[4] = {seed, seed, seed, seed}, k[4];
+    size_t nblocks = len / 16;
+    for (size_t b = 0; b < nblocks; b++, p += 16) {
+        for (int i = 0; i < 4; i++) k[i] = get32(p + 4 * i);
+        mix_lanes(h, k, 1);
+    }
+    uint8_t tail[16] = {0};
+    size_t rest = len & 15;
+    memcpy(tail, p, rest);
+    for (int i = 0; i < 4; i++) k[i] = get32(tail + 4 * i);
+    mix_lanes(h, k, 0);
+    for (int i = 0; i < 4; i++) h[i] ^= (uint32_t)len;
+    h[0] += h[1] + h[2] + h[3];
+    for (int i = 1; i < 4; i++) h[i] += h[0];
+    for (int i = 0; i < 4; i++) h[i] = fmix32(h[i]);
+    h[0] += h[1] + h[2] + h[3];
+    for (int i = 1; i < 4; i++) h[i] += h[0];
+    memcpy(out, h, sizeof h);
+}
+
+uint64_t nds_pc_murmur_u64(uint64_t key) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(key >> (8 * i));
+    uint32_t h[4];
+    nds_murmurhash3_x86_128(b, 8, 0, h);
+    return (uint64_t)h[0] | (uint64_t)h[1] << 32;
+}
+
+/* ---- chunk ids and shards -------------------------------------------------------------------- */
+
+static uint64_t shr(uint64_t x, unsigned n) { return n >= 64 ? 0 : x >> n; }
+static uint64_t low_mask(unsigned n) { return n >= 64 ? UINT64_MAX : (UINT64_C(1) << n) - 1; }
+
+void nds_pc_grid_init(nds_pc_grid *g, const uint64_t size[3], const uint64_t chunk[3]) {
+    g->total = 0;
+    for (int d = 0; d < 3; d++) {
+        g->grid[d] = nds_ceil_div(size[d], chunk[d]);
+        g->bits[d] = g->grid[d] > 1 ? 64 - (unsigned)__builtin_clzll(g->grid[d] - 1) : 0;
+        g->total += g->bits[d];
+    }
+}
+
+uint64_t nds_pc_morton(const nds_pc_grid *g, const uint64_t cell[3]) {
+    uint64_t id = 0;
+    unsigned j = 0;
+    for (unsigned i = 0; i < 64 && j < g->total; i++)
+        for (int d = 0; d < 3; d++)
+            if (i < g->bits[d]) id |= ((cell[d] >> i) & 1) << j++;
+    return id;
+}
+
+void nds_pc_morton_cell(const nds_pc_grid *g, uint64_t id, uint64_t cell[3]) {
+    unsigned j = 0;
+    cell[0] = cell[1] = cell[2] = 0;
+    for (unsigned i = 0; i < 64 && j < g->total; i++)
+        for (int d = 0; d < 3; d++)
+            if (i < g->bits[d]) cell[d] |= ((id >> j++) & 1) << i;
+}
+
+void nds_pc_shard_of(const nds_pc_sharding *s, uint64_t id, uint64_t *shard, uint64_t *minishard) {
+    uint64_t h = shr(id, s->preshift_bits);
+    if (s->murmur) h = nds_pc_murmur_u64(h);
+    *minishard = h & low_mask(s->minishard_bits);
+    *shard = shr(h, s->minishard_bits) & low_mask(s->shard_bits);
+}
+
+int nds_pc_shard_key(const char *scale_key, const nds_pc_sharding *s, uint64_t shard, char *buf,
+                     size_t cap) {
+    int n = snprintf(buf, cap, "%s/%0*llx.shard", scale_key, (int)((s->shard_bits + 3) / 4),
+                     (unsigned long long)shard);
+    if (n < 0 || (size_t)n >= cap)
+        return nds_err(NDS_ERANGE, "neuroglancer_precomputed: shard key longer than %zu bytes",
+                       cap);
+    return 0;
+}
+
+bool nds_pc_shard_box(const nds_pc_sharding *s, const nds_pc_grid *g, unsigned n[3]) {
+    unsigned low = s->preshift_bits + s->minishard_bits;
+    if (s->shard_bits == 0)
+        low = g->total; /* one shard file holds the whole grid, whatever the hash */
+    else if (s->murmur || low + s->shard_bits < g->total)
+        return false;
+    unsigned k = low < g->total ? low : g->total, j = 0;
+    n[0] = n[1] = n[2] = 0;
+    for (unsigned i = 0; i < 64 && j < k; i++)
+        for (int d = 0; d < 3 && j < k; d++)
+            if (i < g->bits[d]) n[d]++, j++;
+    return true;
+}
+
+/* ---- gzip ------------------------------------------------------------------------------------ */
+
+int nds_pc_gzip(const uint8_t *in, size_t len, nds_buf *out) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return nds_err(NDS_ENOMEM, "gzip: cannot initialise the compressor");
+    uLong bound = deflateBound(&z, (uLong)len) + 32;
+    int rc =
+        nds_buf_reserve(out, out->len + bound) ? nds_err(NDS_ENOMEM, "gzip: out of memory") : 0;
+    if (!rc) {
+        z.next_in = (Bytef *)in;
+        z.avail_in = (uInt)len;
+        z.next_out = out->data + out->len;
+        z.avail_out = (uInt)bound;
+        if (len > UINT32_MAX || deflate(&z, Z_FINISH) != Z_STREAM_END)
+            rc = nds_err(NDS_ELIMIT, "gzip: cannot compress %zu bytes", len);
+        else
+            out->len += z.total_out;
+    }
+    deflateEnd(&z);
+    return rc;
+}
+
+/* Inflates into out, growing it up to limit. */
+static int inflate_all(z_stream *z, size_t limit, nds_buf *out) {
+    for (;;) {
+        if (out->len == out->cap) {
+            size_t want = out->cap ? out->cap * 2 : 4096;
+            if (want > limit + 1) want = limit + 1;
+            if (want <= out->len || nds_buf_reserve(out, want) != 0)
+                return nds_err(out->len > limit ? NDS_ECORRUPT : NDS_ENOMEM,
+                               out->len > limit ? "gzip: data decompresses to more than %zu bytes"
+                                                : "gzip: out of memory (%zu-byte limit)",
+                               limit);
+        }
+        z->next_out = out->data + out->len;
+        z->avail_out = (uInt)nds_min_u64(out->cap - out->len, UINT32_MAX);
+        int zr = inflate(z, Z_NO_FLUSH);
+        out->len = (size_t)(z->next_out - out->data);
+        if (out->len > limit)
+            return nds_err(NDS_ECORRUPT, "gzip: data decompresses to more than %zu bytes", limit);
+        if (zr == Z_STREAM_END) return 0;
+        if (zr == Z_BUF_ERROR && z->avail_in == 0)
+            return nds_err(NDS_ECORRUPT, "gzip: truncated stream");
+        if (zr != Z_OK && zr != Z_BUF_ERROR)
+            return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_ZLIB, zr, "gzip: %s",
+                                 z->msg ? z->msg : "corrupt stream");
+    }
+}
+
+int nds_pc_gunzip(const uint8_t *in, size_t len, size_t limit, nds_buf *out) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    out->len = 0;
+    if (len > UINT32_MAX) return nds_err(NDS_ECORRUPT, "gzip: %zu-byte stream is too large", len);
+    if (inflateInit2(&z, 15 + 32) != Z_OK) return nds_err(NDS_ENOMEM, "gzip: cannot initialise");
+    z.next_in = (Bytef *)in;
+    z.avail_in = (uInt)len;
+    int rc = inflate_all(&z, limit, out);
+    if (!rc && z.avail_in != 0)
+        rc = nds_err(NDS_ECORRUPT, "gzip: %u bytes after the end of the stream", z.avail_in);
+    inflateEnd(&z);
+    return rc;
+}
+
+/* ---- minishard and shard indexes ------------------------------------------------------------- */
+
+static uint64_t get64(const uint8_t *p) {
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Undoes a raw/gzip encoding: *p / *len point at the plain bytes (in `tmp` when inflated). */
+static int undo_encoding(bool gzip, const uint8_t **p, size_t *len, size_t limit, nds_buf *tmp) {
+    if (!gzip) {
+        if (*len > limit)
+            return nds_err(NDS_ECORRUPT, "%zu bytes, more than the %zu expected", *len, limit);
+        return 0;
+    }
+    int rc = nds_pc_gunzip(*p, *len, limit, tmp);
+    *p = tmp->data;
+    *len = tmp->len;
+    return rc;
+}
+
+/* Fills refs from a decoded [3, n] index. */
+static int read_refs(const uint8_t *p, size_t n, uint64_t index_end, uint64_t file_len,
+                     nds_pc_chunk_ref *r) {
+    uint64_t id = 0, pos = index_end;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t did = get64(p + 8 * i), doff = get64(p + 8 * (n + i)),
+                 size = get64(p + 8 * (2 * n + i));
+        if (i > 0 && did == 0)
+            return nds_err(NDS_ECORRUPT, "minishard index lists chunk id %llu twice",
+                           (unsigned long long)id);
+        if (!nds_add_u64(id, did, &id) || !nds_add_u64(pos, doff, &r[i].start) ||
+            !nds_add_u64(r[i].start, size, &r[i].end))
+            return nds_err(NDS_ECORRUPT, "minishard index entry %zu overflows 64 bits", i);
+        if (r[i].end > file_len)
+            return nds_err(NDS_ECORRUPT,
+                           "chunk %llu at bytes [%llu, %llu) runs past the end of the shard "
+                           "(%llu bytes)",
+                           (unsigned long long)id, (unsigned long long)r[i].start,
+                           (unsigned long long)r[i].end, (unsigned long long)file_len);
+        r[i].id = id;
+        pos = r[i].end;
+    }
+    return 0;
+}
+
+int nds_pc_minishard_decode(const nds_pc_sharding *s, const uint8_t *data, size_t len,
+                            uint64_t index_end, uint64_t file_len, uint64_t max_entries,
+                            nds_pc_chunk_ref **refs, size_t *n) {
+    nds_buf tmp = {0};
+    *refs = NULL;
+    *n = 0;
+    uint64_t limit = max_entries > SIZE_MAX / 24 ? SIZE_MAX : max_entries * 24;
+    int rc = undo_encoding(s->index_gzip, &data, &len, (size_t)limit, &tmp);
+    if (rc) rc = nds_err_prefix(rc, "minishard index");
+    if (!rc && len % 24 != 0)
+        rc = nds_err(NDS_ECORRUPT, "minishard index of %zu bytes is not a multiple of 24", len);
+    size_t count = len / 24;
+    if (!rc && count && !(*refs = malloc(count * sizeof **refs)))
+        rc = nds_err(NDS_ENOMEM, "out of memory for a minishard index");
+    if (!rc) rc = read_refs(data, count, index_end, file_len, *refs);
+    nds_buf_dispose(&tmp);
+    if (rc) {
+        free(*refs);
+        *refs = NULL;
+        return rc;
+    }
+    *n = count;
+    return 0;
+}
+
+/* A byte range of the shard file, for the overlap check. */
+typedef struct range {
+    uint64_t start, end;
+} range;
+
+static int cmp_range(const void *a, const void *b) {
+    const range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* No two non-empty ranges may overlap. */
+static int check_overlaps(range *r, size_t n) {
+    qsort(r, n, sizeof *r, cmp_range);
+    uint64_t end = 0;
+    size_t prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].start == r[i].end) continue;
+        if (r[i].start < end)
+            return nds_err(NDS_ECORRUPT,
+                           "byte ranges [%llu, %llu) and [%llu, %llu) of the shard overlap",
+                           (unsigned long long)r[prev].start, (unsigned long long)r[prev].end,
+                           (unsigned long long)r[i].start, (unsigned long long)r[i].end);
+        end = r[i].end;
+        prev = i;
+    }
+    return 0;
+}
+
+/* Appends refs of minishard m (checked to belong there) to the growing arrays. */
+static int add_minishard(const nds_pc_sharding *s, uint64_t shard, uint64_t m,
+                         const nds_pc_chunk_ref *got, size_t k, nds_pc_chunk_ref **refs, size_t *n,
+                         size_t *cap) {
+    for (size_t i = 0; i < k; i++) {
+        uint64_t sh, mi;
+        nds_pc_shard_of(s, got[i].id, &sh, &mi);
+        if (sh != shard || mi != m)
+            return nds_err(NDS_ECORRUPT,
+                           "chunk id %llu is listed in shard %llu minishard %llu but belongs to "
+                           "shard %llu minishard %llu",
+                           (unsigned long long)got[i].id, (unsigned long long)shard,
+                           (unsigned long long)m, (unsigned long long)sh, (unsigned long long)mi);
+        if (*n == *cap) {
+            size_t nc = *cap ? *cap * 2 : 64;
+            nds_pc_chunk_ref *r = realloc(*refs, nc * sizeof *r);
+            if (!r) return nds_err(NDS_ENOMEM, "out of memory parsing a shard");
+            *refs = r;
+            *cap = nc;
+        }
+        (*refs)[(*n)++] = got[i];
+    }
+    return 0;
+}
+
+/* Parses minishard m's index (its range read from the shard index) into refs. */
+static int parse_minishard(const nds_pc_sharding *s, uint64_t shard, uint64_t m,
+                           const uint8_t *data, size_t len, uint64_t max_entries, range *ir,
+                           nds_pc_chunk_ref **refs, size_t *n, size_t *cap) {
+    uint64_t index_end = (uint64_t)16 << s->minishard_bits;
+    uint64_t a = get64(data + 16 * m), b = get64(data + 16 * m + 8);
+    if (a > b || b > len - index_end)
+        return nds_err(NDS_ECORRUPT, "shard index entry %llu: minishard index [%llu, %llu) is %s",
+                       (unsigned long long)m, (unsigned long long)a, (unsigned long long)b,
+                       a > b ? "reversed" : "past the end of the shard");
+    *ir = (range){index_end + a, index_end + b};
+    if (a == b) return 0;
+    nds_pc_chunk_ref *got;
+    size_t k;
+    int rc = nds_pc_minishard_decode(s, data + index_end + a, (size_t)(b - a), index_end, len,
+                                     max_entries, &got, &k);
+    if (!rc) rc = add_minishard(s, shard, m, got, k, refs, n, cap);
+    free(got);
+    return rc ? nds_err_prefix(rc, "minishard %llu", (unsigned long long)m) : 0;
+}
+
+int nds_pc_shard_parse(const nds_pc_sharding *s, uint64_t shard, const uint8_t *data, size_t len,
+                       uint64_t max_entries, nds_pc_chunk_ref **refs, size_t *n) {
+    uint64_t count = (uint64_t)1 << s->minishard_bits, index_end = count * 16;
+    *refs = NULL;
+    *n = 0;
+    if (len < index_end)
+        return nds_err(NDS_ECORRUPT, "shard of %zu bytes is shorter than its %llu-byte shard index",
+                       len, (unsigned long long)index_end);
+    range *ranges = malloc((size_t)(count + 1) * sizeof *ranges);
+    size_t cap = 0, nr = 0;
+    int rc = ranges ? 0 : nds_err(NDS_ENOMEM, "out of memory parsing a shard");
+    for (uint64_t m = 0; m < count && !rc; m++)
+        rc = parse_minishard(s, shard, m, data, len, max_entries, &ranges[nr++], refs, n, &cap);
+    if (!rc) {
+        range *all = realloc(ranges, (nr + *n + 1) * sizeof *all);
+        if (!all)
+            rc = nds_err(NDS_ENOMEM, "out of memory parsing a shard");
+        else
+            ranges = all;
+    }
+    for (size_t i = 0; !rc && i < *n; i++) ranges[nr++] = (range){(*refs)[i].start, (*refs)[i].end};
+    if (!rc) ranges[nr++] = (range){0, index_end};
+    if (!rc) rc = check_overlaps(ranges, nr);
+    free(ranges);
+    if (rc) {
+        free(*refs);
+        *refs = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+/* ---- building a shard ------------------------------------------------------------------------ */
+
+static _Thread_local const nds_pc_sharding *sort_sharding; /* qsort has no context argument */
+
+static uint64_t minishard_of(const nds_pc_sharding *s, uint64_t id) {
+    uint64_t sh, mi;
+    nds_pc_shard_of(s, id, &sh, &mi);
+    return mi;
+}
+
+static int cmp_chunk(const void *a, const void *b) {
+    const nds_pc_shard_chunk *x = a, *y = b;
+    uint64_t mx = minishard_of(sort_sharding, x->id), my = minishard_of(sort_sharding, y->id);
+    if (mx != my) return mx < my ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Appends one minishard's chunks [i, j) and its index; sets its shard index entry. */
+static int build_minishard(const nds_pc_sharding *s, const nds_pc_shard_chunk *c, size_t i,
+                           size_t j, uint64_t index_end, nds_buf *out, nds_buf *index) {
+    size_t n = j - i;
+    index->len = 0;
+    if (nds_buf_reserve(index, n * 24) != 0)
+        return nds_err(NDS_ENOMEM, "out of memory building a shard");
+    uint64_t prev_id = 0, prev_end = index_end;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t start = out->len;
+        int rc = s->data_gzip ? nds_pc_gzip(c[i + k].data, c[i + k].len, out)
+                              : (nds_buf_append(out, c[i + k].data, c[i + k].len) ? NDS_ENOMEM : 0);
+        if (rc)
+            return rc == NDS_ENOMEM ? nds_err(NDS_ENOMEM, "out of memory building a shard") : rc;
+        put64(index->data + 8 * k, c[i + k].id - prev_id);
+        put64(index->data + 8 * (n + k), start - prev_end);
+        put64(index->data + 8 * (2 * n + k), out->len - start);
+        prev_id = c[i + k].id;
+        prev_end = out->len;
+    }
+    index->len = n * 24;
+    uint64_t a = out->len - index_end;
+    int rc = s->index_gzip ? nds_pc_gzip(index->data, index->len, out)
+                           : (nds_buf_append(out, index->data, index->len) ? NDS_ENOMEM : 0);
+    if (rc) return rc == NDS_ENOMEM ? nds_err(NDS_ENOMEM, "out of memory building a shard") : rc;
+    uint64_t m = minishard_of(s, c[i].id);
+    put64(out->data + 16 * m, a);
+    put64(out->data + 16 * m + 8, out->len - index_end);
+    return 0;
+}
+
+int nds_pc_shard_build(const nds_pc_sharding *s, nds_pc_shard_chunk *chunks, size_t n,
+                       nds_buf *out) {
+    uint64_t index_end = (uint64_t)16 << s->minishard_bits;
+    if (index_end > MAX_WRITE_INDEX)
+        return nds_err(NDS_ELIMIT,
+                       "neuroglancer_precomputed: writing shards with minishard_bits %u (a "
+                       "%llu-byte shard index) is not supported (at most 24)",
+                       s->minishard_bits, (unsigned long long)index_end);
+    sort_sharding = s;
+    qsort(chunks, n, sizeof *chunks, cmp_chunk);
+    out->len = 0;
+    if (nds_buf_reserve(out, (size_t)index_end) != 0)
+        return nds_err(NDS_ENOMEM, "out of memory building a shard");
+    memset(out->data, 0, (size_t)index_end);
+    out->len = (size_t)index_end;
+    nds_buf index = {0};
+    int rc = 0;
+    for (size_t i = 0, j; i < n && !rc; i = j) {
+        uint64_t m = minishard_of(s, chunks[i].id);
+        for (j = i + 1; j < n && minishard_of(s, chunks[j].id) == m; j++) {}
+        rc = build_minishard(s, chunks, i, j, index_end, out, &index);
+    }
+    /* Empty minishards get a zero-length range at the end of the previous one. (A written entry
+     * never is [0, 0): a minishard's index follows its chunks' data.) */
+    for (uint64_t m = 0, last = 0; !rc && m < index_end / 16; m++) {
+        uint64_t a = get64(out->data + 16 * m), b = get64(out->data + 16 * m + 8);
+        if (a == 0 && b == 0)
+            put64(out->data + 16 * m, last), put64(out->data + 16 * m + 8, last);
+        else
+            last = b;
+    }
+    nds_buf_dispose(&index);
+    return rc;
+}
+
+/* ---- reading chunks -------------------------------------------------------------------------- */
+
+int nds_pc_chunk_data(const nds_pc_sharding *s, const uint8_t *data, size_t len, size_t limit,
+                      nds_buf *out) {
+    if (!s->data_gzip) {
+        if (len > limit)
+            return nds_err(NDS_ECORRUPT, "chunk of %zu bytes, more than the %zu expected", len,
+                           limit);
+        out->len = 0;
+        return nds_buf_append(out, data, len) ? nds_err(NDS_ENOMEM, "out of memory") : 0;
+    }
+    return nds_pc_gunzip(data, len, limit, out);
+}
+
+/* Reads [start, start + len) of key at generation gen (NONE: any, and *gen receives it).
+ * *state: 0 value (r to dispose), 1 missing, 2 the file changed (retry); r holds nothing unless 0
+ * is returned with *state 0. */
+static int read_range(nds_kvstore *kv, const char *key, uint64_t start, uint64_t len,
+                      nds_generation *gen, nds_read_result *r, int *state) {
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.if_equal = *gen;
+    o.byte_start = (int64_t)start;
+    o.byte_length = (int64_t)len;
+    int rc = nds_kvstore_read(kv, key, &o, r);
+    if (rc == NDS_ERANGE)
+        return nds_err(NDS_ECORRUPT, "bytes [%llu, %llu) are past the end of the shard",
+                       (unsigned long long)start, (unsigned long long)(start + len));
+    if (rc) return rc;
+    *state = r->state == NDS_READ_VALUE ? 0 : r->state == NDS_READ_MISSING ? 1 : 2;
+    if (*state) nds_read_result_dispose(r);
+    if (*state == 0 && gen->kind == NDS_GEN_NONE) *gen = r->generation;
+    if (*state == 0 && r->value.len != len) {
+        uint64_t total = r->total_size;
+        nds_read_result_dispose(r);
+        return nds_err(NDS_ECORRUPT,
+                       "bytes [%llu, %llu) run past the end of the shard (%llu bytes)",
+                       (unsigned long long)start, (unsigned long long)(start + len),
+                       (unsigned long long)total);
+    }
+    return 0;
+}
+
+typedef struct lookup {
+    nds_kvstore *kv;
+    const char *key;
+    const nds_pc_sharding *s;
+    uint64_t id, minishard, max_entries;
+    size_t limit;
+    nds_buf *out;
+} lookup;
+
+/* Finds the chunk in minishard index bytes; *ref.end == 0 when absent. */
+static int find_in_minishard(const lookup *l, const uint8_t *p, size_t len, uint64_t file_len,
+                             nds_pc_chunk_ref *ref) {
+    nds_pc_chunk_ref *refs;
+    size_t n;
+    int rc = nds_pc_minishard_decode(l->s, p, len, (uint64_t)16 << l->s->minishard_bits, file_len,
+                                     l->max_entries, &refs, &n);
+    memset(ref, 0, sizeof *ref);
+    for (size_t i = 0; !rc && i < n; i++)
+        if (refs[i].id == l->id) *ref = refs[i];
+    free(refs);
+    return rc;
+}
+
+/* One attempt; *state 2 means the shard changed between reads. */
+static int lookup_once(const lookup *l, int *present, int *state) {
+    nds_generation gen = {NDS_GEN_NONE, {0}};
+    nds_read_result r;
+    uint64_t index_end = (uint64_t)16 << l->s->minishard_bits;
+    *present = 0;
+    int rc = read_range(l->kv, l->key, 16 * l->minishard, 16, &gen, &r, state);
+    if (rc) return rc;
+    if (*state) { /* no shard file: no chunk */
+        *state = 0;
+        return 0;
+    }
+    uint64_t a = get64(r.value.data), b = get64(r.value.data + 8), total = r.total_size;
+    nds_read_result_dispose(&r);
+    if (a > b || index_end + b < b || index_end + b > total)
+        return nds_err(NDS_ECORRUPT, "shard index entry %llu: minishard index [%llu, %llu) is %s",
+                       (unsigned long long)l->minishard, (unsigned long long)a,
+                       (unsigned long long)b, a > b ? "reversed" : "past the end of the shard");
+    if (a == b) return 0;
+    if ((b - a) / 24 > l->max_entries + 64)
+        return nds_err(NDS_ECORRUPT,
+                       "minishard index of %llu bytes is larger than any chunk grid allows",
+                       (unsigned long long)(b - a));
+    if ((rc = read_range(l->kv, l->key, index_end + a, b - a, &gen, &r, state)) || *state)
+        return rc ? rc : (*state = 2, 0);
+    nds_pc_chunk_ref ref;
+    rc = find_in_minishard(l, r.value.data, r.value.len, total, &ref);
+    nds_read_result_dispose(&r);
+    if (rc || ref.end == 0) return rc;
+    if (ref.end - ref.start > l->limit + 1024)
+        return nds_err(NDS_ECORRUPT, "chunk %llu has %llu bytes, more than a chunk can take",
+                       (unsigned long long)l->id, (unsigned long long)(ref.end - ref.start));
+    if ((rc = read_range(l->kv, l->key, ref.start, ref.end - ref.start, &gen, &r, state)) || *state)
+        return rc ? rc : (*state = 2, 0);
+    rc = nds_pc_chunk_data(l->s, r.value.data, r.value.len, l->limit, l->out);
+    nds_read_result_dispose(&r);
+    *present = rc == 0;
+    return rc;
+}
+
+int nds_pc_shard_read(nds_kvstore *kv, const char *scale_key, const nds_pc_sharding *s, uint64_t id,
+                      uint64_t max_entries, size_t limit, nds_buf *out, int *present) {
+    char key[NDS_PC_MAX_KEY + 64];
+    uint64_t shard, minishard;
+    nds_pc_shard_of(s, id, &shard, &minishard);
+    int rc = nds_pc_shard_key(scale_key, s, shard, key, sizeof key);
+    lookup l = {kv, key, s, id, minishard, max_entries, limit, out};
+    for (int attempt = 0; !rc && attempt < READ_ATTEMPTS; attempt++) {
+        int state = 0;
+        rc = lookup_once(&l, present, &state);
+        if (!rc && state != 2) return 0;
+    }
+    if (!rc)
+        rc = nds_err(NDS_ECONFLICT, "shard kept changing while reading chunk %llu",
+                     (unsigned long long)id);
+    return nds_err_prefix(rc, "shard %s", key);
+}

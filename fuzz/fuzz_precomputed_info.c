@@ -1,0 +1,133 @@
+/* libFuzzer harness for the neuroglancer precomputed format driver: arbitrary bytes as `info`,
+ * optionally followed by the separator "\0CHUNK\0" and the stored bytes of the first chunk (or
+ * shard) of scale 0.
+ *
+ * Through a memory kvstore: opens the volume through the format vtable, prints its metadata and
+ * codec description, checks that the first chunk key parses back to its cell, decodes the stored
+ * bytes and, when they decode, checks that encode + decode gives the same chunk (jpeg excepted:
+ * lossy). The same bytes, when they are a JSON object, are also used as the spec's "metadata" to
+ * create a volume, which must then reopen. Invariant violations trap; errors are expected.
+ * Threading: single-threaded, as libFuzzer runs it. Ownership: everything is freed per input.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "ndstore/ndstore.h"
+#include "ndstore/sys/format.h"
+
+extern const nds_format nds_format_precomputed;
+
+/* Chunks above this are not decoded: the fuzzer would spend its time in malloc and memset. */
+#define FUZZ_MAX_CHUNK (4u << 20)
+
+static const char SEPARATOR[] = "\0CHUNK\0";
+#define SEPARATOR_LEN (sizeof SEPARATOR - 1)
+
+static void check(int ok) {
+    if (!ok) __builtin_trap();
+}
+
+static size_t chunk_bytes(const nds_array_meta *meta) {
+    size_t n = nds_dtype_size(meta->dtype);
+    for (size_t d = 0; d < meta->rank; d++) {
+        if (meta->chunk_shape[d] > FUZZ_MAX_CHUNK || n * meta->chunk_shape[d] > FUZZ_MAX_CHUNK)
+            return 0;
+        n *= meta->chunk_shape[d];
+    }
+    return n;
+}
+
+/* Decodes the first chunk, then encodes and decodes it again: the chunk must survive the round trip
+ * (except through jpeg, which is lossy, where decoding again must merely succeed). */
+static void exercise_chunk(void *st, const nds_array_meta *meta, const uint8_t *chunk, size_t len,
+                           int lossy) {
+    size_t n = chunk_bytes(meta);
+    if (n == 0) return;
+    uint64_t cell[NDS_MAX_RANK] = {0};
+    uint8_t *a = malloc(n), *b = malloc(n);
+    nds_buf enc = {0};
+    if (a && b && nds_format_precomputed.decode_chunk(st, cell, chunk, len, a) == 0 &&
+        nds_format_precomputed.encode_chunk(st, cell, a, &enc) == 0) {
+        check(nds_format_precomputed.decode_chunk(st, cell, enc.data, enc.len, b) == 0);
+        check(lossy || memcmp(a, b, n) == 0);
+    }
+    nds_buf_dispose(&enc);
+    free(a);
+    free(b);
+}
+
+static void exercise_open(nds_kvstore *kv, const uint8_t *chunk, size_t chunk_len, int has_chunk) {
+    void *st = NULL;
+    nds_array_meta meta;
+    if (nds_format_precomputed.open(kv, NULL, NDS_OPEN_EXISTING, &st, &meta) != 0) return;
+    json_object *doc = NULL;
+    if (nds_format_precomputed.metadata_json(st, &doc) == 0) json_object_put(doc);
+    char desc[512], key[1024];
+    nds_format_precomputed.describe_codec(st, desc, sizeof desc);
+    uint64_t cell[NDS_MAX_RANK] = {0}, back[NDS_MAX_RANK];
+    int empty = 0;
+    for (size_t d = 0; d < meta.rank; d++) empty |= meta.shape[d] == 0;
+    if (!empty && nds_format_precomputed.chunk_key(st, cell, key, sizeof key) == 0) {
+        check(nds_format_precomputed.parse_chunk_key(st, key, back) == 1);
+        check(memcmp(back, cell, meta.rank * sizeof cell[0]) == 0);
+        if (has_chunk) {
+            nds_kvstore_write(kv, key, chunk, chunk_len, NULL, NULL);
+            exercise_chunk(st, &meta, chunk, chunk_len, strstr(desc, "jpeg") != NULL);
+        }
+    }
+    /* The read path (byte ranges for sharded scales) must cope with whatever is stored. */
+    if (meta.read_chunk_shape[0] && chunk_bytes(&meta)) {
+        uint8_t *out = malloc(chunk_bytes(&meta));
+        int present;
+        if (out) nds_format_precomputed.read_chunk(st, kv, cell, out, &present);
+        free(out);
+    }
+    nds_format_precomputed.close(st);
+}
+
+/* The input as spec "metadata": what the driver creates must open again. */
+static void exercise_create(const uint8_t *data, size_t size) {
+    json_tokener *tok = json_tokener_new_ex(32);
+    json_object *meta = tok ? json_tokener_parse_ex(tok, (const char *)data, (int)size) : NULL;
+    json_tokener_free(tok);
+    if (!json_object_is_type(meta, json_type_object)) {
+        json_object_put(meta);
+        return;
+    }
+    json_object *spec = json_object_new_object();
+    json_object_object_add(spec, "metadata", meta);
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, "memory://fuzz/pc-create/", NULL) == 0) {
+        void *st = NULL;
+        nds_array_meta m;
+        if (nds_format_precomputed.open(kv, spec, NDS_OPEN_CREATE, &st, &m) == 0) {
+            nds_format_precomputed.close(st);
+            st = NULL;
+            check(nds_format_precomputed.open(kv, spec, NDS_OPEN_EXISTING, &st, &m) == 0);
+            nds_format_precomputed.close(st);
+        }
+        nds_kvstore_delete_range(kv, "", "");
+        nds_kvstore_free(kv);
+    }
+    json_object_put(spec);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > (1u << 20)) return 0;
+    const uint8_t *sep = memmem(data, size, SEPARATOR, SEPARATOR_LEN);
+    size_t meta_len = sep ? (size_t)(sep - data) : size;
+    const uint8_t *chunk = sep ? sep + SEPARATOR_LEN : NULL;
+    size_t chunk_len = sep ? size - meta_len - SEPARATOR_LEN : 0;
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, "memory://fuzz/pc/", NULL) != 0) return 0;
+    if (nds_kvstore_write(kv, "info", data, meta_len, NULL, NULL) == 0) {
+        exercise_open(kv, chunk ? chunk : (const uint8_t *)"", chunk_len, sep != NULL);
+        nds_kvstore_delete_range(kv, "", "");
+    }
+    nds_kvstore_free(kv);
+    exercise_create(data, meta_len);
+    return 0;
+}
