@@ -780,6 +780,18 @@ static void pc_describe_codec(void *state, char *buf, size_t cap) {
              sh->data_gzip ? "gzip" : "raw", p->layout == SHARD_READ_ONLY ? ", read-only" : "");
 }
 
+/* The open scale, by key, so a printed spec reopens this scale and not scale 0. */
+static int pc_spec_json(void *state, json_object *spec) {
+    const precomputed *p = state;
+    json_object *sm = json_object_new_object();
+    if (!sm || json_object_object_add(sm, "key", json_object_new_string(p->s.key)) != 0 ||
+        json_object_object_add(spec, "scale_metadata", sm) != 0) {
+        json_object_put(sm);
+        return nds_err(NDS_ENOMEM, "neuroglancer_precomputed: out of memory printing a spec");
+    }
+    return 0;
+}
+
 const nds_format nds_format_precomputed = {
     .version = NDS_FORMAT_VERSION,
     .name = "neuroglancer_precomputed",
@@ -793,6 +805,7 @@ const nds_format nds_format_precomputed = {
     .encode_chunk = pc_encode_chunk,
     .metadata_json = pc_metadata_json,
     .resize = NULL, /* bounds are fixed in info: the core refuses before touching chunks */
+    .spec_json = pc_spec_json,
     .get_attributes = pc_get_attributes,
     .set_attributes = pc_set_attributes,
     .create_group = NULL,

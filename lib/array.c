@@ -220,6 +220,10 @@ int nds_array_spec(const nds_array *a, char **out) {
     json_object *spec = json_object_new_object();
     json_object_object_add(spec, "driver", json_object_new_string(a->format->name));
     json_object_object_add(spec, "kvstore", kv);
+    if (a->format->spec_json && (rc = a->format->spec_json(a->state, spec)) != 0) {
+        json_object_put(spec);
+        return rc;
+    }
     return take_json_text(spec, out);
 }
 

@@ -491,6 +491,14 @@ START_TEST(multiscale) {
         char desc[256];
         nds_array_codec_description(a, desc, sizeof desc);
         ck_assert_str_eq(desc, "scale half: png(level=6)");
+        char *spec; /* the printed spec reopens this scale, not scale 0 */
+        NDS_OK(nds_array_spec(a, &spec));
+        nds_array *again;
+        NDS_OK(nds_array_open(&again, spec, NULL));
+        whole(again, &box);
+        ck_assert_uint_eq(box.stop[0], 32);
+        nds_array_free(again);
+        nds_free(spec);
         nds_array_free(a);
     }
     NDS_OK(open_spec(&a, "{%s}", base)); /* no selector: scale 0 */

@@ -94,6 +94,9 @@ typedef struct nds_format {
      * out alone when that chunk is not stored. Runs on many threads at once.
      */
     int (*read_chunk)(void *state, nds_kvstore *kv, const uint64_t *cell, uint8_t *out, int *present);
+    /** Optional: adds the members that select this array inside its metadata to a spec being printed
+     *  (precomputed: {"scale_metadata":{"key":...}}), so nds_array_spec reopens the same array. */
+    int (*spec_json)(void *state, struct json_object *spec);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
