@@ -24,10 +24,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -518,6 +520,25 @@ static int walk_entry(file_walk *w, DIR *d, const char *name, size_t len) {
     return w->fn(w->ctx, w->path, (uint64_t)st.st_size);
 }
 
+/* Temp files of writers that died before renaming them would pile up forever: listing removes those
+ * whose writer is gone (its pid does not exist and the file is a minute old) or that are an hour old
+ * whatever the pid says (another host's writer, or a reused pid). A live writer renames its temp file
+ * within seconds, so neither rule can remove one in use. */
+#define TMP_DEAD_AGE_S 60
+#define TMP_MAX_AGE_S 3600
+
+static void reap_stale_temp(int dirfd, const char *name) {
+    const char *mark = strstr(name, TMP_MARK);
+    struct stat st;
+    if (!mark || ends_with(name, LOCK_SUFFIX) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode))
+        return;
+    time_t age = time(NULL) - st.st_mtim.tv_sec;
+    long pid = strtol(mark + strlen(TMP_MARK), NULL, 10);
+    bool dead = pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if ((dead && age >= TMP_DEAD_AGE_S) || age >= TMP_MAX_AGE_S) unlinkat(dirfd, name, 0);
+}
+
 /* Walks the directory named by w->path[0..len) (a key prefix ending in '/', or "" for "."). */
 static int walk_dir(file_walk *w, size_t len) {
     DIR *d = opendir(len ? w->path : ".");
@@ -529,9 +550,12 @@ static int walk_dir(file_walk *w, size_t len) {
     int rc = 0;
     struct dirent *e;
     while (rc == 0 && (errno = 0, e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-            file_reserved_name(e->d_name))
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
+        if (file_reserved_name(e->d_name)) {
+            reap_stale_temp(dirfd(d), e->d_name);
+            continue;
+        }
         size_t n = strlen(e->d_name);
         rc = walk_reserve(w, len + n + 2);
         if (rc != 0)

@@ -168,6 +168,48 @@ START_TEST(file_hides_and_refuses_reserved_names) {
 }
 END_TEST
 
+/* Sets a file's modification time ago_s seconds in the past. */
+static void age_file(const char *path, int ago_s) {
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= ago_s;
+    t[1] = t[0];
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+START_TEST(file_list_reaps_temp_files_of_dead_writers) {
+    const char *dir = temp_dir();
+    char *url = NULL, *dead_old, *dead_new, *live_old, *ancient;
+    ck_assert_int_ge(asprintf(&url, "file://%s/", dir), 0);
+    nds_kvstore *kv = open_store(url);
+    nds_kv_test_put(kv, "k", "v");
+    pid_t child = fork(); /* a pid that surely no longer exists once reaped */
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    char name[64];
+    snprintf(name, sizeof name, "k.__tmp.%d.1", (int)child);
+    write_file(dead_old = path_in(dir, name), "partial");
+    age_file(dead_old, 120);
+    snprintf(name, sizeof name, "k.__tmp.%d.2", (int)child);
+    write_file(dead_new = path_in(dir, name), "partial"); /* too recent to judge */
+    snprintf(name, sizeof name, "k.__tmp.%d.3", (int)getpid());
+    write_file(live_old = path_in(dir, name), "partial"); /* a live writer's */
+    age_file(live_old, 120);
+    snprintf(name, sizeof name, "k.__tmp.%d.4", (int)getpid());
+    write_file(ancient = path_in(dir, name), "partial");
+    age_file(ancient, 7200);
+    char *all = nds_kv_test_list(kv, "");
+    ck_assert_str_eq(all, "k=1");
+    free(all);
+    ck_assert(!exists(dead_old));
+    ck_assert(exists(dead_new));
+    ck_assert(exists(live_old));
+    ck_assert(!exists(ancient));
+    free(dead_old), free(dead_new), free(live_old), free(ancient), free(url);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 /* ---- file: generations, directories, URLs ---- */
 
 START_TEST(file_generation_is_stat_identity) {
@@ -752,6 +794,7 @@ int main(void) {
     tcase_set_timeout(file, 300);
     tcase_add_test(file, file_leaves_no_temp_or_lock_files);
     tcase_add_test(file, file_hides_and_refuses_reserved_names);
+    tcase_add_test(file, file_list_reaps_temp_files_of_dead_writers);
     tcase_add_test(file, file_generation_is_stat_identity);
     tcase_add_test(file, file_directories_and_odd_files);
     tcase_add_test(file, file_delete_range_prunes_empty_dirs);
