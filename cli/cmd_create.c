@@ -81,15 +81,20 @@ static int create_and_report(const char *spec_text) {
     int rc = cli_open_array(spec_text, NULL, 0, &a);
     if (rc != CLI_OK)
         return rc;
-    uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK];
-    char s1[NDS_MAX_RANK * 24], s2[NDS_MAX_RANK * 24];
+    uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK], shards[NDS_MAX_RANK];
+    char s1[NDS_MAX_RANK * 24], s2[NDS_MAX_RANK * 24], s3[NDS_MAX_RANK * 24 + 16] = "";
     size_t rank = nds_array_rank(a);
     nds_array_shape(a, shape);
-    nds_array_chunk_shape(a, chunks);
+    nds_array_read_chunk_shape(a, chunks);
+    nds_array_chunk_shape(a, shards);
     cli_format_list(s1, sizeof s1, rank, shape);
     cli_format_list(s2, sizeof s2, rank, chunks);
-    printf("created %s array %s: shape %s, chunks %s, %s\n", nds_array_format(a),
-           nds_kvstore_url(nds_array_kvstore(a)), s1, s2, nds_dtype_name(nds_array_dtype(a)));
+    if (memcmp(chunks, shards, rank * sizeof chunks[0]) != 0) {
+        memcpy(s3, ", shards ", 10);
+        cli_format_list(s3 + 9, sizeof s3 - 9, rank, shards);
+    }
+    printf("created %s array %s: shape %s, chunks %s%s, %s\n", nds_array_format(a),
+           nds_kvstore_url(nds_array_kvstore(a)), s1, s2, s3, nds_dtype_name(nds_array_dtype(a)));
     nds_array_free(a);
     return CLI_OK;
 }

@@ -18,7 +18,8 @@ static const char help[] =
     "Show an array's format, shape, dtype, chunk shape, codec, fill value, stored chunks and bytes, and\n"
     "attributes. SPEC is JSON text, @file.json, or a URL (a bare path is detected from its metadata).\n"
     "\n"
-    "  --json       print one JSON object (members: url, format, shape, dtype, chunks, codec,\n"
+    "  --json       print one JSON object (members: url, format, shape, dtype, chunks, shards and\n"
+    "               chunks_per_shard when sharded, codec,\n"
     "               fill_value, chunks_stored, chunks_total, bytes_stored, attributes, metadata, spec)\n"
     "  -h, --help   show this help\n";
 
@@ -39,6 +40,8 @@ static json_object *u64_array(size_t n, const uint64_t *v) {
 typedef struct info {
     size_t rank;
     uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK];
+    uint64_t inner[NDS_MAX_RANK]; /* read chunks: differ from chunks only for sharded arrays */
+    bool sharded;
     nds_dtype dtype;
     uint8_t fill[NDS_DTYPE_MAX_SIZE];
     char codec[256];
@@ -53,6 +56,8 @@ static int gather(nds_array *a, info *in) {
     in->rank = nds_array_rank(a);
     nds_array_shape(a, in->shape);
     nds_array_chunk_shape(a, in->chunks);
+    nds_array_read_chunk_shape(a, in->inner);
+    in->sharded = memcmp(in->chunks, in->inner, in->rank * sizeof in->inner[0]) != 0;
     in->dtype = nds_array_dtype(a);
     nds_array_fill_value(a, in->fill);
     nds_array_codec_description(a, in->codec, sizeof in->codec);
@@ -64,6 +69,13 @@ static int gather(nds_array *a, info *in) {
     if (rc == 0)
         rc = nds_array_spec(a, &in->spec);
     return rc == 0 ? CLI_OK : cli_fail_nds(rc, "info");
+}
+
+/* Inner chunks in one shard. */
+static uint64_t per_shard(const info *in) {
+    uint64_t n = 1;
+    for (size_t d = 0; d < in->rank; d++) n *= in->chunks[d] / in->inner[d];
+    return n;
 }
 
 static void info_dispose(info *in) {
@@ -84,7 +96,11 @@ static void print_json(nds_array *a, const info *in, FILE *out) {
     json_object_object_add(o, "format", json_object_new_string(nds_array_format(a)));
     json_object_object_add(o, "shape", u64_array(in->rank, in->shape));
     json_object_object_add(o, "dtype", json_object_new_string(nds_dtype_name(in->dtype)));
-    json_object_object_add(o, "chunks", u64_array(in->rank, in->chunks));
+    json_object_object_add(o, "chunks", u64_array(in->rank, in->inner));
+    if (in->sharded) {
+        json_object_object_add(o, "shards", u64_array(in->rank, in->chunks));
+        json_object_object_add(o, "chunks_per_shard", json_object_new_uint64(per_shard(in)));
+    }
     json_object_object_add(o, "codec", json_object_new_string(in->codec));
     json_object_object_add(o, "fill_value", cli_element_to_json(in->dtype, in->fill));
     json_object_object_add(o, "chunks_stored", json_object_new_uint64(in->stats.chunks_stored));
@@ -106,13 +122,17 @@ static void print_text(nds_array *a, const info *in, FILE *out) {
     cli_format_list(buf, sizeof buf, in->rank, in->shape);
     fprintf(out, "shape:       %s\n", buf);
     fprintf(out, "dtype:       %s\n", nds_dtype_name(in->dtype));
-    cli_format_list(buf, sizeof buf, in->rank, in->chunks);
+    cli_format_list(buf, sizeof buf, in->rank, in->inner);
     fprintf(out, "chunks:      %s\n", buf);
+    if (in->sharded) {
+        cli_format_list(buf, sizeof buf, in->rank, in->chunks);
+        fprintf(out, "shards:      %s (%" PRIu64 " chunks each)\n", buf, per_shard(in));
+    }
     fprintf(out, "codec:       %s\n", in->codec);
     cli_format_element(in->dtype, in->fill, fill, sizeof fill);
     fprintf(out, "fill value:  %s\n", fill);
-    fprintf(out, "stored:      %" PRIu64 " of %" PRIu64 " chunks, %" PRIu64 " bytes\n",
-            in->stats.chunks_stored, in->stats.chunks_total, in->stats.bytes_stored);
+    fprintf(out, "stored:      %" PRIu64 " of %" PRIu64 " %s, %" PRIu64 " bytes\n", in->stats.chunks_stored,
+            in->stats.chunks_total, in->sharded ? "shards" : "chunks", in->stats.bytes_stored);
     json_object *attrs = in->attrs ? json_tokener_parse(in->attrs) : NULL;
     bool empty = !attrs || (json_object_is_type(attrs, json_type_object) &&
                             json_object_object_length(attrs) == 0);

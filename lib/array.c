@@ -197,6 +197,11 @@ void nds_array_chunk_shape(const nds_array *a, uint64_t *chunks) {
     memcpy(chunks, a->meta.chunk_shape, a->meta.rank * sizeof *chunks);
 }
 
+void nds_array_read_chunk_shape(const nds_array *a, uint64_t *chunks) {
+    const uint64_t *src = a->read_chunk_bytes ? a->meta.read_chunk_shape : a->meta.chunk_shape;
+    memcpy(chunks, src, a->meta.rank * sizeof *chunks);
+}
+
 void nds_array_fill_value(const nds_array *a, void *out) {
     memcpy(out, a->meta.fill_value, NDS_DTYPE_MAX_SIZE);
 }

@@ -58,6 +58,10 @@ NDS_API size_t nds_array_rank(const nds_array *a);
 NDS_API void nds_array_shape(const nds_array *a, uint64_t *shape);
 /** Copies the chunk shape (rank entries) into chunks. */
 NDS_API void nds_array_chunk_shape(const nds_array *a, uint64_t *chunks);
+/** Copies the read chunk shape (rank entries) into chunks: for a sharded array (zarr v3 sharding_indexed,
+ *  sharded precomputed) the inner chunk, read on its own by byte ranges, while nds_array_chunk_shape gives
+ *  the shard (the unit of storage and of writes). For other arrays both are the same. */
+NDS_API void nds_array_read_chunk_shape(const nds_array *a, uint64_t *chunks);
 /** Element type. */
 NDS_API nds_dtype nds_array_dtype(const nds_array *a);
 /** Copies the fill value (one element, host byte order) into out (NDS_DTYPE_MAX_SIZE bytes). */

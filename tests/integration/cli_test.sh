@@ -342,6 +342,14 @@ expect_out "complete" "complete checkpoint reported"
 nds checkpoint status "$T" step-1 --json; expect_out '"tx.zarr"' "status --json prints the marker"
 nds checkpoint frob "$T" x;       expect_usage "unknown checkpoint action"
 
+# ---- sharded arrays in info --------------------------------------------------------------------------
+nds create '{"driver":"zarr3","kvstore":"'"$T"'/sh.zarr/","create":true,"schema":{"dtype":"uint16","domain":{"shape":[64,48]},"chunk_layout":{"write_chunk":{"shape":[32,48]},"read_chunk":{"shape":[16,24]}}}}'
+expect_rc 0 "create a sharded zarr v3 array"
+expect_out "chunks [16, 24], shards [32, 48]" "create reports chunks and shards"
+nds info sh.zarr;                 expect_out "shards:      [32, 48] (4 chunks each)" "info shows the shards"
+expect_out "chunks:      [16, 24]" "info shows the inner chunks"
+nds info sh.zarr --json;          expect_out '"chunks_per_shard": 4' "info --json shows shards"
+
 # ---- demo ------------------------------------------------------------------------------------------
 nds demo --dir "$T/demo" --writers 3
 expect_rc 0 "demo"
