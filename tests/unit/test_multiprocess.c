@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <math.h>
 #include <time.h>
@@ -620,6 +621,61 @@ END_TEST
 START_TEST(file_writers_sigkilled_excl_lock_files) { file_writers_killed("excl", 200); }
 END_TEST
 
+/* N processes open the same array spec with create + open at the same instant: exactly one creates the
+ * metadata (create-only write), all open it, and a process asking for different metadata is refused with
+ * NDS_EMISMATCH. Run for file and lmdb, 10 rounds each. */
+static int open_at_gate(const char *spec, const char *gate) {
+    struct stat st;
+    while (stat(gate, &st) != 0) usleep(200);
+    nds_array *a = NULL;
+    int rc = nds_array_open(&a, spec, NULL);
+    nds_array_free(a);
+    return rc == 0 ? 0 : rc == NDS_EMISMATCH ? 3 : 1;
+}
+
+static void create_race(const char *kvstore_url) {
+    for (int round = 0; round < 10; round++) {
+        char spec[1024], other[1024], gate[600];
+        const char *fmt = "{\"driver\":\"zarr\",\"kvstore\":\"%s/race%d/\",\"create\":true,\"open\":true,"
+                          "\"metadata\":{\"shape\":[%d,64],\"chunks\":[16,16],\"dtype\":\"<u2\"}}";
+        snprintf(spec, sizeof spec, fmt, kvstore_url, round, 64);
+        snprintf(other, sizeof other, fmt, kvstore_url, round, 65);
+        snprintf(gate, sizeof gate, "%s/gate%d", g_tmp, round);
+        pid_t pids[8];
+        for (int i = 0; i < 8; i++) {
+            if ((pids[i] = fork()) == 0) _exit(open_at_gate(i == 7 ? other : spec, gate));
+        }
+        FILE *f = fopen(gate, "w");
+        ck_assert_ptr_nonnull(f);
+        fclose(f);
+        int mismatches = 0, failures = 0;
+        for (int i = 0; i < 8; i++) {
+            int status;
+            waitpid(pids[i], &status, 0);
+            int code = WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+            mismatches += code == 3;
+            failures += code != 0 && code != 3;
+        }
+        ck_assert_int_eq(failures, 0);
+        /* The odd one out either lost the race (mismatch) or won it (then the 7 others mismatch). */
+        ck_assert_msg(mismatches == 1 || mismatches == 7, "round %d: %d mismatches", round, mismatches);
+    }
+}
+
+START_TEST(create_open_race_file) {
+    char url[600];
+    snprintf(url, sizeof url, "file://%s", g_tmp);
+    create_race(url);
+}
+END_TEST
+
+START_TEST(create_open_race_lmdb) {
+    char url[600];
+    snprintf(url, sizeof url, "lmdb://%s/race.lmdb", g_tmp);
+    create_race(url);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("multiprocess");
     TCase *tc = tcase_create("writers");
@@ -631,6 +687,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, writers_lmdb_plain);
     tcase_add_test(tc, writers_lmdb_isolated);
     tcase_add_test(tc, writers_lmdb_atomic);
+    tcase_add_test(tc, create_open_race_file);
+    tcase_add_test(tc, create_open_race_lmdb);
     suite_add_tcase(s, tc);
     tc = tcase_create("kills");
     tcase_add_checked_fixture(tc, setup, teardown);
