@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "support_check.h"
+#include "support_format.h"
 #include "ndstore/sys/format.h"
 #include "../../formats/precomputed_metadata.h"
 #include "../../formats/precomputed_shard.h"
@@ -24,42 +25,6 @@
 extern const nds_format nds_format_precomputed;
 
 /* ---- helpers --------------------------------------------------------------------------------- */
-
-static char spec_buf[16384];
-
-static int open_spec(nds_array **a, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(spec_buf, sizeof spec_buf, fmt, ap);
-    va_end(ap);
-    *a = NULL;
-    return nds_array_open(a, spec_buf, NULL);
-}
-
-static void put_raw(const char *url, const char *key, const void *data, size_t len) {
-    nds_kvstore *kv;
-    NDS_OK(nds_kvstore_open(&kv, url, NULL));
-    NDS_OK(nds_kvstore_write(kv, key, data, len, NULL, NULL));
-    nds_kvstore_free(kv);
-}
-
-/* The value of key (malloc'd, NUL-terminated), or NULL when missing. */
-static uint8_t *get_raw(const char *url, const char *key, size_t *len) {
-    nds_kvstore *kv;
-    nds_read_result r;
-    NDS_OK(nds_kvstore_open(&kv, url, NULL));
-    NDS_OK(nds_kvstore_read(kv, key, NULL, &r));
-    uint8_t *out = NULL;
-    if (r.state == NDS_READ_VALUE) {
-        out = malloc(r.value.len + 1);
-        memcpy(out, r.value.data, r.value.len);
-        out[r.value.len] = 0;
-        if (len) *len = r.value.len;
-    }
-    nds_read_result_dispose(&r);
-    nds_kvstore_free(kv);
-    return out;
-}
 
 static int count_keys_fn(void *ctx, const char *key, uint64_t size) {
     (void)key, (void)size;

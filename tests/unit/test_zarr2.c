@@ -13,6 +13,7 @@
 #include <json-c/json.h>
 
 #include "support_check.h"
+#include "support_format.h"
 #include "internal/json_util.h"
 #include "support_npy.h"
 #include "ndstore/sys/codec.h"
@@ -25,23 +26,6 @@ extern const nds_kv_driver nds_kv_driver_memory;
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static char spec_buf[8192];
-
-static const char *fmt_spec(const char *fmt, va_list ap) {
-    vsnprintf(spec_buf, sizeof spec_buf, fmt, ap);
-    return spec_buf;
-}
-
-/* nds_array_open on a printf-formatted spec. */
-static int open_spec(nds_array **a, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    const char *spec = fmt_spec(fmt, ap);
-    va_end(ap);
-    *a = NULL;
-    return nds_array_open(a, spec, NULL);
-}
-
 /* Creates an array at memory://<path>/ with the given "metadata" members (JSON object body). */
 static nds_array *create_meta(const char *path, const char *members) {
     nds_array *a;
@@ -51,59 +35,6 @@ static nds_array *create_meta(const char *path, const char *members) {
                      path, members));
     return a;
 }
-
-static void put_raw(const char *url, const char *key, const void *data, size_t len) {
-    nds_kvstore *kv;
-    NDS_OK(nds_kvstore_open(&kv, url, NULL));
-    NDS_OK(nds_kvstore_write(kv, key, data, len, NULL, NULL));
-    nds_kvstore_free(kv);
-}
-
-static void put_text(const char *url, const char *key, const char *text) {
-    put_raw(url, key, text, strlen(text));
-}
-
-/* The value of key (NUL-terminated, malloc'd), or NULL when missing. */
-static char *get_raw(const char *url, const char *key, size_t *len) {
-    nds_kvstore *kv;
-    nds_read_result r;
-    NDS_OK(nds_kvstore_open(&kv, url, NULL));
-    NDS_OK(nds_kvstore_read(kv, key, NULL, &r));
-    char *out = NULL;
-    if (r.state == NDS_READ_VALUE) {
-        out = malloc(r.value.len + 1);
-        memcpy(out, r.value.data, r.value.len);
-        out[r.value.len] = 0;
-        if (len) *len = r.value.len;
-    }
-    nds_read_result_dispose(&r);
-    nds_kvstore_free(kv);
-    return out;
-}
-
-static json_object *get_json(const char *url, const char *key) {
-    char *text = get_raw(url, key, NULL);
-    ck_assert_msg(text != NULL, "%s%s missing", url, key);
-    json_object *o = json_tokener_parse(text);
-    ck_assert_msg(o != NULL, "%s%s is not json: %s", url, key, text);
-    free(text);
-    return o;
-}
-
-static const char *member_str(json_object *o, const char *key) {
-    json_object *v = NULL;
-    ck_assert_msg(json_object_object_get_ex(o, key, &v), "member %s missing", key);
-    return json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
-}
-
-#define EXPECT_ERR(expr, code, substr)                                                          \
-    do {                                                                                        \
-        int rc_ = (expr);                                                                       \
-        const char *msg_ = nds_error_last()->message;                                           \
-        ck_assert_msg(rc_ == (code), "%s: expected %d, got %d (%s)", #expr, (code), rc_, msg_); \
-        ck_assert_msg(strstr(msg_, (substr)) != NULL, "%s: message \"%s\" lacks \"%s\"", #expr, \
-                      msg_, (substr));                                                          \
-    } while (0)
 
 static void read_all(nds_array *a, void *out) {
     uint64_t shape[NDS_MAX_RANK];

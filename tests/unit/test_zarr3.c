@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "support_check.h"
+#include "support_format.h"
 #include "support_npy.h"
 #include "ndstore/sys/codec.h"
 #include "ndstore/sys/format.h"
@@ -27,19 +28,7 @@ extern const nds_kv_driver nds_kv_driver_memory;
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static char spec_buf[16384];
-
 /* nds_array_open on a printf-formatted spec. */
-static int open_spec(nds_array **a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int open_spec(nds_array **a, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(spec_buf, sizeof spec_buf, fmt, ap);
-    va_end(ap);
-    *a = NULL;
-    return nds_array_open(a, spec_buf, NULL);
-}
-
 /* A whole zarr.json for an array, with the codecs (JSON array text) and fill given. */
 static const char *array_doc(const char *shape, const char *dtype, const char *chunks,
                              const char *fill, const char *codecs) {
@@ -63,56 +52,6 @@ static nds_array *create_doc(const char *path, const char *doc) {
                          "\"create\":true}", path, doc));
     return a;
 }
-
-static void put_raw(const char *url, const char *key, const void *data, size_t len) {
-    nds_kvstore *kv;
-    NDS_OK(nds_kvstore_open(&kv, url, NULL));
-    NDS_OK(nds_kvstore_write(kv, key, data, len, NULL, NULL));
-    nds_kvstore_free(kv);
-}
-
-/* The value of key (malloc'd, NUL-terminated), or NULL when missing. */
-static uint8_t *get_raw(const char *url, const char *key, size_t *len) {
-    nds_kvstore *kv;
-    nds_read_result r;
-    NDS_OK(nds_kvstore_open(&kv, url, NULL));
-    NDS_OK(nds_kvstore_read(kv, key, NULL, &r));
-    uint8_t *out = NULL;
-    if (r.state == NDS_READ_VALUE) {
-        out = malloc(r.value.len + 1);
-        memcpy(out, r.value.data, r.value.len);
-        out[r.value.len] = 0;
-        if (len) *len = r.value.len;
-    }
-    nds_read_result_dispose(&r);
-    nds_kvstore_free(kv);
-    return out;
-}
-
-static json_object *get_json(const char *url, const char *key) {
-    char *text = (char *)get_raw(url, key, NULL);
-    ck_assert_msg(text != NULL, "%s%s missing", url, key);
-    json_object *o = json_tokener_parse(text);
-    ck_assert_msg(o != NULL, "%s%s is not json: %s", url, key, text);
-    free(text);
-    return o;
-}
-
-static const char *member_str(json_object *o, const char *key) {
-    json_object *v = NULL;
-    ck_assert_msg(json_object_object_get_ex(o, key, &v), "member %s missing", key);
-    return json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
-                                                  JSON_C_TO_STRING_NOSLASHESCAPE);
-}
-
-#define EXPECT_ERR(expr, code, substr)                                                          \
-    do {                                                                                        \
-        int rc_ = (expr);                                                                       \
-        const char *msg_ = nds_error_last()->message;                                           \
-        ck_assert_msg(rc_ == (code), "%s: expected %d, got %d (%s)", #expr, (code), rc_, msg_); \
-        ck_assert_msg(strstr(msg_, (substr)) != NULL, "%s: message \"%s\" lacks \"%s\"", #expr, \
-                      msg_, (substr));                                                          \
-    } while (0)
 
 static void read_all(nds_array *a, void *out) {
     uint64_t shape[NDS_MAX_RANK];
