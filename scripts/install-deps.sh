@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config openssl
   liblmdb-dev libzstd-dev libblosc-dev libcurl4-openssl-dev libssl-dev libjson-c-dev
   zlib1g-dev libdeflate-dev liblz4-dev libbz2-dev liblzma-dev libpng-dev libturbojpeg0-dev
   check
