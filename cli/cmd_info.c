@@ -42,6 +42,7 @@ typedef struct info {
     uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK];
     uint64_t inner[NDS_MAX_RANK]; /* read chunks: differ from chunks only for sharded arrays */
     bool sharded;
+    bool no_stats; /* the store cannot list: stored counts unknown */
     nds_dtype dtype;
     uint8_t fill[NDS_DTYPE_MAX_SIZE];
     char codec[256];
@@ -62,6 +63,10 @@ static int gather(nds_array *a, info *in) {
     nds_array_fill_value(a, in->fill);
     nds_array_codec_description(a, in->codec, sizeof in->codec);
     int rc = nds_array_stats_get(a, &in->stats);
+    if (rc == NDS_EUNSUPPORTED) { /* a store that cannot list (plain http): no counts, the rest stands */
+        in->no_stats = true;
+        rc = 0;
+    }
     if (rc == 0)
         rc = nds_array_get_attributes(a, &in->attrs);
     if (rc == 0)
@@ -103,9 +108,11 @@ static void print_json(nds_array *a, const info *in, FILE *out) {
     }
     json_object_object_add(o, "codec", json_object_new_string(in->codec));
     json_object_object_add(o, "fill_value", cli_element_to_json(in->dtype, in->fill));
-    json_object_object_add(o, "chunks_stored", json_object_new_uint64(in->stats.chunks_stored));
-    json_object_object_add(o, "chunks_total", json_object_new_uint64(in->stats.chunks_total));
-    json_object_object_add(o, "bytes_stored", json_object_new_uint64(in->stats.bytes_stored));
+    if (!in->no_stats) {
+        json_object_object_add(o, "chunks_stored", json_object_new_uint64(in->stats.chunks_stored));
+        json_object_object_add(o, "chunks_total", json_object_new_uint64(in->stats.chunks_total));
+        json_object_object_add(o, "bytes_stored", json_object_new_uint64(in->stats.bytes_stored));
+    }
     json_object_object_add(o, "attributes", json_or_string(in->attrs));
     json_object_object_add(o, "metadata", json_or_string(in->metadata));
     json_object_object_add(o, "spec", json_or_string(in->spec));
@@ -131,8 +138,12 @@ static void print_text(nds_array *a, const info *in, FILE *out) {
     fprintf(out, "codec:       %s\n", in->codec);
     cli_format_element(in->dtype, in->fill, fill, sizeof fill);
     fprintf(out, "fill value:  %s\n", fill);
-    fprintf(out, "stored:      %" PRIu64 " of %" PRIu64 " %s, %" PRIu64 " bytes\n", in->stats.chunks_stored,
-            in->stats.chunks_total, in->sharded ? "shards" : "chunks", in->stats.bytes_stored);
+    if (in->no_stats)
+        fprintf(out, "stored:      unknown (the store cannot list its keys)\n");
+    else
+        fprintf(out, "stored:      %" PRIu64 " of %" PRIu64 " %s, %" PRIu64 " bytes\n",
+                in->stats.chunks_stored, in->stats.chunks_total, in->sharded ? "shards" : "chunks",
+                in->stats.bytes_stored);
     json_object *attrs = in->attrs ? json_tokener_parse(in->attrs) : NULL;
     bool empty = !attrs || (json_object_is_type(attrs, json_type_object) &&
                             json_object_object_length(attrs) == 0);

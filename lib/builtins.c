@@ -1,18 +1,20 @@
 /* The built-in kvstore drivers, formats and codecs: the one core file that names them.
- * Adding one is adding its file and one row here. */
+ * Adding one is adding its file and one row here. Format detection tries formats in this order. */
 #include "internal/registry.h"
 
 extern const nds_kv_driver nds_kv_driver_memory;
 extern const nds_kv_driver nds_kv_driver_file;
 extern const nds_kv_driver nds_kv_driver_lmdb;
+extern const nds_kv_driver nds_kv_driver_s3;
+extern const nds_kv_driver nds_kv_driver_gcs;
+extern const nds_kv_driver nds_kv_driver_http;
+extern const nds_kv_driver nds_kv_driver_https;
 extern const nds_kv_driver nds_kv_driver_faulty; /* test driver: injects failures */
 
 extern const nds_format nds_format_zarr2;
-extern const nds_format nds_format_n5;
 extern const nds_format nds_format_zarr3;
+extern const nds_format nds_format_n5;
 extern const nds_format nds_format_precomputed;
-extern const nds_codec nds_codec_crc32c;
-extern const nds_codec nds_codec_xz;
 
 extern const nds_codec nds_codec_zstd;
 extern const nds_codec nds_codec_blosc;
@@ -20,25 +22,32 @@ extern const nds_codec nds_codec_gzip;
 extern const nds_codec nds_codec_zlib;
 extern const nds_codec nds_codec_bz2;
 extern const nds_codec nds_codec_lz4;
+extern const nds_codec nds_codec_xz;
+extern const nds_codec nds_codec_crc32c;
 
 const nds_kv_driver *const nds_builtin_kv_drivers[] = {
     &nds_kv_driver_memory,
     &nds_kv_driver_file,
     &nds_kv_driver_lmdb,
+    &nds_kv_driver_s3,
+    &nds_kv_driver_gcs,
+    &nds_kv_driver_http,
+    &nds_kv_driver_https,
     &nds_kv_driver_faulty,
 };
-const size_t nds_builtin_kv_driver_count = sizeof nds_builtin_kv_drivers / sizeof nds_builtin_kv_drivers[0];
+const size_t nds_builtin_kv_driver_count =
+    sizeof nds_builtin_kv_drivers / sizeof nds_builtin_kv_drivers[0];
 
 const nds_format *const nds_builtin_formats[] = {
     &nds_format_zarr2,
-    &nds_format_n5,
     &nds_format_zarr3,
+    &nds_format_n5,
     &nds_format_precomputed,
 };
 const size_t nds_builtin_format_count = sizeof nds_builtin_formats / sizeof nds_builtin_formats[0];
 
 const nds_codec *const nds_builtin_codecs[] = {
-    &nds_codec_zstd, &nds_codec_blosc, &nds_codec_gzip, &nds_codec_zlib, &nds_codec_bz2, &nds_codec_lz4,
-    &nds_codec_xz, &nds_codec_crc32c,
+    &nds_codec_zstd, &nds_codec_blosc, &nds_codec_gzip, &nds_codec_zlib,
+    &nds_codec_bz2,  &nds_codec_lz4,   &nds_codec_xz,   &nds_codec_crc32c,
 };
 const size_t nds_builtin_codec_count = sizeof nds_builtin_codecs / sizeof nds_builtin_codecs[0];

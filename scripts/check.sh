@@ -42,6 +42,10 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
 [ -f tests/integration/cli_test.sh ] && stage "cli integration" bash tests/integration/cli_test.sh "$root/build/ndstore"
 [ -f tests/integration/concurrent_writers.sh ] &&
   stage "concurrent writers" bash tests/integration/concurrent_writers.sh "$root/build/ndstore"
+[ -f tests/integration/s3_test.sh ] &&
+  stage "s3 (strict double, Ceph RGW, Swift s3api)" bash tests/integration/s3_test.sh build
+[ -f tests/integration/gcs_http_test.sh ] &&
+  stage "gcs + http kvstores" bash tests/integration/gcs_http_test.sh "$root/build/ndstore" "$root/build/test_kv_gcs"
 [ -f tests/interop/zarr2_interop.py ] &&
   stage "interop zarr-python (zarr v2)" /usr/bin/python3 tests/interop/zarr2_interop.py "$root/build/ndstore" "$fixtures"
 [ -f tests/interop/n5_interop.py ] &&
