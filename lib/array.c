@@ -10,6 +10,7 @@
 #include "internal/kvstore_internal.h"
 #include "internal/registry.h"
 #include "internal/spec.h"
+#include "internal/txn_internal.h"
 #include "internal/util.h"
 
 /* Largest canonical chunk the core will hold in memory. */
@@ -139,6 +140,15 @@ static void array_destroy(nds_array *a) {
 
 static int open_with_spec(nds_array *a, json_object *spec, unsigned mode) {
     int rc = open_array_kvstore(spec, a->ctx, &a->kv);
+    if (!rc && a->txn) { /* inside a transaction: see and stage through its staging handle */
+        nds_kvstore *staged = NULL;
+        rc = nds_txn_check_open(a->txn);
+        if (!rc) rc = nds_txn_kvstore(&staged, a->txn, a->kv);
+        if (!rc) {
+            nds_kvstore_free(a->kv);
+            a->kv = staged;
+        }
+    }
     if (!rc) rc = resolve_format(spec, a->kv, mode, &a->format);
     if (!rc && (mode & NDS_OPEN_DELETE_EXISTING)) rc = nds_kvstore_delete_range(a->kv, "", "");
     if (rc) return rc;
@@ -169,6 +179,7 @@ int nds_array_open(nds_array **out, const char *spec_text, const nds_open_option
     }
     pthread_rwlock_init(&a->meta_lock, NULL);
     a->ctx = nds_context_resolve(opts ? opts->ctx : NULL);
+    a->txn = opts && opts->version >= 2 ? opts->txn : NULL;
     rc = open_with_spec(a, spec, mode);
     json_object_put(spec);
     if (rc) {

@@ -220,15 +220,17 @@ static size_t call_threads(const nds_io_options *opts) {
     return opts && opts->threads > 0 ? (size_t)opts->threads : 0;
 }
 
-static nds_txn *call_txn(const nds_io_options *opts) {
-    return opts && opts->version >= 2 ? opts->txn : NULL;
+/* The transaction of a call: the options', else the one the array was opened in. */
+static nds_txn *call_txn(const nds_array *a, const nds_io_options *opts) {
+    nds_txn *t = opts && opts->version >= 2 ? opts->txn : NULL;
+    return t ? t : a->txn;
 }
 
 int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_options *opts) {
     pthread_rwlock_rdlock(&a->meta_lock);
     int rc = nds_box_check(box, a->meta.rank, a->meta.shape);
     if (rc) rc = nds_err_prefix(rc, "read of %s", nds_kvstore_url(a->kv));
-    nds_txn *txn = call_txn(opts);
+    nds_txn *txn = call_txn(a, opts);
     if (!rc && txn) rc = nds_txn_check_open(txn);
     io_call c;
     if (!rc) {
@@ -388,7 +390,7 @@ int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_
     pthread_rwlock_rdlock(&a->meta_lock);
     int rc = nds_box_check(box, a->meta.rank, a->meta.shape);
     if (rc) rc = nds_err_prefix(rc, "write to %s", nds_kvstore_url(a->kv));
-    nds_txn *txn = call_txn(opts);
+    nds_txn *txn = call_txn(a, opts);
     if (!rc && txn) rc = nds_txn_check_open(txn);
     io_call c;
     if (!rc) {

@@ -404,3 +404,26 @@ int nds_kvstore_commit(nds_kvstore *const *kvs, nds_kv_op *ops, size_t n) {
     free(relative);
     return rc;
 }
+
+int nds_kvstore_wrap(nds_kvstore **out, const nds_kv_driver *driver, void *state, nds_context *ctx,
+                     const char *path) {
+    kv_instance *inst = calloc(1, sizeof *inst);
+    if (!inst) {
+        driver->close(state);
+        return nds_err(NDS_ENOMEM, "out of memory");
+    }
+    inst->driver = driver;
+    inst->state = state;
+    atomic_init(&inst->refs, 1);
+    int rc = make_handle(out, inst, ctx, path);
+    instance_unref(inst);
+    return rc;
+}
+
+int nds_kvstore_with_path(nds_kvstore **out, nds_kvstore *kv, const char *path) {
+    return make_handle(out, kv->inst, kv->ctx, path);
+}
+
+void *nds_kvstore_driver_state(const nds_kvstore *kv, const nds_kv_driver *driver) {
+    return kv->inst->driver == driver ? kv->inst->state : NULL;
+}

@@ -3,6 +3,8 @@
  * conditional commit of the driver, retried as a whole on conflict). See include/ndstore/txn.h for
  * the guarantees. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,14 +21,18 @@
 /* Whole-transaction retries of an atomic commit on conflict (each with backoff). */
 #define ATOMIC_RETRY_MAX 200
 
-typedef enum txn_state { TXN_OPEN, TXN_DONE, TXN_POISONED } txn_state;
+typedef enum txn_state { TXN_OPEN, TXN_COMMITTING, TXN_DONE, TXN_POISONED } txn_state;
 
 /* A staged raw key write. */
 typedef struct txn_key {
     nds_kvstore *kv; /* own reference */
-    char *key;
+    char *key;       /* relative to kv */
+    char *id;        /* kv's URL + key: one staged entry per stored key */
     uint8_t *data;
     size_t len;
+    bool deleted;              /* staged delete */
+    nds_generation if_equal;   /* condition on the stored key, re-checked at commit (NONE: none) */
+    nds_generation staged_gen; /* what reads inside the transaction see */
     struct txn_key *next;
 } txn_key;
 
@@ -78,7 +84,7 @@ static void discard(nds_txn *t) {
         txn_key *k = t->keys;
         t->keys = k->next;
         nds_kvstore_free(k->kv);
-        free(k->key), free(k->data), free(k);
+        free(k->key), free(k->id), free(k->data), free(k);
     }
     t->keys_tail = &t->keys;
     t->nchunks = 0;
@@ -106,6 +112,13 @@ size_t nds_txn_memory(const nds_txn *t) {
     size_t n = t->memory;
     pthread_mutex_unlock(&m->mu);
     return n;
+}
+
+bool nds_txn_committing(nds_txn *t) {
+    pthread_mutex_lock(&t->mu);
+    bool c = t->state == TXN_COMMITTING;
+    pthread_mutex_unlock(&t->mu);
+    return c;
 }
 
 int nds_txn_check_open(const nds_txn *t) {
@@ -186,23 +199,94 @@ void nds_txn_overlay(const nds_txn_chunk *c, uint8_t *chunk, size_t elems, size_
         if (c->mask[i]) memcpy(chunk + i * elem, c->data + i * elem, elem);
 }
 
-int nds_txn_write_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *data, size_t len) {
+static txn_key *find_key(nds_txn *t, const char *id) {
+    for (txn_key *k = t->keys; k; k = k->next)
+        if (strcmp(k->id, id) == 0) return k;
+    return NULL;
+}
+
+/* Replaces k's bytes (t->mu held). */
+static int set_key_value(nds_txn *t, txn_key *k, const void *data, size_t len, bool deleted) {
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy) return nds_err(NDS_ENOMEM, "out of memory staging key %s", k->key);
+    int rc = reserve(t, len);
+    if (rc) {
+        free(copy);
+        return rc;
+    }
+    if (len) memcpy(copy, data, len);
+    t->memory -= k->len;
+    free(k->data);
+    k->data = copy;
+    k->len = deleted ? 0 : len;
+    k->deleted = deleted;
+    static atomic_ulong counter;
+    char gen[48];
+    snprintf(gen, sizeof gen, "txn-staged-%lu", (unsigned long)atomic_fetch_add(&counter, 1));
+    nds_generation_set(&k->staged_gen, gen);
+    return 0;
+}
+
+int nds_txn_stage_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *data, size_t len,
+                      bool deleted, const nds_generation *if_equal, nds_generation *staged) {
     int rc = nds_txn_check_open(t);
-    if (rc) return rc;
-    txn_key *k = calloc(1, sizeof *k);
-    if (k) k->key = nds_strdup(key), k->data = malloc(len ? len : 1);
+    char *id = rc ? NULL : nds_asprintf("%s%s", nds_kvstore_url(kv), key);
+    if (rc || !id) return rc ? rc : nds_err(NDS_ENOMEM, "out of memory");
     pthread_mutex_lock(&t->mu);
-    rc = k && k->key && k->data ? reserve(t, len)
-                                : nds_err(NDS_ENOMEM, "out of memory staging key %s", key);
-    if (!rc) {
-        memcpy(k->data, data, len);
-        k->len = len;
+    txn_key *k = find_key(t, id);
+    bool fresh = !k;
+    if (fresh && (k = calloc(1, sizeof *k)) != NULL) {
+        k->key = nds_strdup(key);
+        k->id = id;
+        id = NULL;
+        if (if_equal) k->if_equal = *if_equal;
+    }
+    if (!k || !k->key) rc = nds_err(NDS_ENOMEM, "out of memory staging key %s", key);
+    if (!rc) rc = set_key_value(t, k, data, len, deleted);
+    if (!rc && fresh) {
         k->kv = nds_kvstore_ref(kv);
         *t->keys_tail = k;
         t->keys_tail = &k->next;
+    } else if (rc && fresh && k) {
+        free(k->key), free(k->id), free(k->data), free(k);
+    }
+    if (!rc && staged) *staged = k->staged_gen;
+    pthread_mutex_unlock(&t->mu);
+    free(id);
+    return rc;
+}
+
+int nds_txn_write_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *data, size_t len) {
+    return nds_txn_stage_key(t, kv, key, data, len, false, NULL, NULL);
+}
+
+int nds_txn_key_lookup(nds_txn *t, nds_kvstore *kv, const char *key, bool *found, nds_bytes *value,
+                       bool *deleted, nds_generation *gen) {
+    char *id = nds_asprintf("%s%s", nds_kvstore_url(kv), key);
+    if (!id) return nds_err(NDS_ENOMEM, "out of memory");
+    int rc = 0;
+    pthread_mutex_lock(&t->mu);
+    txn_key *k = find_key(t, id);
+    *found = k != NULL;
+    if (k) {
+        *deleted = k->deleted;
+        *gen = k->staged_gen;
+        if (value && !k->deleted) rc = nds_bytes_copy(value, k->data, k->len);
     }
     pthread_mutex_unlock(&t->mu);
-    if (rc && k) free(k->key), free(k->data), free(k);
+    free(id);
+    return rc;
+}
+
+int nds_txn_key_each(nds_txn *t, nds_kvstore *kv, const char *prefix, nds_list_fn fn, void *ctx) {
+    const char *url = nds_kvstore_url(kv);
+    size_t ul = strlen(url), pl = strlen(prefix);
+    int rc = 0;
+    pthread_mutex_lock(&t->mu); /* fn must not call back into the transaction */
+    for (txn_key *k = t->keys; k && !rc; k = k->next)
+        if (!k->deleted && strncmp(k->id, url, ul) == 0 && strncmp(k->id + ul, prefix, pl) == 0)
+            rc = fn(ctx, k->id + ul, k->len);
+    pthread_mutex_unlock(&t->mu);
     return rc;
 }
 
@@ -248,7 +332,10 @@ static int isolated_task(void *ctx, size_t i) {
 static int commit_isolated(nds_txn *t, commit_call *cc) {
     int rc = nds_pool_for(nds_context_pool(NULL), t->nchunks, 0, isolated_task, cc);
     for (txn_key *k = t->keys; k && !rc; k = k->next) {
-        rc = nds_kvstore_write(k->kv, k->key, k->data, k->len, NULL, NULL);
+        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+        wo.if_equal = k->if_equal;
+        rc = k->deleted ? nds_kvstore_delete(k->kv, k->key, &wo)
+                        : nds_kvstore_write(k->kv, k->key, k->data, k->len, &wo, NULL);
         if (rc)
             rc = nds_err_prefix(rc, "transaction commit: key %s of %s", k->key,
                                 nds_kvstore_url(k->kv));
@@ -278,7 +365,7 @@ static int prepare_task(void *ctx, size_t i) {
     op->data =
         all_fill ? NULL : cc->encoded[i].data; /* all fill: delete (a no-op on a missing key) */
     op->len = all_fill ? 0 : cc->encoded[i].len;
-    cc->kvs[i] = a->kv;
+    cc->kvs[i] = nds_txn_base_kvstore(a->kv); /* past a staging wrapper, to the store itself */
     return 0;
 }
 
@@ -291,16 +378,39 @@ static int commit_atomic_once(nds_txn *t, commit_call *cc) {
     int rc = nds_pool_for(nds_context_pool(NULL), t->nchunks, 0, prepare_task, cc);
     size_t n = t->nchunks;
     for (txn_key *k = t->keys; k; k = k->next, n++) {
-        cc->ops[n] = (nds_kv_op){k->key, k->data, k->len, {NDS_GEN_NONE, {0}}, {NDS_GEN_NONE, {0}}};
+        cc->ops[n] = (nds_kv_op){
+            k->key, k->deleted ? NULL : k->data, k->len, k->if_equal, {NDS_GEN_NONE, {0}}};
         cc->kvs[n] = k->kv;
     }
     return rc ? rc : nds_kvstore_commit(cc->kvs, cc->ops, n);
+}
+
+/* After a conflicting atomic commit: a staged key whose condition no longer holds (metadata someone
+ * else changed) cannot be re-merged like a chunk, so the transaction fails instead of retrying. */
+static int check_key_conditions(nds_txn *t) {
+    for (txn_key *k = t->keys; k; k = k->next) {
+        if (k->if_equal.kind == NDS_GEN_NONE) continue;
+        nds_read_options ro = NDS_READ_OPTIONS_INIT;
+        ro.byte_length = 0;
+        nds_read_result r;
+        int rc = nds_kvstore_read(k->kv, k->key, &ro, &r);
+        bool holds = rc == 0 && nds_generation_satisfies(&k->if_equal, &r.generation);
+        nds_read_result_dispose(&r);
+        if (rc) return rc;
+        if (!holds)
+            return nds_err(NDS_ECONFLICT,
+                           "transaction: %s%s changed since the transaction read it; nothing was "
+                           "written",
+                           nds_kvstore_url(k->kv), k->key);
+    }
+    return 0;
 }
 
 static int commit_atomic(nds_txn *t, commit_call *cc) {
     for (int attempt = 0;; attempt++) {
         int rc = commit_atomic_once(t, cc);
         if (rc != NDS_ECONFLICT) return rc;
+        if ((rc = check_key_conditions(t)) != 0) return rc;
         if (attempt + 1 >= ATOMIC_RETRY_MAX)
             return nds_err(NDS_ECONFLICT,
                            "atomic transaction still conflicting after %d attempts; nothing was "
@@ -324,6 +434,9 @@ int nds_txn_commit(nds_txn *t) {
     commit_call cc = {t, chunk_list(t), calloc(nops ? nops : 1, sizeof(nds_kv_op)),
                       calloc(t->nchunks ? t->nchunks : 1, sizeof(nds_buf)),
                       calloc(nops ? nops : 1, sizeof(nds_kvstore *))};
+    pthread_mutex_lock(&t->mu);
+    t->state = TXN_COMMITTING; /* staging handles now pass writes through to their stores */
+    pthread_mutex_unlock(&t->mu);
     if (!cc.chunks || !cc.ops || !cc.encoded || !cc.kvs)
         rc = nds_err(NDS_ENOMEM, "out of memory committing");
     else if (t->mode == NDS_TXN_ATOMIC)

@@ -31,14 +31,17 @@ enum {
     NDS_OPEN_DELETE_EXISTING = 1u << 2 /**< delete what is there first, then create */
 };
 
-#define NDS_OPEN_OPTIONS_VERSION 1
+#define NDS_OPEN_OPTIONS_VERSION 2
 /** Options of nds_array_open. Start from NDS_OPEN_OPTIONS_INIT. */
 typedef struct nds_open_options {
-    int version;
+    int version;        /**< NDS_OPEN_OPTIONS_VERSION; txn is read only when version >= 2 */
     nds_context *ctx;   /**< NULL = default context */
     unsigned mode;      /**< NDS_OPEN_* bits; 0 = take them from the spec (default: open only) */
+    nds_txn *txn;       /**< (version 2) open inside this transaction: creating the metadata, resize,
+                             attributes and every write of the array are staged in it and committed with
+                             it; reads see them. The transaction must outlive the array. NULL = none. */
 } nds_open_options;
-#define NDS_OPEN_OPTIONS_INIT {NDS_OPEN_OPTIONS_VERSION, NULL, 0}
+#define NDS_OPEN_OPTIONS_INIT {NDS_OPEN_OPTIONS_VERSION, NULL, 0, NULL}
 
 /**
  * Opens (or creates) an array. spec is JSON text in TensorStore's shape

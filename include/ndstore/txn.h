@@ -14,6 +14,12 @@
  *   without multi-key commit (file), or when the writes span several stores, commit fails before writing
  *   anything, saying why.
  *
+ * Arrays opened inside a transaction (nds_open_options.txn) see the store through it: creating their
+ * metadata, resize, attribute changes and all their writes are staged too, so one atomic transaction can
+ * create a whole checkpoint (several arrays, their chunks and a marker) that appears all at once. Staged
+ * metadata writes keep their conditions (create-only, if_equal): the commit re-checks them, and a metadata
+ * key someone else changed meanwhile fails the commit with NDS_ECONFLICT (nothing written in atomic mode).
+ *
  * A transaction is used by one thread at a time (its array writes may still run on the pool). The arrays
  * and kvstores it touches must stay open until it is committed, aborted or freed. After a failed commit or
  * a failed staging call the transaction is poisoned: every call but abort/free returns NDS_EPOISONED.

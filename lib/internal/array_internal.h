@@ -24,6 +24,7 @@ struct nds_array {
     size_t chunk_bytes;         /* bytes per canonical chunk */
     size_t read_chunk_bytes;    /* bytes per canonical read chunk; 0 when reads use whole chunks */
     nds_chunk_locks locks;      /* per-chunk in-process locks */
+    nds_txn *txn;               /* opened inside this transaction (kv is its staging handle), or NULL */
 };
 
 /** Fills the derived sizes of a from a->meta; NDS_ELIMIT when a chunk does not fit in memory. */

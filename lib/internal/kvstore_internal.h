@@ -19,6 +19,14 @@ int nds_kvstore_spec_json(const nds_kvstore *kv, json_object **out);
  * commit or the handles are on different stores. ops[i].new_generation is set on success.
  */
 int nds_kvstore_commit(nds_kvstore *const *kvs, nds_kv_op *ops, size_t n);
+/** A handle (with path) on a driver instance made in code (e.g. a transaction's staging wrapper); the
+ *  handle owns state (driver->close runs when the last handle goes, and on failure here). */
+int nds_kvstore_wrap(nds_kvstore **out, const nds_kv_driver *driver, void *state, nds_context *ctx,
+                     const char *path);
+/** A new handle on kv's driver instance with the given path (not joined: replaced). */
+int nds_kvstore_with_path(nds_kvstore **out, nds_kvstore *kv, const char *path);
+/** kv's driver state when kv's driver is driver, else NULL. */
+void *nds_kvstore_driver_state(const nds_kvstore *kv, const nds_kv_driver *driver);
 /** The context of the handle (never NULL). */
 nds_context *nds_kvstore_context(const nds_kvstore *kv);
 

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include "ndstore/txn.h"
 #include "ndstore/box.h"
+#include "ndstore/kvstore.h"
 
 struct nds_array;
 
@@ -29,6 +30,23 @@ nds_txn_chunk *nds_txn_chunk_get(nds_txn *t, struct nds_array *a, const uint64_t
 bool nds_txn_touches(nds_txn *t, const struct nds_array *a);
 /** Copies the staged elements of c over chunk (canonical layout). */
 void nds_txn_overlay(const nds_txn_chunk *c, uint8_t *chunk, size_t elems, size_t elem);
+/** Stages a raw key write (or delete) of kv + key; if_equal (may be NULL) is the condition the commit
+ *  re-checks on the store; *staged (may be NULL) gets the generation reads inside the transaction see. */
+int nds_txn_stage_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *data, size_t len,
+                      bool deleted, const nds_generation *if_equal, nds_generation *staged);
+/** Looks up the staged raw key kv + key: *found, and if so *deleted, *gen and (value may be NULL) a copy
+ *  of its bytes. */
+int nds_txn_key_lookup(nds_txn *t, nds_kvstore *kv, const char *key, bool *found, nds_bytes *value,
+                       bool *deleted, nds_generation *gen);
+/** Calls fn for each staged, not deleted raw key of kv starting with prefix (key relative to kv). */
+int nds_txn_key_each(nds_txn *t, nds_kvstore *kv, const char *prefix, nds_list_fn fn, void *ctx);
+/** A kvstore handle whose reads see t's staged keys and whose writes are staged in t (conditions checked
+ *  against the store at once, and again at commit). base stays referenced. */
+int nds_txn_kvstore(nds_kvstore **out, nds_txn *t, nds_kvstore *base);
+/** The store under a staging handle (kv itself for any other handle); borrowed. */
+nds_kvstore *nds_txn_base_kvstore(nds_kvstore *kv);
+/** Whether t's commit is running (staging handles then read and write the store itself). */
+bool nds_txn_committing(nds_txn *t);
 /** Marks t poisoned after a failed staging call. */
 void nds_txn_poison(nds_txn *t);
 

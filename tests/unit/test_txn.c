@@ -237,6 +237,136 @@ START_TEST(concurrent_transactions_lose_nothing) {
 }
 END_TEST
 
+/* Opens (creating) a zarr array inside txn. */
+static nds_array *make_in(nds_txn *txn, const char *url_base, const char *name, int rows) {
+    char spec[2048];
+    snprintf(spec, sizeof spec,
+             "{\"driver\":\"zarr\",\"kvstore\":\"%s%s/\",\"create\":true,"
+             "\"schema\":{\"dtype\":\"uint16\",\"domain\":{\"shape\":[%d,8]},"
+             "\"chunk_layout\":{\"chunk\":{\"shape\":[4,4]}},\"codec\":\"zstd:1\"}}",
+             url_base, name, rows);
+    nds_open_options o = NDS_OPEN_OPTIONS_INIT;
+    o.txn = txn;
+    nds_array *a = NULL;
+    NDS_OK(nds_array_open(&a, spec, &o));
+    return a;
+}
+
+static int open_rc(const char *url) {
+    nds_array *a = NULL;
+    int rc = nds_array_open(&a, url, NULL);
+    nds_array_free(a);
+    return rc;
+}
+
+/* A whole checkpoint in one atomic transaction: two arrays created, written, and a marker; nothing is
+ * visible before commit, everything after. */
+static void atomic_checkpoint(const char *base, const char *tag) {
+    char a_url[600], b_url[600], root[600];
+    snprintf(a_url, sizeof a_url, "%s%s-a/", base, tag);
+    snprintf(b_url, sizeof b_url, "%s%s-b/", base, tag);
+    snprintf(root, sizeof root, "%s", base);
+    nds_txn_options o = NDS_TXN_OPTIONS_INIT;
+    o.mode = NDS_TXN_ATOMIC;
+    nds_txn *t;
+    NDS_OK(nds_txn_begin(&t, &o));
+    char name[64];
+    snprintf(name, sizeof name, "%s-a", tag);
+    nds_array *a = make_in(t, base, name, 8);
+    snprintf(name, sizeof name, "%s-b", tag);
+    nds_array *b = make_in(t, base, name, 8);
+    write_box(a, "[0:8, 0:8]", 5, NULL); /* staged: the array was opened in t */
+    write_box(b, "[2:3, :]", 6, NULL);
+    NDS_OK(nds_array_set_attributes(a, "{\"step\": 7}"));
+    nds_kvstore *kv;
+    NDS_OK(nds_kvstore_open(&kv, root, NULL));
+    snprintf(name, sizeof name, "%s.done", tag);
+    NDS_OK(nds_txn_write_key(t, kv, name, "1", 1));
+    ck_assert_uint_eq(at(a, 3, 3, NULL), 5); /* visible inside */
+    ck_assert_int_eq(open_rc(a_url), NDS_ENOTFOUND); /* invisible outside */
+    ck_assert_int_eq(open_rc(b_url), NDS_ENOTFOUND);
+    NDS_OK(nds_txn_commit(t));
+    nds_array *a2 = NULL, *b2 = NULL;
+    NDS_OK(nds_array_open(&a2, a_url, NULL));
+    NDS_OK(nds_array_open(&b2, b_url, NULL));
+    ck_assert_uint_eq(at(a2, 7, 7, NULL), 5);
+    ck_assert_uint_eq(at(b2, 2, 5, NULL), 6);
+    ck_assert_uint_eq(at(b2, 3, 5, NULL), 0);
+    char *attrs;
+    NDS_OK(nds_array_get_attributes(a2, &attrs));
+    ck_assert_str_eq(attrs, "{\"step\":7}");
+    nds_free(attrs);
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, name, NULL, &r));
+    ck_assert_int_eq(r.state, NDS_READ_VALUE);
+    nds_read_result_dispose(&r);
+    nds_array_free(a), nds_array_free(b), nds_array_free(a2), nds_array_free(b2);
+    nds_kvstore_free(kv);
+    nds_txn_free(t);
+}
+
+START_TEST(atomic_checkpoint_creates_arrays_memory) { atomic_checkpoint("memory://", "ck-mem"); }
+END_TEST
+
+START_TEST(atomic_checkpoint_creates_arrays_lmdb) {
+    char *dir = nds_test_tmpdir(), base[700];
+    snprintf(base, sizeof base, "lmdb://%s/c.lmdb/", dir);
+    atomic_checkpoint(base, "ck");
+    nds_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(abort_discards_created_arrays) {
+    nds_txn *t;
+    NDS_OK(nds_txn_begin(&t, NULL));
+    nds_array *a = make_in(t, "memory://", "aborted", 8);
+    write_box(a, "[0:8, 0:8]", 5, NULL);
+    nds_array_free(a);
+    nds_txn_abort(t);
+    nds_txn_free(t);
+    ck_assert_int_eq(open_rc("memory://aborted/"), NDS_ENOTFOUND);
+}
+END_TEST
+
+START_TEST(metadata_conflict_fails_whole_commit) {
+    nds_txn_options o = NDS_TXN_OPTIONS_INIT;
+    o.mode = NDS_TXN_ATOMIC;
+    nds_txn *t;
+    NDS_OK(nds_txn_begin(&t, &o));
+    nds_array *a = make_in(t, "memory://", "raced", 8);
+    write_box(a, "[0:8, 0:8]", 5, NULL);
+    nds_array *other = make("memory://", "raced"); /* someone else creates it first */
+    ck_assert_int_eq(nds_txn_commit(t), NDS_ECONFLICT);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, ".zarray"));
+    ck_assert_uint_eq(stored_chunks(other), 0); /* none of the transaction's chunks landed */
+    nds_array_free(a);
+    nds_array_free(other);
+    nds_txn_free(t);
+}
+END_TEST
+
+START_TEST(isolated_commit_creates_and_resizes) {
+    nds_txn *t;
+    NDS_OK(nds_txn_begin(&t, NULL));
+    nds_array *a = make_in(t, "memory://", "iso-create", 8);
+    write_box(a, "[0:8, 0:8]", 9, NULL);
+    uint64_t bigger[2] = {12, 8};
+    NDS_OK(nds_array_resize(a, bigger));
+    ck_assert_int_eq(open_rc("memory://iso-create/"), NDS_ENOTFOUND);
+    NDS_OK(nds_txn_commit(t));
+    nds_array *b = NULL;
+    NDS_OK(nds_array_open(&b, "memory://iso-create/", NULL));
+    uint64_t shape[2];
+    nds_array_shape(b, shape);
+    ck_assert_uint_eq(shape[0], 12);
+    ck_assert_uint_eq(at(b, 7, 7, NULL), 9);
+    nds_array_free(a);
+    nds_array_free(b);
+    nds_txn_free(t);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("txn");
     TCase *tc = tcase_create("txn");
@@ -249,6 +379,11 @@ int main(void) {
     tcase_add_test(tc, commit_merges_concurrent_changes);
     tcase_add_test(tc, memory_limit_poisons);
     tcase_add_test(tc, concurrent_transactions_lose_nothing);
+    tcase_add_test(tc, atomic_checkpoint_creates_arrays_memory);
+    tcase_add_test(tc, atomic_checkpoint_creates_arrays_lmdb);
+    tcase_add_test(tc, abort_discards_created_arrays);
+    tcase_add_test(tc, metadata_conflict_fails_whole_commit);
+    tcase_add_test(tc, isolated_commit_creates_and_resizes);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
