@@ -56,3 +56,22 @@ const char *member_str(json_object *o, const char *key) {
     if (!json_object_object_get_ex(o, key, &v)) return "absent";
     return json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 }
+
+/* The whole of a's current shape as a box. */
+static void whole_box(nds_array *a, nds_box *box) {
+    uint64_t shape[NDS_MAX_RANK];
+    nds_array_shape(a, shape);
+    nds_box_full(box, nds_array_rank(a), shape);
+}
+
+void read_all(nds_array *a, void *out) {
+    nds_box box;
+    whole_box(a, &box);
+    NDS_OK(nds_array_read(a, &box, out, NULL));
+}
+
+void write_all(nds_array *a, const void *in) {
+    nds_box box;
+    whole_box(a, &box);
+    NDS_OK(nds_array_write(a, &box, in, NULL));
+}

@@ -21,6 +21,11 @@ json_object *get_json(const char *url, const char *key);
 /** The compact JSON of member key of o (borrowed from o), or "absent". */
 const char *member_str(json_object *o, const char *key);
 
+/** Reads the whole array into out (asserting success). */
+void read_all(nds_array *a, void *out);
+/** Writes in to the whole array (asserting success). */
+void write_all(nds_array *a, const void *in);
+
 /** Asserts that expr returns code and that the last error message contains substr. */
 #define EXPECT_ERR(expr, code, substr)                                                          \
     do {                                                                                        \

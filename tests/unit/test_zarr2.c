@@ -36,22 +36,6 @@ static nds_array *create_meta(const char *path, const char *members) {
     return a;
 }
 
-static void read_all(nds_array *a, void *out) {
-    uint64_t shape[NDS_MAX_RANK];
-    nds_box box;
-    nds_array_shape(a, shape);
-    nds_box_full(&box, nds_array_rank(a), shape);
-    NDS_OK(nds_array_read(a, &box, out, NULL));
-}
-
-static void write_all(nds_array *a, const void *in) {
-    uint64_t shape[NDS_MAX_RANK];
-    nds_box box;
-    nds_array_shape(a, shape);
-    nds_box_full(&box, nds_array_rank(a), shape);
-    NDS_OK(nds_array_write(a, &box, in, NULL));
-}
-
 static bool host_big_endian(void) {
     const uint16_t one = 1;
     return *(const uint8_t *)&one == 0;

@@ -53,22 +53,6 @@ static nds_array *create_doc(const char *path, const char *doc) {
     return a;
 }
 
-static void read_all(nds_array *a, void *out) {
-    uint64_t shape[NDS_MAX_RANK];
-    nds_box box;
-    nds_array_shape(a, shape);
-    nds_box_full(&box, nds_array_rank(a), shape);
-    NDS_OK(nds_array_read(a, &box, out, NULL));
-}
-
-static void write_all(nds_array *a, const void *in) {
-    uint64_t shape[NDS_MAX_RANK];
-    nds_box box;
-    nds_array_shape(a, shape);
-    nds_box_full(&box, nds_array_rank(a), shape);
-    NDS_OK(nds_array_write(a, &box, in, NULL));
-}
-
 static int read_region(nds_array *a, const char *region, void *out) {
     uint64_t shape[NDS_MAX_RANK];
     nds_box box;
