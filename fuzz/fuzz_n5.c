@@ -24,6 +24,7 @@
 
 #include "ndstore/ndstore.h"
 #include "ndstore/sys/format.h"
+#include "fuzz_format.h"
 
 extern const nds_format nds_format_n5;
 
@@ -51,10 +52,6 @@ static const char *const FIXED_DOCS[] = {
     "{\"type\":\"gzip\",\"useZlib\":true}}",
 };
 #define FIXED_COUNT (sizeof FIXED_DOCS / sizeof FIXED_DOCS[0])
-
-static void check(int ok) {
-    if (!ok) __builtin_trap();
-}
 
 /* 1 when elements a and b of two canonical blocks agree inside the dataset part of block 0. */
 static int same_inside(const nds_array_meta *m, const uint8_t *a, const uint8_t *b, size_t elem) {
@@ -117,33 +114,6 @@ static void exercise_open(nds_kvstore *kv, const uint8_t *blk, size_t blk_len, i
     nds_format_n5.close(st);
 }
 
-/* The input as spec "metadata": what the driver creates must open again. */
-static void exercise_create(const uint8_t *data, size_t size) {
-    json_tokener *tok = json_tokener_new_ex(32);
-    json_object *meta = tok ? json_tokener_parse_ex(tok, (const char *)data, (int)size) : NULL;
-    json_tokener_free(tok);
-    if (!json_object_is_type(meta, json_type_object)) {
-        json_object_put(meta);
-        return;
-    }
-    json_object *spec = json_object_new_object();
-    json_object_object_add(spec, "metadata", meta);
-    nds_kvstore *kv = NULL;
-    if (nds_kvstore_open(&kv, "memory://fuzz/n5-create/", NULL) == 0) {
-        void *st = NULL;
-        nds_array_meta m;
-        if (nds_format_n5.open(kv, spec, NDS_OPEN_CREATE, &st, &m) == 0) {
-            nds_format_n5.close(st);
-            st = NULL;
-            check(nds_format_n5.open(kv, spec, NDS_OPEN_EXISTING, &st, &m) == 0);
-            nds_format_n5.close(st);
-        }
-        nds_kvstore_delete_range(kv, "", "");
-        nds_kvstore_free(kv);
-    }
-    json_object_put(spec);
-}
-
 /* "#", a dataset selector, then a block. */
 static void block_only(const uint8_t *data, size_t size) {
     if (size < 2) return;
@@ -167,17 +137,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         block_only(data, size);
         return 0;
     }
-    const uint8_t *sep = memmem(data, size, SEPARATOR, SEPARATOR_LEN);
-    size_t doc_len = sep ? (size_t)(sep - data) : size;
-    const uint8_t *blk = sep ? sep + SEPARATOR_LEN : NULL;
-    size_t blk_len = sep ? size - doc_len - SEPARATOR_LEN : 0;
-    nds_kvstore *kv = NULL;
-    if (nds_kvstore_open(&kv, "memory://fuzz/n5/", NULL) != 0) return 0;
-    if (nds_kvstore_write(kv, "attributes.json", data, doc_len, NULL, NULL) == 0) {
-        exercise_open(kv, blk ? blk : (const uint8_t *)"", blk_len, sep != NULL);
-        nds_kvstore_delete_range(kv, "", "");
-    }
-    nds_kvstore_free(kv);
-    exercise_create(data, doc_len);
+    static const fuzz_format_case c = {
+        &nds_format_n5, "attributes.json", "memory://fuzz/n5/", "memory://fuzz/n5-create/",
+        SEPARATOR,      SEPARATOR_LEN,     exercise_open};
+    fuzz_format_input(&c, data, size);
     return 0;
 }

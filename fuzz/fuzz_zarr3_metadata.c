@@ -17,6 +17,7 @@
 
 #include "ndstore/ndstore.h"
 #include "ndstore/sys/format.h"
+#include "fuzz_format.h"
 #include "internal/strided.h"
 
 extern const nds_format nds_format_zarr3;
@@ -27,10 +28,6 @@ extern const nds_format nds_format_zarr3;
 
 static const char SEPARATOR[] = "\0CHUNK\0";
 #define SEPARATOR_LEN (sizeof SEPARATOR - 1)
-
-static void check(int ok) {
-    if (!ok) __builtin_trap();
-}
 
 /* Bytes of a chunk of shape (rank entries), 0 when above FUZZ_MAX_CHUNK. */
 static size_t chunk_bytes(const nds_array_meta *meta, const uint64_t *shape) {
@@ -99,8 +96,7 @@ static void exercise_open(nds_kvstore *kv, const uint8_t *chunk, size_t chunk_le
     for (size_t d = 0; d < meta.rank; d++) empty |= meta.shape[d] == 0;
     if (F.chunk_key(st, cell, key, sizeof key) == 0) {
         check(F.parse_chunk_key(st, key, back) == !empty);
-        if (has_chunk && !empty &&
-            nds_kvstore_write(kv, key, chunk, chunk_len, NULL, NULL) == 0)
+        if (has_chunk && !empty && nds_kvstore_write(kv, key, chunk, chunk_len, NULL, NULL) == 0)
             exercise_chunk(st, kv, &meta, chunk, chunk_len);
     }
     nds_array_meta after;
@@ -108,46 +104,10 @@ static void exercise_open(nds_kvstore *kv, const uint8_t *chunk, size_t chunk_le
     F.close(st);
 }
 
-/* The input as spec "metadata": what the driver creates must open again. */
-static void exercise_create(const uint8_t *data, size_t size) {
-    json_tokener *tok = json_tokener_new_ex(32);
-    json_object *meta = tok ? json_tokener_parse_ex(tok, (const char *)data, (int)size) : NULL;
-    json_tokener_free(tok);
-    if (!json_object_is_type(meta, json_type_object)) {
-        json_object_put(meta);
-        return;
-    }
-    json_object *spec = json_object_new_object();
-    json_object_object_add(spec, "metadata", meta);
-    nds_kvstore *kv = NULL;
-    if (nds_kvstore_open(&kv, "memory://fuzz/zarr3-create/", NULL) == 0) {
-        void *st = NULL;
-        nds_array_meta m;
-        if (F.open(kv, spec, NDS_OPEN_CREATE, &st, &m) == 0) {
-            F.close(st);
-            st = NULL;
-            check(F.open(kv, spec, NDS_OPEN_EXISTING, &st, &m) == 0);
-            F.close(st);
-        }
-        nds_kvstore_delete_range(kv, "", "");
-        nds_kvstore_free(kv);
-    }
-    json_object_put(spec);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size > (1u << 20)) return 0;
-    const uint8_t *sep = memmem(data, size, SEPARATOR, SEPARATOR_LEN);
-    size_t meta_len = sep ? (size_t)(sep - data) : size;
-    const uint8_t *chunk = sep ? sep + SEPARATOR_LEN : NULL;
-    size_t chunk_len = sep ? size - meta_len - SEPARATOR_LEN : 0;
-    nds_kvstore *kv = NULL;
-    if (nds_kvstore_open(&kv, "memory://fuzz/zarr3/", NULL) != 0) return 0;
-    if (nds_kvstore_write(kv, "zarr.json", data, meta_len, NULL, NULL) == 0) {
-        exercise_open(kv, chunk ? chunk : (const uint8_t *)"", chunk_len, sep != NULL);
-        nds_kvstore_delete_range(kv, "", "");
-    }
-    nds_kvstore_free(kv);
-    exercise_create(data, meta_len);
+    static const fuzz_format_case c = {
+        &F,        "zarr.json",   "memory://fuzz/zarr3/", "memory://fuzz/zarr3-create/",
+        SEPARATOR, SEPARATOR_LEN, exercise_open};
+    fuzz_format_input(&c, data, size);
     return 0;
 }
