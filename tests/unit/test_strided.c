@@ -46,6 +46,26 @@ START_TEST(random_layouts_match_reference) {
 }
 END_TEST
 
+/* Sub-blocks whose rows are contiguous but not mergeable, of every row length from 1 to 600 bytes:
+ * covers the short-row path (32-byte steps with an overlapping tail) and the memcpy path. */
+START_TEST(rows_of_every_length) {
+    srand(7);
+    for (uint64_t row = 1; row <= 600; row++) {
+        uint64_t ext[3] = {3, 4, row}, full[3] = {5, 6, row + 1 + (uint64_t)(rand() % 40)};
+        int64_t ss[3], ds[3];
+        nds_c_strides(3, full, 1, ss);
+        nds_c_strides(3, full, 1, ds);
+        size_t bytes = (size_t)(full[0] * full[1] * full[2]);
+        uint8_t *src = malloc(bytes), *a = calloc(1, bytes), *b = calloc(1, bytes);
+        for (size_t i = 0; i < bytes; i++) src[i] = (uint8_t)rand();
+        nds_strided_copy(3, ext, 1, a + 1, ds, src + 2, ss);
+        naive_copy(3, ext, 1, b + 1, ds, src + 2, ss);
+        ck_assert_mem_eq(a, b, bytes);
+        free(src), free(a), free(b);
+    }
+}
+END_TEST
+
 START_TEST(fill_sets_only_the_block) {
     uint16_t buf[4][5];
     memset(buf, 0, sizeof buf);
@@ -76,6 +96,7 @@ int main(void) {
     Suite *s = suite_create("strided");
     TCase *tc = tcase_create("strided");
     tcase_add_test(tc, random_layouts_match_reference);
+    tcase_add_test(tc, rows_of_every_length);
     tcase_add_test(tc, fill_sets_only_the_block);
     tcase_add_test(tc, zero_extent_and_rank_zero);
     suite_add_tcase(s, tc);
