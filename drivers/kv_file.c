@@ -38,6 +38,7 @@
 #include "internal/error.h"
 #include "internal/util.h"
 #include "file_lock.h"
+#include "file_sync.h"
 
 #define TMP_MARK ".__tmp."
 #define LOCK_SUFFIX ".__lock"
@@ -119,15 +120,9 @@ static char *file_parent(const char *key) {
     return dir;
 }
 
-/* fsyncs a directory so that a rename or unlink in it is durable. @return 0 or an errno */
-static int file_sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
-    int err = fsync(fd) == 0 || errno == EINVAL ? 0 : errno; /* EINVAL: no directory fsync here */
-    close(fd);
-    return err;
-}
+/* fsyncs a directory so that a rename or unlink in it is durable; concurrent callers share one
+ * fsync (file_sync.h). @return 0 or an errno */
+static int file_sync_dir(const char *dir) { return nds_file_sync_dir(dir); }
 
 static int file_sync_parent_of(const char *path) {
     char *dir = file_parent(path);

@@ -25,6 +25,7 @@
 #include "ndstore/sys/kv_driver.h"
 #include "support_check.h"
 #include "support_kv_conformance.h"
+#include "../../drivers/file_sync.h"
 
 extern const nds_kv_driver nds_kv_driver_memory;
 
@@ -117,6 +118,49 @@ static int find_reserved(const char *path, const struct stat *st, int flag, stru
         g_reserved_found++;
     return 0;
 }
+
+/* Grouped directory fsyncs: every caller gets a sync that started after its call, concurrent
+ * callers share fsyncs, failures reach every caller they cover. */
+typedef struct sync_worker {
+    const char *dir;
+    int failures;
+} sync_worker;
+
+static void *sync_many(void *arg) {
+    sync_worker *w = arg;
+    for (int i = 0; i < 200; i++)
+        if (nds_file_sync_dir(w->dir) != 0) w->failures++;
+    return NULL;
+}
+
+START_TEST(file_dir_syncs_are_grouped) {
+    const char *dir = temp_dir();
+    uint64_t calls0, fsyncs0, calls1, fsyncs1;
+    nds_file_sync_counts(&calls0, &fsyncs0);
+    pthread_t th[8];
+    sync_worker w[8];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (sync_worker){dir, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, sync_many, &w[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(w[i].failures, 0);
+    }
+    nds_file_sync_counts(&calls1, &fsyncs1);
+    ck_assert_uint_eq(calls1 - calls0, 1600);
+    ck_assert_uint_ge(fsyncs1 - fsyncs0, 1);
+    ck_assert_uint_le(fsyncs1 - fsyncs0, 1600);
+    /* A lone caller always runs its own fsync: nothing started after its call is running. */
+    ck_assert_int_eq(nds_file_sync_dir(dir), 0);
+    nds_file_sync_counts(&calls0, &fsyncs0);
+    ck_assert_uint_eq(fsyncs0 - fsyncs1, 1);
+    char *missing = NULL;
+    ck_assert_int_ge(asprintf(&missing, "%s/no/such/dir", dir), 0);
+    ck_assert_int_eq(nds_file_sync_dir(missing), ENOENT);
+    free(missing);
+}
+END_TEST
 
 START_TEST(file_leaves_no_temp_or_lock_files) {
     const char *dir = temp_dir();
@@ -793,6 +837,7 @@ int main(void) {
     TCase *file = tcase_create("file");
     tcase_set_timeout(file, 300);
     tcase_add_test(file, file_leaves_no_temp_or_lock_files);
+    tcase_add_test(file, file_dir_syncs_are_grouped);
     tcase_add_test(file, file_hides_and_refuses_reserved_names);
     tcase_add_test(file, file_list_reaps_temp_files_of_dead_writers);
     tcase_add_test(file, file_generation_is_stat_identity);

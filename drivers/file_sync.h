@@ -1,0 +1,28 @@
+/* Grouped directory fsyncs for the file kvstore driver (drivers/kv_file.c).
+ *
+ * A rename or unlink is durable once its directory has been fsynced by a call that STARTED after
+ * it. When several threads of a process rename into one directory at once (the chunks of one array
+ * write), one fsync started after all their renames serves them all: a caller that finds a sync of
+ * its directory already running waits for it, then either finds that a later sync has covered it or
+ * runs one itself for everyone waiting. On ext4 every directory fsync is a journal commit, so
+ * concurrent chunk writes need about one directory commit per round instead of one per chunk.
+ *
+ * Threading: safe from any thread; state is per process. Directories are told apart by path (the
+ * driver always names a directory the same way). Up to NDS_FILE_SYNC_SLOTS directories are tracked
+ * at once; beyond that a caller simply fsyncs on its own.
+ */
+#ifndef NDS_DRIVERS_FILE_SYNC_H
+#define NDS_DRIVERS_FILE_SYNC_H
+
+#include <stdint.h>
+
+#define NDS_FILE_SYNC_SLOTS 64
+
+/** Makes every rename/unlink done in dir before this call durable. @return 0 or an errno */
+int nds_file_sync_dir(const char *dir);
+
+/** Counts since the process started: calls of nds_file_sync_dir and fsyncs they ran (for tests and
+ *  for measuring the grouping). */
+void nds_file_sync_counts(uint64_t *calls, uint64_t *fsyncs);
+
+#endif
