@@ -50,6 +50,18 @@ int cli_cmd_checkpoint(int argc, char **argv);
 /** Prints the info report of an open array (text, or one JSON object) to out. @return exit status */
 int cli_info_print(nds_array *a, bool as_json, FILE *out);
 
+/* ---- format details (format_detail.c) ---- */
+/** The format-specific view of an open array (info's "details": zarr compressor/filters/order,
+ *  zarr3 codecs, key encoding, dimension names, sharding, N5 compression and spatial attributes,
+ *  precomputed scales), from its metadata document, spec and attributes; a new object ({} for
+ *  other formats). Prints nothing: returns 0 or the library's NDS_E* code (nds_error_last()). */
+int cli_details(nds_array *a, json_object **out);
+/** Prints details as info's aligned "label:       value" lines. */
+void cli_details_print(nds_array *a, json_object *details, FILE *out);
+/** One line for ls: "uint16 [100, 200], chunks [10, 20], zstd" (sharded: "..., sharded 2x2 per
+ *  shard, zstd"; precomputed: "2 scales [8_8_8, 16_16_16]; 8_8_8: uint8 [...], ..."). */
+void cli_details_summary(nds_array *a, json_object *details, char *buf, size_t cap);
+
 /* ---- reporting (main.c) ---- */
 /** Prints "ndstore: <message>" on stderr; returns CLI_FAIL. */
 int cli_fail(const char *fmt, ...) CLI_PRINTF(1, 2);

@@ -1,9 +1,13 @@
 /* `ndstore cp SRC DST [--jobs N] [--chunks ..] [--codec ..] [--fill V] [--memory-budget B]`: copies any
  * array into a new array, in any format and store.
  *
- * The destination's dtype, shape, chunk shape and fill value come from the source unless DST's "schema"
- * or the options say otherwise; its codec is the destination format's default unless --codec or the
- * schema names one. The copy streams by slabs aligned to the destination's chunk grid (each a run of
+ * The destination's dtype, shape, chunk shape (the source's read chunk: the inner chunk of a
+ * sharded source) and fill value come from the source unless DST's "schema" or "metadata" or the
+ * options say otherwise; its codec is the destination format's default unless --codec or the schema
+ * names one. Any format to any format: the array model (shape, dtype, C-order elements) is the same
+ * for all, so the copy itself is format-blind; what a format cannot hold (a dtype, a rank, a fill
+ * value) is refused when the destination is created, before anything is written.
+ * The copy streams by slabs aligned to the destination's chunk grid (each a run of
  * whole destination chunks, so no destination chunk is written twice): a slab is read from SRC into one
  * buffer, then written to DST. Half the memory budget sizes the slab and half goes to the library's
  * in-flight chunks, so memory stays near the budget whatever the array's size (a single destination chunk
@@ -26,9 +30,11 @@ static const char help[] =
     "usage: ndstore cp SRC DST [options]\n"
     "\n"
     "Copy an array into a new array. SRC is any array spec or URL; DST is a URL or JSON spec for the\n"
-    "new array (file:///d/b.zarr|zarr:, a bare path, {\"driver\":...}). The destination's dtype, shape,\n"
-    "chunks and fill value are the source's unless overridden; its codec is the format's default unless\n"
-    "--codec is given.\n"
+    "new array in any format (file:///d/b.zarr|zarr:, |zarr3:, |n5:, |neuroglancer-precomputed:,\n"
+    "a bare path, {\"driver\":...}). The destination's dtype, shape, chunks (a sharded source's\n"
+    "inner chunks) and fill value are the source's unless overridden; its codec is the format's\n"
+    "default unless --codec is given. Shards are asked for in DST's spec (zarr3: schema\n"
+    "chunk_layout write_chunk; precomputed: scale_metadata sharding).\n"
     "\n"
     "  -j, --jobs N            threads for decoding and encoding (default: the number of cores)\n"
     "      --chunks N,..       destination chunk shape\n"
@@ -148,23 +154,44 @@ static int check_not_source(nds_array *src, const char *dst) {
                 : CLI_OK;
 }
 
-/* Opens the destination with the source's grid as defaults. */
+/* A failed destination open, with a hint when the fill value it was refused for came from the
+ * source: formats without one (N5, precomputed) take only 0, and --fill 0 loses nothing (every
+ * element is copied, fill-valued ones too). */
+static int dst_open_failed(int st, const char *spec, const cp_args *ca, const uint8_t *fill) {
+    const nds_error *e = nds_error_last();
+    static const uint8_t zero[NDS_DTYPE_MAX_SIZE];
+    if (st == NDS_EUNSUPPORTED && !ca->over.fill && memcmp(fill, zero, sizeof zero) != 0 &&
+        strstr(e->message, "fill value"))
+        return cli_fail("%s; cp takes the source's fill value: pass --fill 0 (every element is "
+                        "copied either way)", e->message);
+    return cli_fail_nds(st, spec);
+}
+
+/* Opens the destination with the source's grid as defaults. The default chunk shape is the
+ * source's read chunk: for a sharded source its inner chunk (the shard would make one huge chunk in
+ * an unsharded destination; a sharded destination names its shard in its spec). */
 static int open_dst(nds_array *src, const cp_args *ca, nds_context *ctx, nds_array **dst) {
     cli_schema def;
     memset(&def, 0, sizeof def);
-    uint8_t fill[NDS_DTYPE_MAX_SIZE];
+    uint8_t fill[NDS_DTYPE_MAX_SIZE] = {0};
     nds_dtype t = nds_array_dtype(src);
     def.dtype = nds_dtype_name(t);
     def.shape_rank = def.chunk_rank = nds_array_rank(src);
     nds_array_shape(src, def.shape);
-    nds_array_chunk_shape(src, def.chunks);
+    nds_array_read_chunk_shape(src, def.chunks);
     nds_array_fill_value(src, fill);
     def.fill = cli_element_to_json(t, fill);
     char *spec = NULL;
     int rc = cli_spec_build(ca->dst, &ca->over, &def, ca->delete_existing, &spec);
     json_object_put(def.fill);
-    if (rc == CLI_OK)
-        rc = cli_open_array(spec, ctx, 0, dst);
+    if (rc == CLI_OK) {
+        nds_open_options opts = NDS_OPEN_OPTIONS_INIT;
+        opts.ctx = ctx;
+        nds_error_clear();
+        int st = nds_array_open(dst, spec, &opts);
+        if (st != 0)
+            rc = dst_open_failed(st, spec, ca, fill);
+    }
     free(spec);
     return rc;
 }

@@ -1,6 +1,9 @@
-/* `ndstore info SPEC [--json]`: an array's format, shape, dtype, chunks, codec, fill value, stored chunks
- * and bytes, and user attributes; --json prints the same as one JSON object (plus the format's metadata
- * document and the spec that reopens the array).
+/* `ndstore info SPEC [--json]`: an array's format, shape, dtype, chunks, codec, fill value, stored
+ * chunks and bytes, user attributes, then the format's own detail (format_detail.c: zarr
+ * compressor, filters, order, key separator; zarr3 key encoding, dimension names, shard layout and
+ * index; N5 compression, block size, axes/units/resolution; precomputed volume type and every
+ * scale); --json prints the same as one JSON object (the detail as "details", plus the format's
+ * metadata document and the spec that reopens the array).
  * Omits: per-chunk listings (use `ndstore ls`).
  */
 #include <getopt.h>
@@ -16,11 +19,16 @@ static const char help[] =
     "usage: ndstore info SPEC [--json]\n"
     "\n"
     "Show an array's format, shape, dtype, chunk shape, codec, fill value, stored chunks and bytes, and\n"
-    "attributes. SPEC is JSON text, @file.json, or a URL (a bare path is detected from its metadata).\n"
+    "attributes, then what its format adds: zarr compressor, filters, order and key separator;\n"
+    "zarr3 key encoding, dimension names, chunks per shard and the shard index; N5 compression,\n"
+    "block size and axes/units/resolution; precomputed volume type, channels and every scale\n"
+    "(* marks the open one).\n"
+    "SPEC is JSON text, @file.json, or a URL (a bare path is detected from its metadata).\n"
     "\n"
     "  --json       print one JSON object (members: url, format, shape, dtype, chunks, shards and\n"
-    "               chunks_per_shard when sharded, codec,\n"
-    "               fill_value, chunks_stored, chunks_total, bytes_stored, attributes, metadata, spec)\n"
+    "               chunks_per_shard when sharded, codec, fill_value, chunks_stored,\n"
+    "               chunks_total, bytes_stored, attributes, details (the format's own, as\n"
+    "               above), metadata, spec)\n"
     "  -h, --help   show this help\n";
 
 static const struct option options[] = {
@@ -50,6 +58,7 @@ typedef struct info {
     char *attrs;     /* JSON text, nds_free */
     char *metadata;  /* JSON text, nds_free */
     char *spec;      /* JSON text, nds_free */
+    json_object *details; /* the format's own members (cli_details) */
 } info;
 
 static int gather(nds_array *a, info *in) {
@@ -73,6 +82,9 @@ static int gather(nds_array *a, info *in) {
         rc = nds_array_metadata(a, &in->metadata);
     if (rc == 0)
         rc = nds_array_spec(a, &in->spec);
+    if (rc != 0)
+        return cli_fail_nds(rc, "info");
+    rc = cli_details(a, &in->details);
     return rc == 0 ? CLI_OK : cli_fail_nds(rc, "info");
 }
 
@@ -87,6 +99,7 @@ static void info_dispose(info *in) {
     nds_free(in->attrs);
     nds_free(in->metadata);
     nds_free(in->spec);
+    json_object_put(in->details);
 }
 
 /* Parsed JSON text, or the text as a string when it does not parse (never expected). */
@@ -114,6 +127,7 @@ static void print_json(nds_array *a, const info *in, FILE *out) {
         json_object_object_add(o, "bytes_stored", json_object_new_uint64(in->stats.bytes_stored));
     }
     json_object_object_add(o, "attributes", json_or_string(in->attrs));
+    json_object_object_add(o, "details", json_object_get(in->details));
     json_object_object_add(o, "metadata", json_or_string(in->metadata));
     json_object_object_add(o, "spec", json_or_string(in->spec));
     fprintf(out, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
@@ -152,6 +166,7 @@ static void print_text(nds_array *a, const info *in, FILE *out) {
                                                                JSON_C_TO_STRING_NOSLASHESCAPE)
                    : (attrs || !in->attrs ? "{}" : in->attrs));
     json_object_put(attrs);
+    cli_details_print(a, in->details, out);
 }
 
 int cli_info_print(nds_array *a, bool as_json, FILE *out) {

@@ -22,12 +22,13 @@ typedef struct cli_command {
 } cli_command;
 
 static const cli_command commands[] = {
-    {"info", "show an array's format, shape, dtype, chunks, codec and stored size", cli_cmd_info},
+    {"info", "show an array's format, shape, dtype, chunks, codec, stored size and format detail",
+     cli_cmd_info},
     {"create", "create an array from a spec or URL", cli_cmd_create},
     {"read", "read a region to .npy, raw bytes, or the terminal", cli_cmd_read},
     {"write", "write a .npy file or raw bytes into a region", cli_cmd_write},
     {"cp", "copy an array into a new array (any format and store), streaming", cli_cmd_cp},
-    {"ls", "list the keys under a kvstore URL with their sizes", cli_cmd_ls},
+    {"ls", "list the keys under a kvstore URL with their sizes, naming the arrays", cli_cmd_ls},
     {"verify", "decode every stored chunk and report the bad ones", cli_cmd_verify},
     {"resize", "change an array's shape", cli_cmd_resize},
     {"attrs", "print or replace an array's user attributes", cli_cmd_attrs},

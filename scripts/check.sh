@@ -40,6 +40,8 @@ stage "unit tests (release)" bash -c "cd build && ctest --output-on-failure -j$j
 stage "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DNDS_SANITIZE=ON
 stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$jobs"
 [ -f tests/integration/cli_test.sh ] && stage "cli integration" bash tests/integration/cli_test.sh "$root/build/ndstore"
+[ -f tests/integration/cp_matrix_test.sh ] &&
+  stage "cp between formats" bash tests/integration/cp_matrix_test.sh "$root/build"
 [ -f tests/integration/concurrent_writers.sh ] &&
   stage "concurrent writers" bash tests/integration/concurrent_writers.sh "$root/build/ndstore"
 [ -f tests/integration/s3_test.sh ] &&

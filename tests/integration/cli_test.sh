@@ -274,6 +274,7 @@ nds cp a.zarr z.zarr --chunks 1,2,3;        expect_fail "cp with chunks of anoth
 # ---- ls --------------------------------------------------------------------------------------------
 nds ls a.zarr
 expect_rc 0 "ls"; expect_out ".zarray" "ls lists the metadata"; expect_out "  1.0" "ls lists chunks"
+expect_out ".zarray  (zarr: uint16 [100, 200], chunks [10, 20], zstd)" "ls names the array on its metadata key"
 nfiles=$(find a.zarr -type f | wc -l)
 expect_out "$nfiles entries," "ls total counts every key"
 py "ls sizes" "
@@ -284,6 +285,7 @@ assert sizes['.zarray'] == os.path.getsize('a.zarr/.zarray'), sizes
 assert list(sizes) == sorted(sizes), 'not sorted'"
 nds ls "file://$T/a.zarr|zarr:";  expect_rc 0 "ls an array URL"; expect_out ".zarray" "ls an array URL"
 nds ls --no-recursive .;          expect_rc 0 "ls --no-recursive"; expect_out "  a.zarr/" "ls folds directories"
+expect_out "a.zarr/  (zarr: uint16 [100, 200]" "ls names the array a folded directory holds"
 nds ls;                           expect_usage "ls without URL"
 
 # ---- verify ----------------------------------------------------------------------------------------
@@ -348,7 +350,14 @@ expect_rc 0 "create a sharded zarr v3 array"
 expect_out "chunks [16, 24], shards [32, 48]" "create reports chunks and shards"
 nds info sh.zarr;                 expect_out "shards:      [32, 48] (4 chunks each)" "info shows the shards"
 expect_out "chunks:      [16, 24]" "info shows the inner chunks"
+expect_out "per shard:   [2, 2] inner chunks of [16, 24]" "info shows the inner chunks per shard"
+expect_out "shard index: at the end" "info shows where the shard index is"
 nds info sh.zarr --json;          expect_out '"chunks_per_shard": 4' "info --json shows shards"
+printf '%s' "$OUT" > info_sh.json
+py "info --json: sharding details" "
+o = json.load(open('info_sh.json'))['details']['sharding']
+assert o['chunks_per_shard'] == [2, 2] and o['index_location'] == 'end', o"
+nds ls sh.zarr;                   expect_out "(zarr3: uint16 [64, 48], chunks [16, 24], sharded 2x2 per shard, zstd)" "ls summarises a sharded array"
 
 # ---- demo ------------------------------------------------------------------------------------------
 nds demo --dir "$T/demo" --writers 3
