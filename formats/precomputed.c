@@ -7,17 +7,22 @@
  * key ("8_8_8/0-64_0-64_0-64", "8_8_8/0a.shard"). Array index i along x is voxel
  * voxel_offset[0] + i. On disk a chunk is clipped at the volume's upper edge and stored x fastest
  * (Fortran order over [x, y, z, channel]); decode pads it to the full chunk with 0 (precomputed has
- * no fill value) and encode clips it. Sharded scales:
- * - when every shard file holds one aligned box of chunks (identity hash with preshift + minishard
- *   + shard bits covering the chunk grid's Morton bits, or shard_bits 0 with any hash) and that box
- *   is at most 1 GiB in memory, the core's storage chunk is the shard's box (one read-modify-write
- *   of the shard per write call) and its read grid is the precomputed chunk, read through byte
- *   ranges (read_chunk);
- * - otherwise (murmurhash3 with several shards, shard numbers that wrap, huge shards) the scale is
- *   read-only: reads work chunk by chunk, and writes fail with NDS_EUNSUPPORTED naming the reason,
- *   because a write would have to rewrite shards that are not regions of the array.
+ * no fill value) and encode clips it. Sharded scales have one of two layouts:
+ * - SHARD_BOX: when every shard file holds one aligned box of chunks (identity hash with
+ *   preshift + minishard + shard bits covering the chunk grid's Morton bits, or shard_bits 0 with
+ *   any hash) and that box is at most 1 GiB in memory, the core's storage chunk is the shard's box
+ *   (one read-modify-write of the shard per write call, the shard decoded and re-encoded whole)
+ *   and its read grid is the precomputed chunk, read through byte ranges (read_chunk);
+ * - SHARD_HASHED: otherwise (murmurhash3 with several shards, identity shard numbers that wrap,
+ *   boxes above 1 GiB) a shard is not a region of the array. The core's chunk is the precomputed
+ *   chunk and the array is grouped (nds_array_meta.grouped): a write call groups its chunks by
+ *   shard file (group_key), and per shard the core decodes only partly written chunks
+ *   (group_read_chunk), encodes the chunks it writes (encode_chunk) and has group_encode rebuild
+ *   the shard with every other chunk's stored bytes copied verbatim; one conditional write per
+ *   shard. Writes inside a transaction are refused by the core. Reads are as in SHARD_BOX.
  * Omits: resize (precomputed bounds are fixed, as in TensorStore), attributes (none in the format),
- * groups, the second and later "chunk_sizes" of a scale for writing (writes go to the chosen one).
+ * groups, the second and later "chunk_sizes" of a scale for writing (writes go to the chosen one);
+ * for SHARD_HASHED, chunk keys (a chunk has none of its own: statistics and verify see no chunks).
  *
  * Threading: an instance is immutable after open; decode/encode/read_chunk run on many threads and
  * use per-thread scratch buffers. Ownership: the instance owns the info document and its parse.
@@ -40,12 +45,12 @@
 #include "internal/util.h"
 
 #define OPEN_ATTEMPTS 8
-/* Largest shard box written as one storage chunk; bigger shards make the scale read-only. */
+/* Largest shard box written as one storage chunk; bigger ones use the hashed layout. */
 #define SHARD_BOX_MAX_BYTES (UINT64_C(1) << 30)
 /* Bound on chunks listed in one minishard index. */
 #define MAX_MINISHARD_ENTRIES (UINT64_C(1) << 26)
 
-typedef enum layout { UNSHARDED, SHARD_BOX, SHARD_READ_ONLY } layout;
+typedef enum layout { UNSHARDED, SHARD_BOX, SHARD_HASHED } layout;
 
 typedef struct precomputed {
     json_object *doc;  /* the info as stored, owned */
@@ -58,9 +63,8 @@ typedef struct precomputed {
     size_t chunk_bytes; /* canonical bytes of one precomputed chunk */
     nds_pc_grid grid;   /* chunk grid and Morton layout */
     layout layout;
-    unsigned box[3];       /* SHARD_BOX: a shard spans 2^box[d] chunks in dimension d */
-    const char *read_only; /* SHARD_READ_ONLY: why writes are refused */
-    uint64_t max_entries;  /* bound on one minishard index */
+    unsigned box[3];      /* SHARD_BOX: a shard spans 2^box[d] chunks in dimension d */
+    uint64_t max_entries; /* bound on one minishard index */
     char url[512];
     char doc_name[600]; /* "neuroglancer_precomputed: info of <url>" */
 } precomputed;
@@ -243,11 +247,17 @@ static int unsharded_key(const precomputed *p, const uint64_t *g, char *buf, siz
                : nds_err(NDS_ERANGE, "neuroglancer_precomputed: chunk key too long");
 }
 
-/* The shard holding shard-box cell (in units of shard boxes). */
-static uint64_t box_shard(const precomputed *p, const uint64_t *cell) {
-    uint64_t g[3] = {cell[0] << p->box[0], cell[1] << p->box[1], cell[2] << p->box[2]}, shard, mini;
+/* The shard holding precomputed chunk g (grid coordinates). */
+static uint64_t chunk_shard(const precomputed *p, const uint64_t *g) {
+    uint64_t shard, mini;
     nds_pc_shard_of(&p->s.sharding, nds_pc_morton(&p->grid, g), &shard, &mini);
     return shard;
+}
+
+/* The shard holding shard-box cell (in units of shard boxes). */
+static uint64_t box_shard(const precomputed *p, const uint64_t *cell) {
+    uint64_t g[3] = {cell[0] << p->box[0], cell[1] << p->box[1], cell[2] << p->box[2]};
+    return chunk_shard(p, g);
 }
 
 static int pc_chunk_key(void *state, const uint64_t *cell, char *buf, size_t cap) {
@@ -255,8 +265,10 @@ static int pc_chunk_key(void *state, const uint64_t *cell, char *buf, size_t cap
     if (p->layout == UNSHARDED) return unsharded_key(p, cell, buf, cap);
     if (p->layout == SHARD_BOX)
         return nds_pc_shard_key(p->s.key, &p->s.sharding, box_shard(p, cell), buf, cap);
-    return nds_err(NDS_EUNSUPPORTED, "scale \"%s\" can be read but not written: %s", p->s.key,
-                   p->read_only);
+    return nds_err(NDS_EINTERNAL,
+                   "neuroglancer_precomputed: chunks of scale \"%s\" live in hashed shard files "
+                   "and have no key of their own",
+                   p->s.key);
 }
 
 /* A signed decimal as chunk_key writes it (no '+', no leading zeros). */
@@ -317,7 +329,7 @@ static int parse_shard_name(const precomputed *p, const char *name, uint64_t *ce
 static int pc_parse_chunk_key(void *state, const char *key, uint64_t *cell) {
     const precomputed *p = state;
     size_t n = strlen(p->s.key);
-    if (p->layout == SHARD_READ_ONLY || strncmp(key, p->s.key, n) != 0 || key[n] != '/') return 0;
+    if (p->layout == SHARD_HASHED || strncmp(key, p->s.key, n) != 0 || key[n] != '/') return 0;
     int ok = p->layout == UNSHARDED ? parse_unsharded(p, key + n + 1, cell)
                                     : parse_shard_name(p, key + n + 1, cell);
     char again[NDS_PC_MAX_KEY + 128];
@@ -438,23 +450,64 @@ static int encode_box(const precomputed *p, const uint64_t *cell, const uint8_t 
 
 /* ---- vtable: chunk codec --------------------------------------------------------------------- */
 
+/* A storage chunk: one precomputed chunk (unsharded, and hashed shards, whose chunk data this is
+ * before data_encoding), or a shard box's whole shard file. */
 static int pc_decode_chunk(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
                            uint8_t *out) {
     const precomputed *p = state;
-    if (p->layout == UNSHARDED) return decode_one(p, cell, data, len, out);
-    if (p->layout == SHARD_BOX) {
-        size_t bytes = p->chunk_bytes << (p->box[0] + p->box[1] + p->box[2]);
-        return decode_box(p, cell, data, len, out, bytes);
-    }
-    return nds_err(NDS_EUNSUPPORTED, "neuroglancer_precomputed: %s", p->read_only);
+    if (p->layout != SHARD_BOX) return decode_one(p, cell, data, len, out);
+    size_t bytes = p->chunk_bytes << (p->box[0] + p->box[1] + p->box[2]);
+    return decode_box(p, cell, data, len, out, bytes);
 }
 
 static int pc_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk, nds_buf *out) {
     const precomputed *p = state;
     out->len = 0;
-    if (p->layout == UNSHARDED) return encode_one(p, cell, chunk, out);
-    if (p->layout == SHARD_BOX) return encode_box(p, cell, chunk, out);
-    return nds_err(NDS_EUNSUPPORTED, "neuroglancer_precomputed: %s", p->read_only);
+    if (p->layout != SHARD_BOX) return encode_one(p, cell, chunk, out);
+    return encode_box(p, cell, chunk, out);
+}
+
+/* ---- vtable: hashed shards (grouped writes) -------------------------------------------------- */
+
+static int pc_group_key(void *state, const uint64_t *cell, char *buf, size_t cap) {
+    const precomputed *p = state;
+    if (p->layout != SHARD_HASHED)
+        return nds_err(NDS_EINTERNAL, "neuroglancer_precomputed: scale \"%s\" is not grouped",
+                       p->s.key);
+    return nds_pc_shard_key(p->s.key, &p->s.sharding, chunk_shard(p, cell), buf, cap);
+}
+
+/* Chunk cell out of its shard file's bytes: minishard lookup, data_encoding undone, decoded. */
+static int pc_group_read_chunk(void *state, const uint8_t *obj, size_t len, const uint64_t *cell,
+                               uint8_t *out, int *present) {
+    const precomputed *p = state;
+    uint64_t id = nds_pc_morton(&p->grid, cell);
+    nds_pc_chunk_ref ref;
+    nds_buf *raw = scratch(2, 0);
+    *present = 0;
+    int rc =
+        raw ? nds_pc_shard_find(&p->s.sharding, obj, len, id, p->max_entries, &ref) : no_memory();
+    if (!rc && ref.end != 0)
+        rc = nds_pc_chunk_data(&p->s.sharding, obj + ref.start, (size_t)(ref.end - ref.start),
+                               4 * p->chunk_bytes + (1u << 20), raw);
+    if (!rc && ref.end != 0 && !(rc = decode_one(p, cell, raw->data, raw->len, out))) *present = 1;
+    scratch_trim();
+    return rc ? nds_err_prefix(rc, "chunk %llu", (unsigned long long)id) : 0;
+}
+
+/* The shard file rebuilt with the updated chunks; the others' stored bytes are copied verbatim. */
+static int pc_group_encode(void *state, const uint8_t *obj, size_t len,
+                           const nds_group_update *updates, size_t n, nds_buf *out) {
+    const precomputed *p = state;
+    nds_pc_shard_chunk *c = malloc((n ? n : 1) * sizeof *c);
+    if (!c) return no_memory();
+    for (size_t k = 0; k < n; k++)
+        c[k] = (nds_pc_shard_chunk){nds_pc_morton(&p->grid, updates[k].cell), updates[k].data,
+                                    updates[k].len};
+    uint64_t shard = n ? chunk_shard(p, updates[0].cell) : 0;
+    int rc = nds_pc_shard_update(&p->s.sharding, shard, obj, len, p->max_entries, c, n, out);
+    free(c);
+    return rc;
 }
 
 /* One precomputed chunk straight from the store: its shard through byte ranges, or its own key. */
@@ -503,22 +556,10 @@ static void choose_layout(precomputed *p) {
     const nds_pc_sharding *sh = &p->s.sharding;
     p->layout = UNSHARDED;
     if (!sh->present) return;
-    p->layout = SHARD_READ_ONLY;
-    if (!nds_pc_shard_box(sh, &p->grid, p->box)) {
-        p->read_only =
-            sh->murmur ? "its shards are hashed (murmurhash3_x86_128), so a shard is not a region "
-                         "of the volume"
-                       : "preshift_bits + minishard_bits + shard_bits do not cover the chunk grid, "
-                         "so a shard is not a region of the volume";
-        return;
-    }
+    p->layout = SHARD_HASHED;
+    if (!nds_pc_shard_box(sh, &p->grid, p->box)) return; /* hashed or wrapping shard numbers */
     unsigned b = p->box[0] + p->box[1] + p->box[2];
-    if (b > 32 || ((uint64_t)p->chunk_bytes << b) > SHARD_BOX_MAX_BYTES) {
-        p->read_only =
-            "one shard holds more than 1 GiB of voxels, more than ndstore rewrites at once";
-        return;
-    }
-    p->layout = SHARD_BOX;
+    if (b <= 32 && ((uint64_t)p->chunk_bytes << b) <= SHARD_BOX_MAX_BYTES) p->layout = SHARD_BOX;
 }
 
 /* Makes scale `index` (chunk size `chunk`) of the parsed info the open one. Takes doc and info. */
@@ -552,6 +593,7 @@ static void fill_meta(const precomputed *p, nds_array_meta *meta) {
     }
     meta->shape[3] = meta->chunk_shape[3] = p->nc;
     if (p->layout != UNSHARDED) meta->read_chunk_shape[3] = p->nc;
+    meta->grouped = p->layout == SHARD_HASHED;
 }
 
 /* The spec's chunk_layout.write_chunk must be the storage chunk (the shard box when sharded). */
@@ -774,10 +816,10 @@ static void pc_describe_codec(void *state, char *buf, size_t cap) {
     }
     snprintf(buf, cap,
              "scale %s: %s, sharded(hash=%s, preshift_bits=%u, minishard_bits=%u, shard_bits=%u, "
-             "minishard_index=%s, data=%s%s)",
+             "minishard_index=%s, data=%s)",
              s->key, enc, sh->murmur ? "murmurhash3_x86_128" : "identity", sh->preshift_bits,
              sh->minishard_bits, sh->shard_bits, sh->index_gzip ? "gzip" : "raw",
-             sh->data_gzip ? "gzip" : "raw", p->layout == SHARD_READ_ONLY ? ", read-only" : "");
+             sh->data_gzip ? "gzip" : "raw");
 }
 
 /* The open scale, by key, so a printed spec reopens this scale and not scale 0. */
@@ -811,4 +853,7 @@ const nds_format nds_format_precomputed = {
     .create_group = NULL,
     .describe_codec = pc_describe_codec,
     .read_chunk = pc_read_chunk,
+    .group_key = pc_group_key,
+    .group_read_chunk = pc_group_read_chunk,
+    .group_encode = pc_group_encode,
 };

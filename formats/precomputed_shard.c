@@ -7,7 +7,9 @@
  * end, each next one relative to the end of the previous chunk) and sizes; raw or gzip. Chunk data
  * is raw or gzip. The chunk id of a volume chunk is the compressed Morton code of its grid cell;
  * the hashed id (identity or MurmurHash3_x86_128 of the id shifted right by preshift_bits) gives
- * the minishard (low minishard_bits) and the shard (next shard_bits).
+ * the minishard (low minishard_bits) and the shard (next shard_bits). Writers lay a shard out as
+ * the index, then per minishard its chunks in id order followed by its index; an update of some
+ * chunks rebuilds that layout with the other chunks' stored bytes copied as they are.
  *
  * Omits: the obsolete <shard>.index / <shard>.data pair (only <shard>.shard files). Threading:
  * reentrant. Ownership: results are malloc'd or written into caller buffers.
@@ -347,22 +349,38 @@ static int add_minishard(const nds_pc_sharding *s, uint64_t shard, uint64_t m,
     return 0;
 }
 
+/* Shard index entry m of a whole shard file of len bytes (at least its shard index): the
+ * minishard index's range [*a, *b) relative to the shard index's end, checked against the file. */
+static int index_entry(const nds_pc_sharding *s, const uint8_t *data, size_t len, uint64_t m,
+                       uint64_t *a, uint64_t *b) {
+    uint64_t index_end = (uint64_t)16 << s->minishard_bits;
+    *a = get64(data + 16 * m);
+    *b = get64(data + 16 * m + 8);
+    if (*a > *b || *b > len - index_end)
+        return nds_err(NDS_ECORRUPT, "shard index entry %llu: minishard index [%llu, %llu) is %s",
+                       (unsigned long long)m, (unsigned long long)*a, (unsigned long long)*b,
+                       *a > *b ? "reversed" : "past the end of the shard");
+    return 0;
+}
+
+static int short_shard(size_t len, uint64_t index_end) {
+    return nds_err(NDS_ECORRUPT, "shard of %zu bytes is shorter than its %llu-byte shard index",
+                   len, (unsigned long long)index_end);
+}
+
 /* Parses minishard m's index (its range read from the shard index) into refs. */
 static int parse_minishard(const nds_pc_sharding *s, uint64_t shard, uint64_t m,
                            const uint8_t *data, size_t len, uint64_t max_entries, range *ir,
                            nds_pc_chunk_ref **refs, size_t *n, size_t *cap) {
-    uint64_t index_end = (uint64_t)16 << s->minishard_bits;
-    uint64_t a = get64(data + 16 * m), b = get64(data + 16 * m + 8);
-    if (a > b || b > len - index_end)
-        return nds_err(NDS_ECORRUPT, "shard index entry %llu: minishard index [%llu, %llu) is %s",
-                       (unsigned long long)m, (unsigned long long)a, (unsigned long long)b,
-                       a > b ? "reversed" : "past the end of the shard");
+    uint64_t index_end = (uint64_t)16 << s->minishard_bits, a, b;
+    int rc = index_entry(s, data, len, m, &a, &b);
+    if (rc) return rc;
     *ir = (range){index_end + a, index_end + b};
     if (a == b) return 0;
     nds_pc_chunk_ref *got;
     size_t k;
-    int rc = nds_pc_minishard_decode(s, data + index_end + a, (size_t)(b - a), index_end, len,
-                                     max_entries, &got, &k);
+    rc = nds_pc_minishard_decode(s, data + index_end + a, (size_t)(b - a), index_end, len,
+                                 max_entries, &got, &k);
     if (!rc) rc = add_minishard(s, shard, m, got, k, refs, n, cap);
     free(got);
     return rc ? nds_err_prefix(rc, "minishard %llu", (unsigned long long)m) : 0;
@@ -373,9 +391,7 @@ int nds_pc_shard_parse(const nds_pc_sharding *s, uint64_t shard, const uint8_t *
     uint64_t count = (uint64_t)1 << s->minishard_bits, index_end = count * 16;
     *refs = NULL;
     *n = 0;
-    if (len < index_end)
-        return nds_err(NDS_ECORRUPT, "shard of %zu bytes is shorter than its %llu-byte shard index",
-                       len, (unsigned long long)index_end);
+    if (len < index_end) return short_shard(len, index_end);
     range *ranges = malloc((size_t)(count + 1) * sizeof *ranges);
     size_t cap = 0, nr = 0;
     int rc = ranges ? 0 : nds_err(NDS_ENOMEM, "out of memory parsing a shard");
@@ -400,6 +416,24 @@ int nds_pc_shard_parse(const nds_pc_sharding *s, uint64_t shard, const uint8_t *
     return rc;
 }
 
+int nds_pc_shard_find(const nds_pc_sharding *s, const uint8_t *data, size_t len, uint64_t id,
+                      uint64_t max_entries, nds_pc_chunk_ref *ref) {
+    uint64_t index_end = (uint64_t)16 << s->minishard_bits, shard, m, a, b;
+    memset(ref, 0, sizeof *ref);
+    if (len < index_end) return short_shard(len, index_end);
+    nds_pc_shard_of(s, id, &shard, &m);
+    int rc = index_entry(s, data, len, m, &a, &b);
+    if (rc || a == b) return rc;
+    nds_pc_chunk_ref *refs;
+    size_t n;
+    rc = nds_pc_minishard_decode(s, data + index_end + a, (size_t)(b - a), index_end, len,
+                                 max_entries, &refs, &n);
+    for (size_t i = 0; !rc && i < n; i++)
+        if (refs[i].id == id) *ref = refs[i];
+    free(refs);
+    return rc ? nds_err_prefix(rc, "minishard %llu", (unsigned long long)m) : 0;
+}
+
 /* ---- building a shard ------------------------------------------------------------------------ */
 
 static _Thread_local const nds_pc_sharding *sort_sharding; /* qsort has no context argument */
@@ -410,31 +444,40 @@ static uint64_t minishard_of(const nds_pc_sharding *s, uint64_t id) {
     return mi;
 }
 
+/* A chunk being laid out: its bytes are the encoded chunk, or (stored) bytes copied verbatim from
+ * a shard file, data_encoding already applied. */
+typedef struct item {
+    nds_pc_shard_chunk c;
+    bool stored;
+} item;
+
 static int cmp_chunk(const void *a, const void *b) {
-    const nds_pc_shard_chunk *x = a, *y = b;
+    const nds_pc_shard_chunk *x = &((const item *)a)->c, *y = &((const item *)b)->c;
     uint64_t mx = minishard_of(sort_sharding, x->id), my = minishard_of(sort_sharding, y->id);
     if (mx != my) return mx < my ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
 /* Appends one minishard's chunks [i, j) and its index; sets its shard index entry. */
-static int build_minishard(const nds_pc_sharding *s, const nds_pc_shard_chunk *c, size_t i,
-                           size_t j, uint64_t index_end, nds_buf *out, nds_buf *index) {
+static int build_minishard(const nds_pc_sharding *s, const item *it, size_t i, size_t j,
+                           uint64_t index_end, nds_buf *out, nds_buf *index) {
     size_t n = j - i;
     index->len = 0;
     if (nds_buf_reserve(index, n * 24) != 0)
         return nds_err(NDS_ENOMEM, "out of memory building a shard");
     uint64_t prev_id = 0, prev_end = index_end;
     for (size_t k = 0; k < n; k++) {
+        const nds_pc_shard_chunk *c = &it[i + k].c;
         uint64_t start = out->len;
-        int rc = s->data_gzip ? nds_pc_gzip(c[i + k].data, c[i + k].len, out)
-                              : (nds_buf_append(out, c[i + k].data, c[i + k].len) ? NDS_ENOMEM : 0);
+        int rc = s->data_gzip && !it[i + k].stored
+                     ? nds_pc_gzip(c->data, c->len, out)
+                     : (nds_buf_append(out, c->data, c->len) ? NDS_ENOMEM : 0);
         if (rc)
             return rc == NDS_ENOMEM ? nds_err(NDS_ENOMEM, "out of memory building a shard") : rc;
-        put64(index->data + 8 * k, c[i + k].id - prev_id);
+        put64(index->data + 8 * k, c->id - prev_id);
         put64(index->data + 8 * (n + k), start - prev_end);
         put64(index->data + 8 * (2 * n + k), out->len - start);
-        prev_id = c[i + k].id;
+        prev_id = c->id;
         prev_end = out->len;
     }
     index->len = n * 24;
@@ -442,14 +485,14 @@ static int build_minishard(const nds_pc_sharding *s, const nds_pc_shard_chunk *c
     int rc = s->index_gzip ? nds_pc_gzip(index->data, index->len, out)
                            : (nds_buf_append(out, index->data, index->len) ? NDS_ENOMEM : 0);
     if (rc) return rc == NDS_ENOMEM ? nds_err(NDS_ENOMEM, "out of memory building a shard") : rc;
-    uint64_t m = minishard_of(s, c[i].id);
+    uint64_t m = minishard_of(s, it[i].c.id);
     put64(out->data + 16 * m, a);
     put64(out->data + 16 * m + 8, out->len - index_end);
     return 0;
 }
 
-int nds_pc_shard_build(const nds_pc_sharding *s, nds_pc_shard_chunk *chunks, size_t n,
-                       nds_buf *out) {
+/* Lays out items (sorted here) as nds_pc_shard_build describes. */
+static int build_items(const nds_pc_sharding *s, item *items, size_t n, nds_buf *out) {
     uint64_t index_end = (uint64_t)16 << s->minishard_bits;
     if (index_end > MAX_WRITE_INDEX)
         return nds_err(NDS_ELIMIT,
@@ -457,7 +500,7 @@ int nds_pc_shard_build(const nds_pc_sharding *s, nds_pc_shard_chunk *chunks, siz
                        "%llu-byte shard index) is not supported (at most 24)",
                        s->minishard_bits, (unsigned long long)index_end);
     sort_sharding = s;
-    qsort(chunks, n, sizeof *chunks, cmp_chunk);
+    qsort(items, n, sizeof *items, cmp_chunk);
     out->len = 0;
     if (nds_buf_reserve(out, (size_t)index_end) != 0)
         return nds_err(NDS_ENOMEM, "out of memory building a shard");
@@ -466,9 +509,9 @@ int nds_pc_shard_build(const nds_pc_sharding *s, nds_pc_shard_chunk *chunks, siz
     nds_buf index = {0};
     int rc = 0;
     for (size_t i = 0, j; i < n && !rc; i = j) {
-        uint64_t m = minishard_of(s, chunks[i].id);
-        for (j = i + 1; j < n && minishard_of(s, chunks[j].id) == m; j++) {}
-        rc = build_minishard(s, chunks, i, j, index_end, out, &index);
+        uint64_t m = minishard_of(s, items[i].c.id);
+        for (j = i + 1; j < n && minishard_of(s, items[j].c.id) == m; j++) {}
+        rc = build_minishard(s, items, i, j, index_end, out, &index);
     }
     /* Empty minishards get a zero-length range at the end of the previous one. (A written entry
      * never is [0, 0): a minishard's index follows its chunks' data.) */
@@ -480,6 +523,64 @@ int nds_pc_shard_build(const nds_pc_sharding *s, nds_pc_shard_chunk *chunks, siz
             last = b;
     }
     nds_buf_dispose(&index);
+    return rc;
+}
+
+int nds_pc_shard_build(const nds_pc_sharding *s, const nds_pc_shard_chunk *chunks, size_t n,
+                       nds_buf *out) {
+    item *items = malloc((n ? n : 1) * sizeof *items);
+    if (!items) return nds_err(NDS_ENOMEM, "out of memory building a shard");
+    for (size_t i = 0; i < n; i++) items[i] = (item){chunks[i], false};
+    int rc = build_items(s, items, n, out);
+    free(items);
+    return rc;
+}
+
+/* ---- updating a shard ------------------------------------------------------------------------ */
+
+static int cmp_id(const void *a, const void *b) {
+    uint64_t x = ((const nds_pc_shard_chunk *)a)->id, y = ((const nds_pc_shard_chunk *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* Sorts the changes by id and checks they are distinct chunks of `shard`. */
+static int check_changes(const nds_pc_sharding *s, uint64_t shard, nds_pc_shard_chunk *c,
+                         size_t n) {
+    qsort(c, n, sizeof *c, cmp_id);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t sh, mi;
+        nds_pc_shard_of(s, c[i].id, &sh, &mi);
+        if (sh != shard)
+            return nds_err(NDS_EINVAL, "chunk %llu belongs to shard %llu, not %llu",
+                           (unsigned long long)c[i].id, (unsigned long long)sh,
+                           (unsigned long long)shard);
+        if (i > 0 && c[i].id == c[i - 1].id)
+            return nds_err(NDS_EINVAL, "chunk %llu is changed twice", (unsigned long long)c[i].id);
+    }
+    return 0;
+}
+
+int nds_pc_shard_update(const nds_pc_sharding *s, uint64_t shard, const uint8_t *old, size_t len,
+                        uint64_t max_entries, nds_pc_shard_chunk *changes, size_t n, nds_buf *out) {
+    nds_pc_chunk_ref *refs = NULL;
+    item *all = NULL;
+    size_t nrefs = 0, m = 0;
+    out->len = 0;
+    int rc = check_changes(s, shard, changes, n);
+    if (!rc && old) rc = nds_pc_shard_parse(s, shard, old, len, max_entries, &refs, &nrefs);
+    if (!rc && !(all = malloc((nrefs + n + 1) * sizeof *all)))
+        rc = nds_err(NDS_ENOMEM, "out of memory updating a shard");
+    for (size_t i = 0; !rc && i < nrefs; i++) { /* kept chunks: their stored bytes as they are */
+        nds_pc_shard_chunk key = {refs[i].id, NULL, 0};
+        if (!bsearch(&key, changes, n, sizeof *changes, cmp_id))
+            all[m++] = (item){
+                {refs[i].id, old + refs[i].start, (size_t)(refs[i].end - refs[i].start)}, true};
+    }
+    for (size_t k = 0; !rc && k < n; k++)
+        if (changes[k].data) all[m++] = (item){changes[k], false};
+    if (!rc && m) rc = build_items(s, all, m, out);
+    free(all);
+    free(refs);
     return rc;
 }
 

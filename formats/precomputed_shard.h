@@ -1,6 +1,7 @@
 /* The neuroglancer_uint64_sharded_v1 format as the precomputed volume format uses it: compressed
  * Morton chunk ids, the identity and murmurhash3_x86_128 hashes, shard and minishard indexes (raw
- * or gzip), whole-shard parsing and building, and single-chunk reads through byte ranges.
+ * or gzip), whole-shard parsing, building and updating (untouched chunks kept verbatim), and
+ * single-chunk reads through byte ranges or from a shard in memory.
  *
  * Private to formats/precomputed*.c and the fuzz harnesses. Reentrant; no state. Sizes read from a
  * shard are checked against the bytes present and the caller's limits before anything is allocated.
@@ -75,6 +76,14 @@ int nds_pc_minishard_decode(const nds_pc_sharding *s, const uint8_t *data, size_
 int nds_pc_shard_parse(const nds_pc_sharding *s, uint64_t shard, const uint8_t *data, size_t len,
                        uint64_t max_entries, nds_pc_chunk_ref **refs, size_t *n);
 
+/**
+ * Finds chunk `id` in a whole shard file held in memory: its shard index entry, then its minishard
+ * index (the rest of the file is not checked). ref->end == 0 when the shard does not hold it.
+ * @return 0, or NDS_ECORRUPT naming what is wrong (as nds_pc_shard_read's checks)
+ */
+int nds_pc_shard_find(const nds_pc_sharding *s, const uint8_t *data, size_t len, uint64_t id,
+                      uint64_t max_entries, nds_pc_chunk_ref *ref);
+
 /** A chunk to put in a shard: its id and its encoded bytes (before data_encoding). */
 typedef struct nds_pc_shard_chunk {
     uint64_t id;
@@ -85,11 +94,23 @@ typedef struct nds_pc_shard_chunk {
 /**
  * Builds a shard file from chunks (any order; ids must be distinct and belong to one shard): shard
  * index, then per minishard its chunks' data (gzip'd when data_encoding is gzip) in id order
- * followed by its minishard index. Sorts chunks in place. out's contents are replaced.
+ * followed by its minishard index. out's contents are replaced.
  * @return 0, NDS_ELIMIT (a shard index above 256 MiB), NDS_ENOMEM
  */
-int nds_pc_shard_build(const nds_pc_sharding *s, nds_pc_shard_chunk *chunks, size_t n,
+int nds_pc_shard_build(const nds_pc_sharding *s, const nds_pc_shard_chunk *chunks, size_t n,
                        nds_buf *out);
+
+/**
+ * The new bytes of shard `shard` (out's contents replaced) after changes to some of its chunks:
+ * changes[i] is chunk id's new encoded bytes (before data_encoding), or a removal (data NULL). The
+ * other chunks of the old shard file old[0..len) (NULL: none) keep their stored bytes verbatim; the
+ * file is rebuilt as nds_pc_shard_build lays it out. out->len == 0 when no chunk is left. Sorts
+ * changes in place by id.
+ * @return 0; NDS_ECORRUPT when the old file does not parse (nds_pc_shard_parse); NDS_EINVAL for
+ *         changes to chunks of other shards or to one chunk twice; NDS_ELIMIT, NDS_ENOMEM
+ */
+int nds_pc_shard_update(const nds_pc_sharding *s, uint64_t shard, const uint8_t *old, size_t len,
+                        uint64_t max_entries, nds_pc_shard_chunk *changes, size_t n, nds_buf *out);
 
 /**
  * The data of one chunk as stored (after data_encoding is undone) from a shard's bytes range; used

@@ -392,14 +392,41 @@ int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_
     if (rc) rc = nds_err_prefix(rc, "write to %s", nds_kvstore_url(a->kv));
     nds_txn *txn = call_txn(a, opts);
     if (!rc && txn) rc = nds_txn_check_open(txn);
+    if (!rc && txn && a->meta.grouped) rc = nds_array_group_txn_refusal(a); /* nothing staged */
     io_call c;
     if (!rc) {
         io_call_init(&c, a, box, in, false);
         c.txn = txn;
-        rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), write_task,
-                          &c);
+        rc = a->meta.grouped ? nds_array_write_groups(a, &c, call_threads(opts)) /* array_group.c */
+                             : nds_pool_for(nds_context_pool(a->ctx), c.grid.total,
+                                            call_threads(opts), write_task, &c);
         if (rc && txn) nds_txn_poison(txn);
     }
     pthread_rwlock_unlock(&a->meta_lock);
     return rc;
+}
+
+/* ---- what grouped writes (array_group.c) use of a write call ---- */
+
+size_t nds_io_call_cells(const struct io_call *c) { return c->grid.total; }
+
+bool nds_io_call_cell(const struct io_call *c, size_t i, uint64_t *cell, int *whole) {
+    chunk_sel s;
+    grid_cell(&c->grid, i, cell);
+    if (!select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, &s)) return false;
+    *whole = s.whole;
+    return true;
+}
+
+void nds_io_call_merge(const struct io_call *c, const uint64_t *cell, uint8_t *chunk) {
+    chunk_sel s;
+    if (!select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, &s)) return;
+    write_merge w = {c, &s};
+    merge_from_buffer(&w, cell, chunk);
+}
+
+bool nds_array_backoff(int attempt) {
+    if (attempt + 1 >= RETRY_MAX) return false;
+    backoff(attempt);
+    return true;
 }

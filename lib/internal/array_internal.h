@@ -49,4 +49,26 @@ typedef void (*nds_merge_fn)(void *ctx, const uint64_t *cell, uint8_t *chunk);
 int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge,
                            void *ctx);
 
+/* ---- grouped writes (meta.grouped: objects holding several chunks that are not a box) ---- */
+
+/** A write call of lib/array_io.c (the box, the caller's buffer, the chunks it iterates). */
+struct io_call;
+/** How many chunk-grid cells the call iterates (some may select nothing: see nds_io_call_cell). */
+size_t nds_io_call_cells(const struct io_call *c);
+/** Cell i of the call: its grid coordinates, and *whole = the call writes every element of it that
+ *  lies inside the array. false when the call selects nothing in it (a stepped box). */
+bool nds_io_call_cell(const struct io_call *c, size_t i, uint64_t *cell, int *whole);
+/** Copies the call's elements of chunk cell from the caller's buffer into chunk (canonical). */
+void nds_io_call_merge(const struct io_call *c, const uint64_t *cell, uint8_t *chunk);
+/** Waits before redoing a conditional write that conflicted for the (attempt + 1)-th time:
+ *  exponential backoff with jitter, the same as chunk updates. false, without waiting, once the
+ *  attempts are used up. */
+bool nds_array_backoff(int attempt);
+
+/** Writes call c to grouped array a (lib/array_group.c): one read-modify-write per storage object
+ *  touched, on up to threads threads (0 = the pool's). */
+int nds_array_write_groups(nds_array *a, const struct io_call *c, size_t threads);
+/** NDS_EUNSUPPORTED naming grouped array a: its writes cannot be staged in a transaction. */
+int nds_array_group_txn_refusal(const nds_array *a);
+
 #endif

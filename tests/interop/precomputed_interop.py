@@ -14,8 +14,12 @@ hashlib-free MurmurHash3): it shares no code with ndstore.
   (b) volumes this script writes (raw, compressed_segmentation; unsharded and sharded with the
       identity and murmurhash3_x86_128 hashes, raw and gzip indexes and data, voxel offsets, edge
       chunks) read in ndstore exactly.
-  (c) sharded volumes `ndstore cp` writes (every writable layout, raw and gzip) read in this script
-      exactly, shard file names included.
+  (c) sharded volumes `ndstore cp` writes (box shards, murmurhash3 with several shards, identity
+      shard numbers that wrap; raw and gzip) read in this script exactly, shard file names included,
+      and every shard file passes this script's strict structural check.
+  (d) hashed shards this script writes (data gzip'd at level 9, where ndstore uses 6) partly
+      rewritten by `ndstore write`: the new values read here, every chunk ndstore did not touch keeps
+      this script's bytes exactly, and chunks written all zero leave their shard.
 Prints one line per case ("ok NAME" or "FAIL NAME REASON") and then "N passed, N failed"; exits 1 on
 any failure. Everything is written under one temporary directory, removed at the end.
 """
@@ -190,6 +194,42 @@ def read_shard_chunk(sh, data, chunk_id):
             return decode(sh, 'data_encoding', data[start:end])
         pos = end
     return None
+
+
+def shard_chunks(sh, shard, data):
+    """Every chunk of a shard file, checked strictly: ids of this shard and minishard, ascending per
+    minishard, byte ranges inside the file and not overlapping -> {chunk_id: stored bytes}."""
+    index_end = 16 << sh['minishard_bits']
+    if len(data) < index_end:
+        raise CaseFail('shard %d: %d bytes, shorter than its index' % (shard, len(data)))
+    out, ranges = {}, [(0, index_end)]
+    for mi in range(1 << sh['minishard_bits']):
+        a, b = struct.unpack_from('<QQ', data, 16 * mi)
+        if a > b or index_end + b > len(data):
+            raise CaseFail('shard %d: minishard %d index range [%d, %d) is bad' % (shard, mi, a, b))
+        if a == b:
+            continue
+        ranges.append((index_end + a, index_end + b))
+        arr = np.frombuffer(decode(sh, 'minishard_index_encoding', data[index_end + a:index_end + b]), '<u8')
+        arr = arr.reshape(3, -1)
+        ids, pos = np.cumsum(arr[0]), index_end
+        for i in range(arr.shape[1]):
+            cid, start = int(ids[i]), pos + int(arr[1, i])
+            end = start + int(arr[2, i])
+            if shard_of(sh, cid) != (shard, mi):
+                raise CaseFail('shard %d minishard %d lists chunk %d of %s' % (shard, mi, cid, shard_of(sh, cid)))
+            if i and cid <= int(ids[i - 1]):
+                raise CaseFail('shard %d minishard %d: ids not ascending' % (shard, mi))
+            if end > len(data):
+                raise CaseFail('shard %d: chunk %d past the end' % (shard, cid))
+            ranges.append((start, end))
+            out[cid] = data[start:end]
+            pos = end
+    ranges.sort()
+    for (s0, e0), (s1, e1) in zip(ranges, ranges[1:]):
+        if s1 < e0 and s1 < e1:
+            raise CaseFail('shard %d: byte ranges [%d, %d) and [%d, %d) overlap' % (shard, s0, e0, s1, e1))
+    return out
 
 
 def cseg_decode(data, vol, block, dtype, nchan):
@@ -370,11 +410,18 @@ def c_ndstore_writes(name, sh, encoding):
     nds('cp', d + '.zarr', json.dumps({'driver': 'neuroglancer_precomputed', 'kvstore': 'file://' + d + '/',
                                         'scale_metadata': scale}))
     grid = [-(-size[k] // chunk[k]) for k in range(3)]
+    stored = 0
+    for name in os.listdir(os.path.join(d, '2_2_2')):
+        shard = int(name[:-len('.shard')], 16)
+        if name != shard_name(sh, shard):
+            raise CaseFail('unexpected file %s' % name)
+        stored += len(shard_chunks(sh, shard, open(os.path.join(d, '2_2_2', name), 'rb').read()))
     for gx in range(grid[0]):
         for gy in range(grid[1]):
             for gz in range(grid[2]):
                 g = (gx, gy, gz)
                 cid = morton(g, grid)
+                stored -= 1 if arr[gx * 8:(gx + 1) * 8, gy * 8:(gy + 1) * 8, gz * 8:(gz + 1) * 8].any() else 0
                 path = os.path.join(d, '2_2_2', shard_name(sh, shard_of(sh, cid)[0]))
                 data = read_shard_chunk(sh, open(path, 'rb').read(), cid) if os.path.exists(path) else None
                 sub = arr[g[0] * 8:(g[0] + 1) * 8, g[1] * 8:(g[1] + 1) * 8, g[2] * 8:(g[2] + 1) * 8]
@@ -389,14 +436,78 @@ def c_ndstore_writes(name, sh, encoding):
                     got = cseg_decode(data, (e[0], e[1], e[2]), (4, 4, 4), np.uint32, 1).transpose(3, 2, 1, 0)
                 if not np.array_equal(got, sub):
                     raise CaseFail('chunk %s differs' % (g,))
+    if stored:
+        raise CaseFail('%d chunks stored that are all zero (or missing)' % stored)
 
 
 def c_cases():
+    # The grid is 6 x 4 x 3 chunks (7 Morton bits): the last four shard by hash or wrap.
     for i, sh in enumerate([sharding(0, 0, 8, 'identity', 'raw', 'raw'), sharding(2, 1, 5, 'identity', 'gzip', 'gzip'),
                             sharding(3, 3, 2, 'identity', 'gzip', 'raw'),
-                            sharding(1, 2, 0, 'murmurhash3_x86_128', 'raw', 'gzip')]):
+                            sharding(1, 2, 0, 'murmurhash3_x86_128', 'raw', 'gzip'),
+                            sharding(0, 2, 3, 'murmurhash3_x86_128', 'gzip', 'gzip'),
+                            sharding(1, 0, 4, 'murmurhash3_x86_128', 'raw', 'raw'),
+                            sharding(1, 2, 2, 'identity', 'gzip', 'gzip'),
+                            sharding(0, 1, 3, 'identity', 'raw', 'raw')]):
         for enc in ['raw', 'compressed_segmentation']:
             case('c %s_%d_%s' % (sh['hash'][:4], i, enc[:3]), c_ndstore_writes, '%d_%s' % (i, enc[:3]), sh, enc)
+
+
+def d_partial_rewrite(name, sh):
+    """Hashed shards written here (level 9 gzip data), then `ndstore write` of an unaligned region
+    and of an all-zero block: new values read here, untouched chunks keep these bytes."""
+    d = os.path.join(TMP, 'd_' + name)
+    os.makedirs(os.path.join(d, 's'))
+    size, chunk = [40, 24, 12], [8, 8, 4]
+    grid = [-(-size[k] // chunk[k]) for k in range(3)]
+    arr = (np.arange(np.prod(size)).reshape(size + [1]) % 251 + 1).astype('uint16')
+    open(os.path.join(d, 'info'), 'w').write(json.dumps(volume_info('uint16', 1, size, chunk, 'raw', [0, 0, 0], sh)))
+    shards, mine = {}, {}
+    for g in np.ndindex(*grid):
+        cid = morton(g, grid)
+        raw = chunk_bytes(arr, g, chunk, 'raw', None)
+        c = zlib.compressobj(9, zlib.DEFLATED, 31)
+        mine[cid] = c.compress(raw) + c.flush()
+        shards.setdefault(shard_of(sh, cid)[0], {})[cid] = raw
+    for shard, chunks in shards.items():
+        data = write_shard(dict(sh, data_encoding='raw'), {k: mine[k] for k in chunks})  # bytes as given
+        open(os.path.join(d, 's', shard_name(sh, shard)), 'wb').write(data)
+    spec = 'file://' + d + '/|neuroglancer_precomputed:'
+    new = (np.arange(7 * 9 * 5).reshape(7, 9, 5, 1) + 3000).astype('uint16')
+    np.save(d + '.new.npy', new)
+    np.save(d + '.zero.npy', np.zeros((8, 8, 4, 1), 'uint16'))
+    nds('write', spec, '-r', '[5:12, 10:19, 3:8, :]', '-i', d + '.new.npy', '-r', '[16:24, 8:16, 4:8, :]',
+        '-i', d + '.zero.npy')
+    arr[5:12, 10:19, 3:8] = new
+    arr[16:24, 8:16, 4:8] = 0
+    touched = {morton((x // 8, y // 8, z // 4), grid) for x in range(5, 12) for y in range(10, 19) for z in range(3, 8)}
+    zeroed = morton((2, 1, 1), grid)
+    found = {}
+    for name_ in os.listdir(os.path.join(d, 's')):
+        shard = int(name_[:-len('.shard')], 16)
+        found.update(shard_chunks(sh, shard, open(os.path.join(d, 's', name_), 'rb').read()))
+    for g in np.ndindex(*grid):
+        cid = morton(g, grid)
+        if cid == zeroed:
+            if cid in found:
+                raise CaseFail('chunk %s, written all zero, is still stored' % (g,))
+            continue
+        if cid not in touched and found.get(cid) != mine[cid]:
+            raise CaseFail('chunk %s was not written but its bytes changed' % (g,))
+        data = zlib.decompress(found[cid], 47)
+        sub = arr[tuple(slice(g[k] * chunk[k], (g[k] + 1) * chunk[k]) for k in range(3))]
+        e = sub.shape
+        got = np.frombuffer(data, '<u2').reshape(e[3], e[2], e[1], e[0]).transpose(3, 2, 1, 0)
+        if not np.array_equal(got, sub):
+            raise CaseFail('chunk %s holds other values' % (g,))
+    back = nds_read(spec, d + '.out.npy')
+    if not np.array_equal(back, arr):
+        raise CaseFail('ndstore reads other values')
+
+
+def d_cases():
+    case('d murmur partial rewrite', d_partial_rewrite, 'murmur', sharding(0, 2, 2, 'murmurhash3_x86_128', 'gzip', 'gzip'))
+    case('d identity wrap partial rewrite', d_partial_rewrite, 'wrap', sharding(1, 1, 2, 'identity', 'raw', 'gzip'))
 
 
 def murmur_vectors():
@@ -422,6 +533,7 @@ def main(argv):
             case('a fixture block %s' % block, a_fixture, argv[2], block)
         b_cases()
         c_cases()
+        d_cases()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     print('%d passed, %d failed' % (PASSED, FAILED))

@@ -41,7 +41,23 @@ typedef struct nds_array_meta {
      * must divide the chunk_shape entry.
      */
     uint64_t read_chunk_shape[NDS_MAX_RANK];
+    /**
+     * Nonzero when one storage object holds several chunks that are not a box of the grid (hashed
+     * shards), so no storage chunk can stand for the object. chunk_shape is then the chunk itself,
+     * writes go through group_key / group_read_chunk / group_encode (required when this is set):
+     * each write call read-modify-writes every object it touches once, and chunk_key is not used
+     * for I/O. Writes inside a transaction are refused (NDS_EUNSUPPORTED). 0 (the default)
+     * otherwise.
+     */
+    int grouped;
 } nds_array_meta;
+
+/** One chunk change of a grouped write (nds_format.group_encode). */
+typedef struct nds_group_update {
+    const uint64_t *cell; /**< the chunk (grid coordinates, rank entries) */
+    const uint8_t *data;  /**< its new stored bytes, as encode_chunk made them; NULL: remove it */
+    size_t len;           /**< bytes at data */
+} nds_group_update;
 
 typedef struct nds_format {
     /** NDS_FORMAT_VERSION; checked at registration. Members are only appended. */
@@ -97,6 +113,34 @@ typedef struct nds_format {
     /** Optional: adds the members that select this array inside its metadata to a spec being printed
      *  (precomputed: {"scale_metadata":{"key":...}}), so nds_array_spec reopens the same array. */
     int (*spec_json)(void *state, struct json_object *spec);
+    /*
+     * Grouped storage (meta.grouped set; these three are required then, NULL otherwise): an
+     * object holds several chunks that are not a box of the grid, e.g. a neuroglancer shard whose
+     * chunks are chosen by a hash. The core groups a write call's chunks by object, and per object:
+     * reads it with its generation, decodes the chunks it writes only in part (group_read_chunk),
+     * merges, encodes each chunk (encode_chunk; chunks left all fill become removals), has the
+     * format build the new object (group_encode) and writes it conditional on the generation read
+     * (deletes it when empty), redoing the whole object on NDS_ECONFLICT. All three run on many
+     * threads at once.
+     */
+    /** The key, relative to the array, of the object that holds chunk cell, into buf. */
+    int (*group_key)(void *state, const uint64_t *cell, char *buf, size_t cap);
+    /**
+     * Decodes chunk cell from the stored bytes obj[0..len) of its object into out (canonical form).
+     * Sets *present = 0 and leaves out alone when the object does not hold that chunk. Corrupt
+     * input: NDS_ECORRUPT with a message (the core adds the object's key and URL).
+     */
+    int (*group_read_chunk)(void *state, const uint8_t *obj, size_t len, const uint64_t *cell,
+                            uint8_t *out, int *present);
+    /**
+     * Builds an object's new bytes into out (contents replaced) from its stored bytes obj[0..len)
+     * (obj NULL when it does not exist) and n updates of distinct chunks it holds. Every other
+     * chunk keeps its stored bytes verbatim (never decoded and re-encoded). out->len == 0 means
+     * the object holds no chunk any more (the core deletes it). Corrupt obj: NDS_ECORRUPT,
+     * nothing built.
+     */
+    int (*group_encode)(void *state, const uint8_t *obj, size_t len,
+                        const nds_group_update *updates, size_t n, nds_buf *out);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
