@@ -105,6 +105,7 @@ static void zarr2_fill_meta(const zarr2 *z, nds_array_meta *meta) {
     memcpy(meta->chunk_shape, z->m.chunks, sizeof meta->chunk_shape);
     meta->dtype = z->m.dtype;
     memcpy(meta->fill_value, z->m.fill, sizeof meta->fill_value);
+    meta->stored_canonical = !z->codec && !z->m.fortran && !z->swap;
 }
 
 /* ---- open ------------------------------------------------------------------------------------ */

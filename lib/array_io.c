@@ -156,15 +156,24 @@ static void io_call_init(io_call *c, nds_array *a, const nds_box *box, const voi
     grid_range_of(box->rank, c->grid_shape, box, &c->grid);
 }
 
+/* Where the selection of a chunk starts in the caller's buffer, and its byte offset in the chunk. */
+static uint8_t *sel_buffer(const io_call *c, const chunk_sel *s) {
+    int64_t bo = 0;
+    for (size_t d = 0; d < c->box->rank; d++) bo += (int64_t)s->in_box[d] * c->buf_stride[d];
+    return c->buf + bo;
+}
+
+static int64_t sel_chunk_offset(const io_call *c, const chunk_sel *s) {
+    int64_t co = 0;
+    for (size_t d = 0; d < c->box->rank; d++)
+        co += (int64_t)s->in_chunk[d] * (c->chunk_stride[d] / (int64_t)c->box->step[d]);
+    return co;
+}
+
 static void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, uint8_t **bp,
                          uint8_t **cp) {
-    int64_t bo = 0, co = 0;
-    for (size_t d = 0; d < c->box->rank; d++) {
-        bo += (int64_t)s->in_box[d] * c->buf_stride[d];
-        co += (int64_t)s->in_chunk[d] * (c->chunk_stride[d] / (int64_t)c->box->step[d]);
-    }
-    *bp = c->buf + bo;
-    *cp = chunk + co;
+    *bp = sel_buffer(c, s);
+    *cp = chunk + sel_chunk_offset(c, s);
 }
 
 /* ---- read ---- */
@@ -194,6 +203,37 @@ static int load_for_read(io_call *c, const uint64_t *cell, uint8_t *chunk, int *
     return rc ? rc : nds_array_load_chunk(a, cell, key, chunk, present, NULL, true);
 }
 
+/* Reads a chunk whose stored bytes are its canonical form: copied straight from the stored value
+ * into the caller's buffer, with no decode and no chunk buffer. */
+static int read_in_place(io_call *c, const uint64_t *cell, const chunk_sel *s) {
+    nds_array *a = c->a;
+    char key[KEY_MAX];
+    nds_read_result r;
+    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    if (rc || (rc = nds_kvstore_read(a->kv, key, NULL, &r)))
+        return rc ? nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                                   nds_kvstore_url(a->kv))
+                  : rc;
+    uint8_t *bp = sel_buffer(c, s);
+    if (r.state != NDS_READ_VALUE)
+        nds_strided_fill(a->meta.rank, s->extent, a->elem, bp, c->buf_stride, a->meta.fill_value);
+    else if (r.value.len != a->chunk_bytes)
+        rc = nds_err(NDS_ECORRUPT, "%s: chunk %s of %s: expected %zu bytes, found %zu",
+                     a->format->name, key, nds_kvstore_url(a->kv), a->chunk_bytes, r.value.len);
+    else
+        nds_strided_copy(a->meta.rank, s->extent, a->elem, bp, c->buf_stride,
+                         r.value.data + sel_chunk_offset(c, s), c->chunk_stride);
+    nds_read_result_dispose(&r);
+    return rc;
+}
+
+/* Whether a read can copy straight from stored values: canonical storage, the storage grid, no
+ * staged chunks to overlay, no cache to fill. */
+static bool reads_in_place(const io_call *c) {
+    return c->a->meta.stored_canonical && c->grid_shape == c->a->meta.chunk_shape && !c->txn &&
+           !nds_context_cache(c->a->ctx);
+}
+
 static int read_task(void *ctx, size_t i) {
     io_call *c = ctx;
     nds_array *a = c->a;
@@ -201,6 +241,7 @@ static int read_task(void *ctx, size_t i) {
     chunk_sel s;
     grid_cell(&c->grid, i, cell);
     if (!select_in_chunk(&a->meta, c->grid_shape, c->box, cell, &s)) return 0;
+    if (reads_in_place(c)) return read_in_place(c, cell, &s);
     uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, c->grid_bytes);
     if (!chunk) return NDS_ENOMEM;
     int present, rc;
@@ -270,7 +311,16 @@ static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, cons
     wo.if_equal = *cond;
     nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
     if (!enc) return nds_err(NDS_ENOMEM, "out of memory");
-    int all_fill, rc = nds_array_encode_for_store(a, cell, key, chunk, enc, &all_fill);
+    int all_fill, rc = 0;
+    const uint8_t *bytes = chunk; /* canonical storage: the chunk buffer is what is stored */
+    size_t len = a->chunk_bytes;
+    if (a->meta.stored_canonical) {
+        all_fill = nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+    } else {
+        rc = nds_array_encode_for_store(a, cell, key, chunk, enc, &all_fill);
+        bytes = enc->data;
+        len = enc->len;
+    }
     if (rc) return rc;
     nds_chunk_cache *cache = nds_context_cache(a->ctx);
     char url[KEY_MAX + 512];
@@ -282,7 +332,7 @@ static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, cons
         return rc;
     }
     nds_generation written = {NDS_GEN_NONE, {0}};
-    rc = nds_kvstore_write(a->kv, key, enc->data, enc->len, &wo, &written);
+    rc = nds_kvstore_write(a->kv, key, bytes, len, &wo, &written);
     if (cache && rc == 0)
         nds_cache_put(cache, url, chunk, a->chunk_bytes, &written);
     else if (cache)

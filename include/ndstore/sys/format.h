@@ -50,6 +50,13 @@ typedef struct nds_array_meta {
      * otherwise.
      */
     int grouped;
+    /**
+     * 1 when a stored chunk's bytes are exactly its canonical form (no compression, C order, host byte
+     * order, the full chunk shape): the core then copies reads straight out of the stored bytes and
+     * writes its chunk buffer as it is, skipping decode_chunk / encode_chunk and their copies. The
+     * stored length is still checked (NDS_ECORRUPT naming the chunk). 0 (the default) otherwise.
+     */
+    int stored_canonical;
 } nds_array_meta;
 
 /** One chunk change of a grouped write (nds_format.group_encode). */
