@@ -493,6 +493,10 @@ const nds_z3_shard *nds_z3_chain_shard(const nds_z3_chain *c) {
     return c->ab == AB_SHARDING && !c->transpose && c->n_bb == 0 ? c->shard : NULL;
 }
 
+int nds_z3_chain_is_identity(const nds_z3_chain *c) {
+    return c->ab == AB_BYTES && !c->transpose && !c->swap && c->n_bb == 0;
+}
+
 int nds_z3_chain_fixed_size(const nds_z3_chain *c, uint64_t *size) {
     if (c->ab != AB_BYTES) return 0;
     uint64_t n = c->nbytes;

@@ -74,6 +74,8 @@ int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *ou
 int nds_z3_chain_to_json(const nds_z3_chain *c, json_object **out);
 /** The sharding codec when the chain is exactly [sharding_indexed], else NULL (borrowed). */
 const nds_z3_shard *nds_z3_chain_shard(const nds_z3_chain *c);
+/** 1 when encoded bytes are the canonical bytes themselves (bytes in host order, nothing else). */
+int nds_z3_chain_is_identity(const nds_z3_chain *c);
 /** 1 with *size set when the encoded size is fixed (bytes, transpose, crc32c only), else 0. */
 int nds_z3_chain_fixed_size(const nds_z3_chain *c, uint64_t *size);
 /** "bytes(endian=little) | zstd(checksum=false, level=1)" (nested for sharding) into buf. */

@@ -528,7 +528,7 @@ START_TEST(corrupt_chunks) {
     nds_array_free(a);
     a = create_doc("bad/size", array_doc("[8]", "uint16", "[4]", "0", "[" BYTES_LE "]"));
     put_raw("memory://bad/size/", "c/1", "1234567", 7);
-    EXPECT_ERR(read_region(a, "[4:8]", out), NDS_ECORRUPT, "bytes: expected 8 bytes, found 7");
+    EXPECT_ERR(read_region(a, "[4:8]", out), NDS_ECORRUPT, "chunk c/1 of memory://bad/size/: expected 8 bytes, found 7");
     nds_array_free(a);
     a = create_doc("bad/raw", array_doc("[8]", "uint16", "[4]", "0",
                                         "[{\"name\":\"bytes\",\"configuration\":{\"endian\":"
