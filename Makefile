@@ -25,8 +25,9 @@ asan: deps
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && ctest --output-on-failure -j$(JOBS)
 
+# Benchmark (docs/performance.md): `make bench`, or `make bench BENCH_ARGS=--quick` for a smoke run.
 bench: build
-	bash bench/run.sh
+	bash bench/run.sh $(BUILD) $(BENCH_ARGS)
 
 install: build
 	cmake --install $(BUILD)

@@ -1,167 +1,165 @@
-#!/usr/bin/python3
-"""ndstore vs zarr-python: write and read one uint16 array with several compressors, in one run.
+"""The benchmark's shared data and its zarr-python side; imported by bench/bench.py.
 
-usage: bench_zarr_python.py --nds-bench PATH --tmp DIR [--shape 1024,1024,256] [--chunks 64,64,64]
-                            [--only NAME] [--reps N] [--no-memory]
-Run it through bench/run.sh, which builds nds_bench and makes and removes DIR.
-
-The data (a smooth ramp plus 3 bits of seeded noise, the same every run) is generated once, not
-timed, and saved raw for nds_bench. For each workload:
-  ndstore:     nds_bench times nds_array_write of the whole array from memory into a new zarr v2
-               array under DIR (file kvstore), then nds_array_read of all of it into memory;
-  zarr-python: times z[...] = data into a new DirectoryStore array under DIR, then z[...] reading
-               it back after reopening.
-Both sides check that what they read equals the data. Throughput is uncompressed bytes / seconds, in
-MB/s (10^6 bytes). Each measurement is repeated --reps times (default 3) and the best is kept.
-Arrays are deleted after each workload, so at most two are on disk at once. Unless --no-memory,
-ndstore also runs on a memory:// kvstore, which shows the engine (codec, copy, threads) without the
-file driver's temporary file, fsyncs and rename per chunk; that goes in a second table.
+- write_data: the deterministic test data, written raw (C order, little-endian) to a file, block by
+  block (so the orchestrator never holds a whole array), for nds_bench, nds_limit and zarr-python.
+- regions: the random region origins, the same sequence as nds_bench's (splitmix64; see there).
+- zarr_write / zarr_read / zarr_random: one zarr-python phase each; bench.py runs each in a forked
+  child, so each reports the peak RSS of its own process (VmHWM right after the timed part, before
+  any check). Like nds_bench, reads go into a buffer faulted in before the clock starts
+  (get_basic_selection(..., out=buf)), so both sides are timed on the same work.
+Omits: other dtypes than uint16 and float32. Threading: one thread (numcodecs' blosc uses its own).
 """
-import argparse
-import json
 import os
-import platform
 import shutil
-import subprocess
-import sys
 import time
 
 import numpy as np
-import numcodecs
 import zarr
 from numcodecs import Blosc, GZip, Zstd
 
-# name, ndstore codec string, zarr-python compressor
-WORKLOADS = [
-    ('none', 'none', None),
-    ('zstd level 1', 'zstd:1', Zstd(level=1)),
-    ('blosc lz4 shuffle clevel 5', 'blosc:lz4:5:shuffle', Blosc('lz4', 5, Blosc.SHUFFLE)),
-    ('gzip level 1', 'gzip:1', GZip(level=1)),
-]
+MASK64 = (1 << 64) - 1
+FNV_OFFSET, FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
+VERIFY_REGIONS = 4  # as nds_bench: regions re-read and checked after the clock stops
 
 
-def make_data(shape, seed=20240601):
-    """uint16: i + j + 2k (a smooth ramp over the array) plus noise in [0, 8), slab by slab so no
-    int64 temporary of the whole array is made."""
+def compressor(codec):
+    """zarr-python's compressor for one of bench.py's compact codec strings."""
+    return {'none': None, 'zstd:1': Zstd(level=1), 'gzip:1': GZip(level=1),
+            'blosc:lz4:5:shuffle': Blosc('lz4', 5, Blosc.SHUFFLE)}[codec]
+
+
+def write_data(path, shape, dtype, seed):
+    """uint16: (i mod 32768) + a ramp over the other dimensions (the last one of a 3-d array counts
+    twice) + noise in [0, 8): 3 random bits per element, so it compresses about 2:1.
+    float32: 100 + 0.01 i + 0.02 j + ... + N(0, 0.05) noise: a smooth field whose low mantissa bits
+    are random, as in measured data. Written in blocks of about 8 MiB along dimension 0."""
     rng = np.random.default_rng(seed)
-    out = np.empty(shape, dtype=np.uint16)
-    rest = np.zeros(shape[1:], dtype=np.uint16)
-    for d, ix in enumerate(np.indices(shape[1:], dtype=np.uint16)):
-        rest += ix * (2 if d == len(shape) - 2 else 1)
-    for i in range(shape[0]):
-        noise = rng.integers(0, 8, size=shape[1:], dtype=np.uint16)
-        np.add(rest, noise, out=out[i])
-        out[i] += np.uint16(i % 32768)
-    return out
+    inner = shape[1:]
+    ramp = np.zeros(inner, dtype=np.float64 if dtype == 'float32' else np.uint16)
+    for d, ix in enumerate(np.indices(inner)):
+        w = 2 if (dtype == 'uint16' and d == len(shape) - 2) else 1
+        ramp += (ix * (0.02 * w if dtype == 'float32' else w)).astype(ramp.dtype)
+    rows = max(1, (8 << 20) // max(1, ramp.nbytes))
+    with open(path, 'wb') as f:
+        for i0 in range(0, shape[0], rows):
+            i = np.arange(i0, min(shape[0], i0 + rows)).reshape((-1,) + (1,) * len(inner))
+            if dtype == 'uint16':
+                block = rng.integers(0, 8, size=(len(i),) + inner, dtype=np.uint16)
+                block += ramp
+                block += (i % 32768).astype(np.uint16)
+            else:
+                block = rng.standard_normal(size=(len(i),) + inner, dtype=np.float32)
+                block *= np.float32(0.05)
+                block += (100 + 0.01 * i + ramp).astype(np.float32)
+            f.write(block.astype('<' + np.dtype(dtype).str[1:], copy=False).tobytes())
+
+
+def splitmix64(state):
+    state = (state + 0x9E3779B97F4A7C15) & MASK64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return state, z ^ (z >> 31)
+
+
+def regions(shape, chunks, region, seed):
+    """Yields (origin, seq_hash so far) forever, exactly as nds_bench's next_region."""
+    state, h = seed, FNV_OFFSET
+    while True:
+        origin = []
+        for n, c, r in zip(shape, chunks, region):
+            state, x = splitmix64(state)
+            o = x % (n - r + 1)
+            if o % c == 0 and o < n - r:
+                o += 1
+            origin.append(o)
+            h = ((h ^ o) * FNV_PRIME) & MASK64
+        yield tuple(origin), h
+
+
+def seq_hash(shape, chunks, region, seed, count):
+    """The seq_hash nds_bench reports after count regions."""
+    h = FNV_OFFSET
+    gen = regions(shape, chunks, region, seed)
+    for _ in range(count):
+        _, h = next(gen)
+    return h
+
+
+def maxrss_kib():
+    """Peak RSS of this process (VmHWM; a forked child starts at its parent's current RSS)."""
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1])
+    raise RuntimeError('no VmHWM in /proc/self/status')
+
+
+def load_raw(raw, shape, dtype):
+    return np.fromfile(raw, dtype='<' + np.dtype(dtype).str[1:]).reshape(shape)
+
+
+def check_whole(raw, out):
+    """Compares out with the raw file in 8 MiB pieces (no second whole array)."""
+    flat = out.reshape(-1)
+    step = (8 << 20) // out.itemsize
+    with open(raw, 'rb') as f:
+        for off in range(0, flat.size, step):
+            piece = np.frombuffer(f.read(step * out.itemsize), dtype=out.dtype)
+            if not np.array_equal(piece, flat[off:off + piece.size]):
+                raise RuntimeError('zarr-python read back different data near element %d' % off)
+
+
+def zarr_write(path, raw, shape, chunks, dtype, codec):
+    data = load_raw(raw, shape, dtype)
+    shutil.rmtree(path, ignore_errors=True)
+    z = zarr.open(zarr.DirectoryStore(path), mode='w', shape=shape, chunks=chunks,
+                  dtype=data.dtype, compressor=compressor(codec), fill_value=0)
+    before = maxrss_kib()
+    t0 = time.perf_counter()
+    z[...] = data
+    secs = time.perf_counter() - t0
+    return {'secs': secs, 'bytes': data.nbytes, 'rss_before_kib': before, 'rss_kib': maxrss_kib()}
+
+
+def zarr_read(path, raw):
+    z = zarr.open(zarr.DirectoryStore(path), mode='r')
+    out = np.empty(z.shape, dtype=z.dtype)
+    out.fill(0)  # fault the pages in before the clock starts, as nds_bench does
+    before = maxrss_kib()
+    t0 = time.perf_counter()
+    z.get_basic_selection(Ellipsis, out=out)
+    secs = time.perf_counter() - t0
+    res = {'secs': secs, 'bytes': out.nbytes, 'rss_before_kib': before, 'rss_kib': maxrss_kib()}
+    check_whole(raw, out)
+    return res
+
+
+def zarr_random(path, raw, region, seconds, seed):
+    z = zarr.open(zarr.DirectoryStore(path), mode='r')
+    buf = np.zeros(region, dtype=z.dtype)
+    gen = regions(z.shape, z.chunks, region, seed)
+    count, h = 0, FNV_OFFSET
+    before = maxrss_kib()
+    t0 = time.perf_counter()
+    while True:
+        origin, h = next(gen)
+        z.get_basic_selection(tuple(slice(o, o + r) for o, r in zip(origin, region)), out=buf)
+        count += 1
+        t = time.perf_counter()
+        if t - t0 >= seconds:
+            break
+    res = {'secs': t - t0, 'regions': count, 'bytes': count * buf.nbytes, 'seq_hash': h,
+           'rss_before_kib': before, 'rss_kib': maxrss_kib()}
+    data = np.memmap(raw, dtype=buf.dtype, mode='r', shape=z.shape)
+    gen = regions(z.shape, z.chunks, region, seed)
+    for _ in range(min(count, VERIFY_REGIONS)):
+        sel = tuple(slice(o, o + r) for o, r in zip(next(gen)[0], region))
+        if not np.array_equal(z[sel], data[sel]):
+            raise RuntimeError('zarr-python read a random region wrong')
+    return res
 
 
 def stored_bytes(path):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs
                if not f.startswith('.'))
-
-
-def run_ndstore(args, raw, codec, shape, chunks, memory=False):
-    path = os.path.join(args.tmp, 'ndstore.zarr')
-    url = 'memory://bench/' if memory else 'file://%s/' % path
-    cmd = [args.nds_bench, '--input', raw, '--array', url, '--codec', codec,
-           '--shape', ','.join(map(str, shape)), '--chunks', ','.join(map(str, chunks))]
-    best = None
-    for _ in range(args.reps):
-        shutil.rmtree(path, ignore_errors=True)
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit('nds_bench failed (%s): %s' % (' '.join(cmd), r.stderr.strip()))
-        res = json.loads(r.stdout)
-        if best is None:
-            best = res
-        best['write_s'] = min(best['write_s'], res['write_s'])
-        best['read_s'] = min(best['read_s'], res['read_s'])
-    shutil.rmtree(path, ignore_errors=True)
-    return best
-
-
-def run_zarr(args, data, compressor, chunks):
-    path = os.path.join(args.tmp, 'zarr_python.zarr')
-    wbest = rbest = float('inf')
-    for _ in range(args.reps):
-        shutil.rmtree(path, ignore_errors=True)
-        z = zarr.open(zarr.DirectoryStore(path), mode='w', shape=data.shape, chunks=chunks,
-                      dtype='<u2', compressor=compressor, fill_value=0)
-        t0 = time.perf_counter()
-        z[...] = data
-        wbest = min(wbest, time.perf_counter() - t0)
-        z = zarr.open(zarr.DirectoryStore(path), mode='r')
-        t0 = time.perf_counter()
-        back = z[...]
-        rbest = min(rbest, time.perf_counter() - t0)
-        if not np.array_equal(back, data):
-            sys.exit('zarr-python read back different data')
-        del back
-    size = stored_bytes(path)
-    shutil.rmtree(path, ignore_errors=True)
-    return {'write_s': wbest, 'read_s': rbest, 'stored_bytes': size}
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--nds-bench', required=True)
-    ap.add_argument('--tmp', required=True)
-    ap.add_argument('--shape', default='1024,1024,256')
-    ap.add_argument('--chunks', default='64,64,64')
-    ap.add_argument('--only', help='run only the workloads whose name contains this')
-    ap.add_argument('--reps', type=int, default=3)
-    ap.add_argument('--no-memory', action='store_true', help='skip the ndstore memory:// runs')
-    args = ap.parse_args()
-    shape = tuple(int(x) for x in args.shape.split(','))
-    chunks = tuple(int(x) for x in args.chunks.split(','))
-
-    t0 = time.perf_counter()
-    data = make_data(shape)
-    raw = os.path.join(args.tmp, 'data.u16')
-    data.tofile(raw)
-    mb = data.nbytes / 1e6
-    print('data: %s uint16 in %s chunks, %.1f MB, generated in %.1f s (not timed)'
-          % ('x'.join(map(str, shape)), 'x'.join(map(str, chunks)), mb, time.perf_counter() - t0),
-          flush=True)
-    print('zarr-python %s, numcodecs %s (blosc threads: %s), numpy %s, python %s'
-          % (zarr.__version__, numcodecs.__version__, numcodecs.blosc.get_nthreads()
-             if hasattr(numcodecs.blosc, 'get_nthreads') else '?', np.__version__,
-             platform.python_version()), flush=True)
-
-    rows = []
-    for name, codec, comp in WORKLOADS:
-        if args.only and args.only not in name:
-            continue
-        n = run_ndstore(args, raw, codec, shape, chunks)
-        z = run_zarr(args, data, comp, chunks)
-        m = None if args.no_memory else run_ndstore(args, raw, codec, shape, chunks, memory=True)
-        rows.append((name, n, z, m))
-        print('  %-28s ndstore %.2fs / %.2fs (%d threads), zarr-python %.2fs / %.2fs, '
-              'stored %.1f / %.1f MB' % (name, n['write_s'], n['read_s'], n['threads'],
-                                         z['write_s'], z['read_s'], n['stored_bytes'] / 1e6,
-                                         z['stored_bytes'] / 1e6), flush=True)
-    os.unlink(raw)
-
-    print()
-    print('| workload | ndstore write MB/s | zarr-python write MB/s | ratio | ndstore read MB/s '
-          '| zarr-python read MB/s | ratio | stored MB (ndstore / zarr-python) |')
-    print('|---|---:|---:|---:|---:|---:|---:|---:|')
-    for name, n, z, _ in rows:
-        nw, zw, nr, zr = (mb / n['write_s'], mb / z['write_s'], mb / n['read_s'],
-                          mb / z['read_s'])
-        print('| %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f | %.1f / %.1f |'
-              % (name, nw, zw, nw / zw, nr, zr, nr / zr, n['stored_bytes'] / 1e6,
-                 z['stored_bytes'] / 1e6))
-    print('\nratio = ndstore / zarr-python (above 1: ndstore is faster)')
-    if args.no_memory:
-        return
-    print('\nndstore on memory:// (no file I/O), same data and chunks:\n')
-    print('| workload | write MB/s | read MB/s | file:// write speed as % of memory:// |')
-    print('|---|---:|---:|---:|')
-    for name, n, _, m in rows:
-        print('| %s | %.0f | %.0f | %.0f%% |' % (name, mb / m['write_s'], mb / m['read_s'],
-                                               100 * m['write_s'] / n['write_s']))
-
-
-if __name__ == '__main__':
-    main()

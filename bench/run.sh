@@ -1,23 +1,24 @@
 #!/bin/sh
-# ndstore vs zarr-python benchmark: write and read a 1024x1024x256 uint16 array (64^3 chunks) with
-# compressor none, zstd level 1, blosc lz4 shuffle clevel 5 and gzip level 1, with both, in one run.
+# ndstore vs zarr-python vs this machine's physical limit (issue 6), in one run: full write, full
+# read and random region reads of three array layouts x four compressors, peak RSS of every phase,
+# thread scaling, and the memory of `ndstore cp` of a 2 GiB array. See docs/performance.md and
+# bench/bench.py.
 #
-# usage: bench/run.sh [BUILD_DIR] [bench_zarr_python.py options: --reps N, --only NAME, --shape ...]
-#        BUILD_DIR defaults to build/; the nds_bench target is built there if missing.
+# usage: bench/run.sh [BUILD_DIR] [--reps N] [--only NAME[,NAME..]] [--quick] [--seconds X]
+#        BUILD_DIR defaults to build/; the targets nds_bench, nds_limit and ndstore are (re)built
+#        there.
 # Needs /usr/bin/python3 with numpy and zarr (Debian's python3-zarr). Arrays go to a temporary
-# directory on local disk (under $TMPDIR, default /tmp), removed at the end; nothing is written to
-# the repository. About 2 GB of memory and 2 GB of disk at peak; a few minutes on 2 cores.
+# directory under $TMPDIR (default /tmp), removed at the end; nothing is written to the repository.
+# Full run: about 10 minutes on 2 cores, 2.5 GB of memory and 3.6 GB of disk at peak; --quick: about
+# 15 seconds.
 set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=build
 case "${1:-}" in ''|-*) ;; *) BUILD=$1; shift ;; esac
 
-if [ ! -x "$BUILD/nds_bench" ]; then
-    echo "building nds_bench in $BUILD ..." >&2
-    cmake --build "$BUILD" --target nds_bench -j2 >&2
-fi
-BENCH=$(cd "$BUILD" && pwd)/nds_bench
+cmake --build "$BUILD" --target nds_bench nds_limit ndstore -j2 >/dev/null
+BUILD=$(cd "$BUILD" && pwd)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/nds-bench-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -26,8 +27,9 @@ trap 'exit 1' INT TERM HUP
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "machine: $(nproc) cores, $CPU," \
      "$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo) RAM," \
-     "temp dir $TMP on $(df -P "$TMP" | awk 'NR == 2 {print $1}')"
+     "temp dir $TMP on $(df -P "$TMP" | awk 'NR == 2 {print $1}')," \
+     "$(df -Ph "$TMP" | awk 'NR == 2 {print $4}') free"
 # Other work on the machine skews the numbers: the load average is printed before and after.
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/python3 "$HERE/bench_zarr_python.py" --nds-bench "$BENCH" --tmp "$TMP" "$@"
+/usr/bin/python3 "$HERE/bench.py" --build "$BUILD" --tmp "$TMP" "$@"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

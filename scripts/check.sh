@@ -56,6 +56,8 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
   stage "interop zarrita (zarr v3)" bash -c "npm ci --prefix tests/interop --no-audit --no-fund >/dev/null && node tests/interop/zarr3_interop.mjs '$root/build/ndstore' '$fixtures'"
 [ -f tests/interop/precomputed_interop.py ] &&
   stage "interop precomputed" /usr/bin/python3 tests/interop/precomputed_interop.py "$root/build/ndstore" "$fixtures"
+# The benchmark still runs end to end (small arrays; numbers not checked: speed belongs to bench/).
+stage "benchmark smoke run (bench/run.sh --quick)" bash -c "bash bench/run.sh '$root/build' --quick >/dev/null"
 
 echo
 [ ${#failures[@]} -gt 0 ] && echo "failed stages: ${failures[*]}"
