@@ -14,9 +14,9 @@
  *
  * Threading: an instance is internally synchronised (the HTTP client and the auth object are; the
  * rest is immutable after open). Credentials and tokens never appear in errors or in printed specs:
- * the spec names a key file by path only, and tokens live in gcs_auth.
+ * the spec names a key file by path only, and tokens live in gcs_auth. The spec's members are
+ * parsed in gcs_spec.c (gcs_internal.h).
  */
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,26 +27,15 @@
 
 #include "ndstore/sys/kv_driver.h"
 #include "gcs_auth.h"
+#include "gcs_internal.h"
 #include "http_multi.h"
 #include "internal/error.h"
 #include "internal/json_util.h"
 #include "internal/util.h"
 
-#define GCS_DEFAULT_ENDPOINT "https://storage.googleapis.com"
 #define GCS_WRITE_ID "ndsWriteId"
 #define GCS_DELETE_BATCH 64
 #define GCS_LIST_MAX_BYTES (64u << 20)
-
-typedef struct gcs_state {
-    char *bucket;       /* bucket name */
-    char *endpoint;     /* base URL, no trailing '/' */
-    char *user_project; /* escaped userProject, or NULL */
-    nds_http_client *http;
-    nds_http_retry retry;
-    long timeout_ms;        /* per request; 0 = the HTTP layer's default */
-    bool endpoint_from_env; /* the endpoint came from $STORAGE_EMULATOR_HOST */
-    nds_gcs_auth *auth;
-} gcs_state;
 
 /* What an object's metadata says. */
 typedef struct gcs_meta {
@@ -634,163 +623,6 @@ static int gcs_delete_range(void *state, const char *begin, const char *end) {
     return rc;
 }
 
-/* ---- spec options ---- */
-
-/* True for a valid bucket name: 3..222 of [a-z0-9._-], starting and ending with a letter or digit.
- */
-static bool bucket_ok(const char *b, size_t n) {
-    if (n < 3 || n > 222 || !isalnum((unsigned char)b[0]) || !isalnum((unsigned char)b[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(islower((unsigned char)b[i]) || isdigit((unsigned char)b[i]) || strchr("._-", b[i])))
-            return false;
-    return true;
-}
-
-/* Every spec member the driver knows, space-separated. */
-static const char gcs_members[] =
-    " driver path bucket endpoint credentials gcs_request_concurrency "
-    "gcs_request_retries gcs_request_timeout gcs_user_project context ";
-
-/* A duration: "250ms", "1.5s", "2m", or a number of seconds; into milliseconds (0 .. 1 day). */
-static int duration_ms(json_object *v, const char *member, long *out) {
-    const char *text = json_object_get_string(v);
-    char *end = NULL;
-    double x = strtod(text, &end), scale = 1000;
-    bool number = json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double);
-    if (!number && end && strcmp(end, "ms") == 0)
-        scale = 1;
-    else if (!number && end && strcmp(end, "m") == 0)
-        scale = 60000;
-    else if (!number && (!end || strcmp(end, "s") != 0))
-        x = -1;
-    if (end == text || !(x >= 0) || x * scale > 86400000.0)
-        return nds_err(
-            NDS_EINVAL,
-            "gcs: spec member \"%s\": \"%.40s\" is not a duration like \"500ms\" or \"2s\"", member,
-            text);
-    *out = (long)(x * scale);
-    return 0;
-}
-
-/* "gcs_request_retries": {"max_retries": N, "initial_delay": D, "max_delay": D}. */
-static int parse_retries(gcs_state *s, json_object *v) {
-    const char *doc = "gcs: spec member \"gcs_request_retries\"";
-    if (!json_object_is_type(v, json_type_object))
-        return nds_err(NDS_EINVAL, "%s must be an object", doc);
-    int64_t n = s->retry.max_attempts - 1;
-    int rc = nds_json_get_int(v, "max_retries", true, 0, 100, doc, &n);
-    s->retry.max_attempts = (int)n + 1;
-    json_object_object_foreach(v, k, d) {
-        if (rc) break;
-        if (strcmp(k, "initial_delay") == 0)
-            rc = duration_ms(d, k, &s->retry.base_delay_ms);
-        else if (strcmp(k, "max_delay") == 0)
-            rc = duration_ms(d, k, &s->retry.max_delay_ms);
-        else if (strcmp(k, "max_retries") != 0)
-            rc = nds_err(NDS_EINVAL, "%s: unknown member \"%s\"", doc, k);
-    }
-    return rc;
-}
-
-/* "endpoint": http(s)://host[:port][/base], never with user:password in it. Without one, the
- * emulator convention of Google's client libraries applies: $STORAGE_EMULATOR_HOST, with anonymous
- * credentials. */
-static int parse_endpoint(gcs_state *s, json_object *spec, nds_gcs_auth_config *cfg) {
-    const char *e = NULL, *emu = getenv("STORAGE_EMULATOR_HOST");
-    char *owned = NULL;
-    int rc = nds_json_get_string(spec, "endpoint", true, "gcs: spec", &e);
-    if (rc) return rc;
-    if (!e && emu && emu[0]) {
-        e = owned = strstr(emu, "://") ? nds_strdup(emu) : nds_asprintf("http://%s", emu);
-        s->endpoint_from_env = true;
-        if (!json_object_object_get_ex(spec, "credentials", NULL))
-            cfg->source = NDS_GCS_CRED_ANONYMOUS;
-    }
-    if (!e) e = owned ? owned : GCS_DEFAULT_ENDPOINT;
-    const char *host = strncmp(e, "https://", 8) == 0  ? e + 8
-                       : strncmp(e, "http://", 7) == 0 ? e + 7
-                                                       : NULL;
-    size_t authority = host ? strcspn(host, "/") : 0;
-    if (!host || authority == 0 || memchr(host, '@', authority) || strpbrk(e, "?# \t\r\n")) {
-        free(owned);
-        return nds_err(NDS_EINVAL,
-                       "gcs: %s must be an http:// or https:// URL without credentials, query or "
-                       "fragment",
-                       s->endpoint_from_env ? "STORAGE_EMULATOR_HOST" : "spec member \"endpoint\"");
-    }
-    size_t n = strlen(e);
-    while (n > 0 && e[n - 1] == '/') n--;
-    s->endpoint = nds_asprintf("%.*s", (int)n, e);
-    free(owned);
-    return s->endpoint ? 0 : nds_err(NDS_ENOMEM, "gcs: out of memory");
-}
-
-/* "gcs_request_concurrency": N or {"limit": N}; "gcs_user_project": "p" or {"project_id": "p"}. */
-static int parse_limits(json_object *spec, int64_t *concurrency, const char **project) {
-    json_object *v, *inner;
-    if (json_object_object_get_ex(spec, "gcs_request_concurrency", &v)) {
-        bool obj = json_object_is_type(v, json_type_object); /* TensorStore's {"limit": N} form */
-        int rc =
-            nds_json_get_int(obj ? v : spec, obj ? "limit" : "gcs_request_concurrency", false, 1,
-                             1024, "gcs: spec member \"gcs_request_concurrency\"", concurrency);
-        if (rc) return rc;
-    }
-    if (json_object_object_get_ex(spec, "gcs_user_project", &v)) {
-        if (json_object_is_type(v, json_type_object) &&
-            json_object_object_get_ex(v, "project_id", &inner))
-            v = inner;
-        if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) == 0)
-            return nds_err(NDS_EINVAL,
-                           "gcs: spec member \"gcs_user_project\" must be a project id or "
-                           "{\"project_id\": id}");
-        *project = json_object_get_string(v);
-    }
-    return 0;
-}
-
-static int gcs_fetch(void *ctx, const nds_http_request *req, nds_http_response *resp) {
-    gcs_state *s = ctx;
-    return nds_http_perform(s->http, req, &s->retry, resp);
-}
-
-/* Fills s from the spec: members are checked strictly (an unknown one is a typo, refused). */
-static int gcs_options(gcs_state *s, const json_object *cspec) {
-    json_object *spec = (json_object *)cspec, *v;
-    json_object_object_foreach(spec, key, val) {
-        (void)val;
-        char word[80];
-        snprintf(word, sizeof word, " %.70s ", key);
-        if (strchr(key, ' ') || !strstr(gcs_members, word))
-            return nds_err(NDS_EINVAL, "gcs: unknown spec member \"%.60s\"", key);
-    }
-    const char *bucket = NULL, *project = NULL;
-    int64_t concurrency = 32;
-    nds_gcs_auth_config cfg = {NDS_GCS_CRED_DEFAULT, NULL, NULL, NULL, 0, gcs_fetch, s, NULL};
-    s->retry = (nds_http_retry)NDS_HTTP_RETRY_DEFAULT;
-    int rc = nds_json_get_string(spec, "bucket", false, "gcs: spec", &bucket);
-    if (!rc && !bucket_ok(bucket, strlen(bucket)))
-        rc = nds_err(NDS_EINVAL, "gcs: \"%.80s\" is not a bucket name", bucket);
-    if (!rc && !(s->bucket = nds_strdup(bucket))) rc = nds_err(NDS_ENOMEM, "gcs: out of memory");
-    if (!rc) rc = parse_endpoint(s, spec, &cfg);
-    if (!rc) rc = parse_limits(spec, &concurrency, &project);
-    if (!rc && json_object_object_get_ex(spec, "gcs_request_retries", &v)) rc = parse_retries(s, v);
-    if (!rc && json_object_object_get_ex(spec, "gcs_request_timeout", &v))
-        rc = duration_ms(v, "gcs_request_timeout", &s->timeout_ms);
-    json_object *creds;
-    if (!rc && json_object_object_get_ex(spec, "credentials", &creds))
-        rc = nds_gcs_auth_config_parse(creds, &cfg);
-    if (!rc && project) {
-        char *ep = nds_http_escape(project, false);
-        s->user_project = ep ? nds_asprintf("userProject=%s", ep) : NULL;
-        free(ep);
-        if (!s->user_project) rc = nds_err(NDS_ENOMEM, "gcs: out of memory");
-    }
-    if (!rc) rc = nds_http_client_new(&s->http, (int)concurrency);
-    if (!rc) rc = nds_gcs_auth_new(&s->auth, &cfg);
-    return rc;
-}
-
 /* ---- open, close, URLs ---- */
 
 static void gcs_close(void *state) {
@@ -805,7 +637,7 @@ static void gcs_close(void *state) {
 static int gcs_open(void **state, const json_object *spec) {
     gcs_state *s = calloc(1, sizeof *s);
     if (!s) return nds_err(NDS_ENOMEM, "gcs: out of memory");
-    int rc = gcs_options(s, spec);
+    int rc = nds_gcs_options(s, spec);
     if (rc) {
         gcs_close(s);
         return rc;
@@ -817,7 +649,7 @@ static int gcs_open(void **state, const json_object *spec) {
 static int gcs_parse_url(const char *rest, json_object *spec) {
     const char *slash = strchr(rest, '/');
     size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
-    if (!bucket_ok(rest, n))
+    if (!nds_gcs_bucket_ok(rest, n))
         return nds_err(NDS_EINVAL, "gcs: \"%.*s\" is not a bucket name (gs://bucket/path/)",
                        (int)(n > 80 ? 80 : n), rest);
     if (strpbrk(rest, "?#"))

@@ -55,20 +55,6 @@ typedef struct n5 {
     char doc_name[600];     /* "n5: attributes.json of <url>" */
 } n5;
 
-/* ---- per-thread scratch ---------------------------------------------------------------------- */
-
-/* The calling thread's transpose buffer (a format slot of the shared per-thread scratch). */
-static nds_buf *scratch_get(size_t n) {
-    return nds_scratch(NDS_SCRATCH_FORMAT0, n ? n : 1) ? nds_scratch_buf(NDS_SCRATCH_FORMAT0)
-                                                       : NULL;
-}
-
-/* Frees the buffer when it is big, so an idle thread does not pin gigabytes. */
-static void scratch_done(nds_buf *b) {
-    (void)b;
-    nds_scratch_trim(NDS_SCRATCH_FORMAT0);
-}
-
 /* ---- instance -------------------------------------------------------------------------------- */
 
 static void n5_reset(n5 *z) {
@@ -98,15 +84,8 @@ static int n5_load(n5 *z, json_object *doc, const char *name) {
     }
     z->doc = doc;
     if (!z->m.codec_config) return 0;
-    const char *id = json_object_get_string(json_object_object_get(z->m.codec_config, "id"));
-    const nds_codec *c = nds_codec_find(id);
-    if (!c)
-        return nds_err(NDS_EUNSUPPORTED, "%s: compression needs codec \"%s\", not registered", name,
-                       id);
-    rc = c->create(&z->codec_state, z->m.codec_config, z->m.itemsize);
-    if (rc) return nds_err_prefix(rc, "%s: compression", name);
-    z->codec = c;
-    return 0;
+    return nds_format_codec_new(z->m.codec_config, z->m.itemsize, name, "compression", &z->codec,
+                                &z->codec_state);
 }
 
 static void n5_fill_meta(const n5 *z, nds_array_meta *meta) {
@@ -317,13 +296,7 @@ static int parse_header(const n5 *z, const uint8_t *p, size_t len, block_header 
 
 /* Decompresses the payload into dst, which must come out exactly n bytes long. */
 static int decompress(const n5 *z, const uint8_t *data, size_t len, uint8_t *dst, size_t n) {
-    size_t got = 0;
-    int rc = z->codec->decode(z->codec_state, data, len, dst, n, &got);
-    if (rc) return rc;
-    if (got != n)
-        return nds_err(NDS_ECORRUPT, "%s: expected %zu bytes after decompression, found %zu",
-                       z->codec->name, n, got);
-    return 0;
+    return nds_codec_decode_exact(z->codec, z->codec_state, data, len, dst, n);
 }
 
 /* Copies the Fortran-order elements of a block of extent dims (packed) into the C-order full
@@ -367,11 +340,12 @@ static int n5_decode_chunk(void *state, const uint64_t *cell, const uint8_t *dat
     } else if (z->m.rank == 1) { /* Fortran and C order agree: no transpose */
         rc = decompress(z, payload, plen, out, n);
     } else {
-        nds_buf *tmp = scratch_get(n);
+        /* The transpose goes through a per-thread buffer, trimmed after a huge block. */
+        nds_buf *tmp = nds_scratch_reserve(NDS_SCRATCH_FORMAT0, n);
         if (!tmp) return nds_err(NDS_ENOMEM, "n5: out of memory for a %zu-byte block", n);
         rc = decompress(z, payload, plen, tmp->data, n);
         if (rc == 0) unpack(z, h.dims, tmp->data, out);
-        scratch_done(tmp);
+        nds_scratch_trim(NDS_SCRATCH_FORMAT0);
     }
     if (rc == 0) to_host(z, out, z->m.block_nbytes / z->m.itemsize);
     return rc;
@@ -421,12 +395,12 @@ static int n5_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chu
     } else if (z->m.rank == 1 && !z->swap) {
         rc = compress_block(z, chunk, n, hdr, out);
     } else {
-        nds_buf *tmp = scratch_get(n);
+        nds_buf *tmp = nds_scratch_reserve(NDS_SCRATCH_FORMAT0, n);
         if (!tmp) return nds_err(NDS_ENOMEM, "n5: out of memory for a %zu-byte block", n);
         pack(z, dims, chunk, tmp->data);
         to_host(z, tmp->data, count);
         rc = compress_block(z, tmp->data, n, hdr, out);
-        scratch_done(tmp);
+        nds_scratch_trim(NDS_SCRATCH_FORMAT0);
     }
     if (rc == 0) put_header(z, dims, out->data);
     return rc;

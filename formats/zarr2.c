@@ -42,10 +42,7 @@ typedef struct zarr2 {
 /* ---- per-thread scratch ---------------------------------------------------------------------- */
 
 /* The calling thread's transpose buffer (a format slot of the shared per-thread scratch). */
-static nds_buf *scratch_get(size_t n) {
-    return nds_scratch(NDS_SCRATCH_FORMAT0, n ? n : 1) ? nds_scratch_buf(NDS_SCRATCH_FORMAT0)
-                                                       : NULL;
-}
+static nds_buf *scratch_get(size_t n) { return nds_scratch_reserve(NDS_SCRATCH_FORMAT0, n); }
 
 /* Frees the buffer when it is big, so an idle thread does not pin gigabytes. */
 static void scratch_done(nds_buf *b) {
@@ -85,14 +82,9 @@ static int zarr2_load(zarr2 *z, json_object *doc, const char *name) {
     z->m = m;
     z->doc = doc;
     if (m.compressor) {
-        json_object *id = NULL;
-        json_object_object_get_ex(m.compressor, "id", &id);
-        z->codec = nds_codec_find(json_object_get_string(id));
-        rc = z->codec->create(&z->codec_state, m.compressor, m.itemsize);
-        if (rc) {
-            z->codec = NULL;
-            return nds_err_prefix(rc, "%s: compressor", name);
-        }
+        rc = nds_format_codec_new(m.compressor, m.itemsize, name, "compressor", &z->codec,
+                                  &z->codec_state);
+        if (rc) return rc;
     }
     z->swap = m.itemsize > 1 && (m.byte_order == '>') != nds_host_is_big_endian();
     return 0;
@@ -236,13 +228,7 @@ static void swap_bytes(const zarr2 *z, uint8_t *data) {
 
 /* Decompresses into dst, which must come out exactly chunk_nbytes long. */
 static int decompress(const zarr2 *z, const uint8_t *data, size_t len, uint8_t *dst) {
-    size_t n = z->m.chunk_nbytes, got = 0;
-    int rc = z->codec->decode(z->codec_state, data, len, dst, n, &got);
-    if (rc) return rc;
-    if (got != n)
-        return nds_err(NDS_ECORRUPT, "%s: expected %zu bytes after decompression, found %zu",
-                       z->codec->name, n, got);
-    return 0;
+    return nds_codec_decode_exact(z->codec, z->codec_state, data, len, dst, z->m.chunk_nbytes);
 }
 
 static int zarr2_decode_chunk(void *state, const uint64_t *cell, const uint8_t *data, size_t len,

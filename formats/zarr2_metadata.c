@@ -18,6 +18,7 @@
 #include "internal/codec_spec.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/util.h"
 
 /* Chunk size the default chunk shape aims at. */
@@ -110,8 +111,6 @@ typedef struct parsed {
     size_t chunk_rank; /* entries of "chunks" (checked against the shape's rank at the end) */
 } parsed;
 
-typedef int (*member_fn)(const json_object *v, const char *doc, parsed *p);
-
 /* A list of unsigned integers (json ints only: zarr-python never writes 4.0 for a shape). */
 static int parse_u64_list(const json_object *v, const char *doc, const char *name, uint64_t min,
                           uint64_t *out, size_t *n) {
@@ -134,22 +133,25 @@ static int parse_u64_list(const json_object *v, const char *doc, const char *nam
     return 0;
 }
 
-static int parse_format(const json_object *v, const char *doc, parsed *p) {
-    (void)p;
+static int parse_format(const json_object *v, const char *doc, void *state) {
+    (void)state;
     if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) != 2)
         return nds_err(NDS_EFORMAT, "%s: \"zarr_format\" must be 2", doc);
     return 0;
 }
 
-static int parse_shape(const json_object *v, const char *doc, parsed *p) {
+static int parse_shape(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     return parse_u64_list(v, doc, "shape", 0, p->m.shape, &p->m.rank);
 }
 
-static int parse_chunks(const json_object *v, const char *doc, parsed *p) {
+static int parse_chunks(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     return parse_u64_list(v, doc, "chunks", 1, p->m.chunks, &p->chunk_rank);
 }
 
-static int parse_dtype(const json_object *v, const char *doc, parsed *p) {
+static int parse_dtype(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     if (json_object_is_type(v, json_type_array)) {
         const char *text = json_object_to_json_string_ext((json_object *)v, JSON_C_TO_STRING_PLAIN);
         return nds_err(NDS_EUNSUPPORTED, "%s: structured dtype %.80s is not supported", doc, text);
@@ -159,12 +161,14 @@ static int parse_dtype(const json_object *v, const char *doc, parsed *p) {
     return parse_dtype_string(json_object_get_string((json_object *)v), doc, &p->m);
 }
 
-static int parse_fill(const json_object *v, const char *doc, parsed *p) {
+static int parse_fill(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     p->m.fill_null = json_object_is_type(v, json_type_null);
     return nds_fill_from_json(p->m.dtype, v, doc, p->m.fill);
 }
 
-static int parse_order(const json_object *v, const char *doc, parsed *p) {
+static int parse_order(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     const char *s =
         json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
     if (strcmp(s, "C") != 0 && strcmp(s, "F") != 0)
@@ -175,7 +179,8 @@ static int parse_order(const json_object *v, const char *doc, parsed *p) {
 
 /* The compressor is borrowed from the document while parsing; nds_zarr2_meta_parse takes a
  * reference. */
-static int parse_compressor(const json_object *v, const char *doc, parsed *p) {
+static int parse_compressor(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     p->m.compressor = NULL;
     if (json_object_is_type(v, json_type_null)) return 0;
     json_object *id;
@@ -190,8 +195,8 @@ static int parse_compressor(const json_object *v, const char *doc, parsed *p) {
     return 0;
 }
 
-static int parse_filters(const json_object *v, const char *doc, parsed *p) {
-    (void)p;
+static int parse_filters(const json_object *v, const char *doc, void *state) {
+    (void)state;
     if (json_object_is_type(v, json_type_null)) return 0;
     if (!json_object_is_type(v, json_type_array))
         return nds_err(NDS_EFORMAT, "%s: \"filters\" must be null or an array", doc);
@@ -210,7 +215,8 @@ static int parse_filters(const json_object *v, const char *doc, parsed *p) {
     return nds_err(NDS_EUNSUPPORTED, "%s: filters are not supported (%s)", doc, ids);
 }
 
-static int parse_separator(const json_object *v, const char *doc, parsed *p) {
+static int parse_separator(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     const char *s =
         json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
     if (strcmp(s, ".") != 0 && strcmp(s, "/") != 0)
@@ -220,11 +226,7 @@ static int parse_separator(const json_object *v, const char *doc, parsed *p) {
 }
 
 /* The members, in the order they are parsed: dtype before fill_value, which depends on it. */
-static const struct {
-    const char *name;
-    member_fn parse;
-    bool required;
-} members[] = {
+static const nds_doc_member members[] = {
     {"zarr_format", parse_format, true},
     {"shape", parse_shape, true},
     {"chunks", parse_chunks, true},
@@ -237,10 +239,10 @@ static const struct {
 };
 #define MEMBER_COUNT (sizeof members / sizeof members[0])
 
-static bool is_member(const char *name) {
-    for (size_t i = 0; i < MEMBER_COUNT; i++)
-        if (strcmp(members[i].name, name) == 0) return true;
-    return false;
+/* A member of .zarray, whatever its value v (nds_spec_members.known). */
+static bool is_member(const char *name, const json_object *v) {
+    (void)v;
+    return nds_doc_member_known(members, MEMBER_COUNT, name);
 }
 
 /* Checks that need several members: ranks agree, sizes stay within limits. */
@@ -267,16 +269,8 @@ int nds_zarr2_meta_parse(const json_object *doc_json, const char *doc, nds_zarr2
     parsed p;
     memset(&p, 0, sizeof p);
     p.m.separator = '.';
-    for (size_t i = 0; i < MEMBER_COUNT; i++) {
-        json_object *v;
-        if (!json_object_object_get_ex(doc_json, members[i].name, &v)) {
-            if (!members[i].required) continue;
-            return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", doc, members[i].name);
-        }
-        int rc = members[i].parse(v, doc, &p);
-        if (rc) return rc;
-    }
-    int rc = parse_finish(doc, &p);
+    int rc = nds_doc_members_parse(doc_json, doc, members, MEMBER_COUNT, &p);
+    if (!rc) rc = parse_finish(doc, &p);
     if (rc) return rc;
     *m = p.m;
     if (m->compressor) json_object_get(m->compressor);
@@ -442,58 +436,9 @@ static int schema_member(json_object *req, const char *key, const json_object *v
                    where, key);
 }
 
-static int request_build(json_object *req, const json_object *spec, const char *where) {
-    json_object *v;
-    if (json_object_object_get_ex(spec, "metadata", &v)) {
-        if (!json_object_is_type(v, json_type_object))
-            return nds_err(NDS_EINVAL, "zarr: spec for %s: \"metadata\" must be an object", where);
-        json_object_object_foreach(v, key, val) {
-            if (!is_member(key))
-                return nds_err(NDS_EINVAL, "zarr: spec for %s: unknown metadata member \"%.40s\"",
-                               where, key);
-            json_object_object_add(req, key, json_object_get(val));
-        }
-    }
-    if (json_object_object_get_ex(spec, "schema", &v)) {
-        if (!json_object_is_type(v, json_type_object))
-            return nds_err(NDS_EINVAL, "zarr: spec for %s: \"schema\" must be an object", where);
-        json_object_object_foreach(v, key, val) {
-            int rc = schema_member(req, key, val, where);
-            if (rc) return rc;
-        }
-    }
-    /* TensorStore also accepts the dtype at the top level of the spec. */
-    if (json_object_object_get_ex(spec, "dtype", &v)) return schema_dtype(req, v, where);
-    return 0;
-}
-
 int nds_zarr2_request_from_spec(const json_object *spec, const char *where, json_object **out) {
-    *out = json_object_new_object();
-    if (!*out) return nds_err(NDS_ENOMEM, "zarr: out of memory");
-    if (!spec) return 0;
-    if (!json_object_is_type(spec, json_type_object))
-        return nds_err(NDS_EINVAL, "zarr: spec for %s: expected a json object", where);
-    int rc = request_build(*out, spec, where);
-    if (rc) {
-        json_object_put(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
-/* About DEFAULT_CHUNK_BYTES per chunk: start from the whole shape and halve the longest dimension.
- */
-static void default_chunks(size_t rank, const uint64_t *shape, size_t itemsize, uint64_t *chunks) {
-    uint64_t target = DEFAULT_CHUNK_BYTES / itemsize;
-    for (size_t d = 0; d < rank; d++) chunks[d] = shape[d] ? shape[d] : 1;
-    for (;;) {
-        uint64_t n;
-        if (nds_product_u64(chunks, rank, &n) && n <= target) return;
-        size_t longest = 0;
-        for (size_t d = 1; d < rank; d++)
-            if (chunks[d] > chunks[longest]) longest = d;
-        chunks[longest] = nds_ceil_div(chunks[longest], 2);
-    }
+    static const nds_spec_members m = {"zarr", is_member, schema_member};
+    return nds_format_request_from_spec(spec, where, &m, out);
 }
 
 static void add_default(json_object *req, const char *name, json_object *v) {
@@ -526,7 +471,7 @@ int nds_zarr2_request_complete(json_object *req, const char *where) {
     if (rc == 0) rc = parse_dtype(dtype, doc, &p);
     if (rc) return rc;
     if (!json_object_object_get_ex(req, "chunks", NULL)) {
-        default_chunks(p.m.rank, p.m.shape, p.m.itemsize, p.m.chunks);
+        nds_default_chunks(p.m.rank, p.m.shape, p.m.itemsize, DEFAULT_CHUNK_BYTES, p.m.chunks);
         json_object_object_add(req, "chunks", u64_array(p.m.chunks, p.m.rank));
     }
     json_object *zstd = json_object_new_object();

@@ -22,6 +22,7 @@
 #include "internal/codec_spec.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/json_util.h"
 #include "internal/util.h"
 
@@ -139,17 +140,15 @@ typedef struct parsed {
     bool have_fill;
 } parsed;
 
-typedef int (*member_fn)(const json_object *v, const char *doc, parsed *p);
-
-static int parse_format(const json_object *v, const char *doc, parsed *p) {
-    (void)p;
+static int parse_format(const json_object *v, const char *doc, void *state) {
+    (void)state;
     if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) != 3)
         return nds_err(NDS_EFORMAT, "%s: \"zarr_format\" must be 3", doc);
     return 0;
 }
 
-static int parse_node_type(const json_object *v, const char *doc, parsed *p) {
-    (void)p;
+static int parse_node_type(const json_object *v, const char *doc, void *state) {
+    (void)state;
     const char *s =
         json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
     if (eq(s, "group"))
@@ -170,7 +169,8 @@ static int u64_member(const json_object *v, const char *name, uint64_t min, cons
     return rc;
 }
 
-static int parse_shape(const json_object *v, const char *doc, parsed *p) {
+static int parse_shape(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     return u64_member(v, "shape", 0, doc, p->m.shape, &p->m.rank);
 }
 
@@ -183,7 +183,8 @@ static const char *ext_name(const json_object *v) {
     return "?";
 }
 
-static int parse_data_type(const json_object *v, const char *doc, parsed *p) {
+static int parse_data_type(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     if (json_object_is_type(v, json_type_object))
         return nds_err(NDS_EUNSUPPORTED, "%s: data_type \"%.60s\" is not supported", doc,
                        ext_name(v));
@@ -219,7 +220,8 @@ static int named_config(const json_object *v, const char *member, const char *do
     return 0;
 }
 
-static int parse_chunk_grid(const json_object *v, const char *doc, parsed *p) {
+static int parse_chunk_grid(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     const char *name;
     json_object *cfg;
     int rc = named_config(v, "chunk_grid", doc, &name, &cfg);
@@ -239,7 +241,8 @@ static int parse_chunk_grid(const json_object *v, const char *doc, parsed *p) {
     return nds_z3_u64_list(cfg, "chunk_shape", 1, dp, p->m.chunks, &p->chunk_rank);
 }
 
-static int parse_key_encoding(const json_object *v, const char *doc, parsed *p) {
+static int parse_key_encoding(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     const char *name, *sep = NULL;
     json_object *cfg;
     int rc = named_config(v, "chunk_key_encoding", doc, &name, &cfg);
@@ -263,26 +266,29 @@ static int parse_key_encoding(const json_object *v, const char *doc, parsed *p) 
     return 0;
 }
 
-static int parse_fill(const json_object *v, const char *doc, parsed *p) {
+static int parse_fill(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     p->have_fill = true;
     return nds_zarr3_fill_parse(p->m.dtype, v, doc, p->m.fill);
 }
 
-static int parse_codecs(const json_object *v, const char *doc, parsed *p) {
+static int parse_codecs(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     if (!json_object_is_type(v, json_type_array))
         return nds_err(NDS_EFORMAT, "%s: \"codecs\" must be an array", doc);
     p->codecs = v;
     return 0;
 }
 
-static int parse_attributes(const json_object *v, const char *doc, parsed *p) {
-    (void)p;
+static int parse_attributes(const json_object *v, const char *doc, void *state) {
+    (void)state;
     if (!json_object_is_type(v, json_type_object))
         return nds_err(NDS_EFORMAT, "%s: \"attributes\" must be an object", doc);
     return 0;
 }
 
-static int parse_dim_names(const json_object *v, const char *doc, parsed *p) {
+static int parse_dim_names(const json_object *v, const char *doc, void *state) {
+    parsed *p = state;
     bool ok = json_object_is_type(v, json_type_array) &&
               json_object_array_length(v) == p->m.rank;
     for (size_t i = 0; ok && i < json_object_array_length(v); i++) {
@@ -295,8 +301,8 @@ static int parse_dim_names(const json_object *v, const char *doc, parsed *p) {
     return 0;
 }
 
-static int parse_transformers(const json_object *v, const char *doc, parsed *p) {
-    (void)p;
+static int parse_transformers(const json_object *v, const char *doc, void *state) {
+    (void)state;
     if (!json_object_is_type(v, json_type_array))
         return nds_err(NDS_EFORMAT, "%s: \"storage_transformers\" must be an array", doc);
     if (json_object_array_length(v) > 0)
@@ -306,11 +312,7 @@ static int parse_transformers(const json_object *v, const char *doc, parsed *p) 
 }
 
 /* The members, in the order they are parsed: shape and data_type before what depends on them. */
-static const struct {
-    const char *name;
-    member_fn parse;
-    bool required;
-} members[] = {
+static const nds_doc_member members[] = {
     {"zarr_format", parse_format, true},
     {"node_type", parse_node_type, true},
     {"shape", parse_shape, true},
@@ -325,11 +327,7 @@ static const struct {
 };
 #define MEMBER_COUNT (sizeof members / sizeof members[0])
 
-static bool is_member(const char *key) {
-    for (size_t i = 0; i < MEMBER_COUNT; i++)
-        if (eq(key, members[i].name)) return true;
-    return false;
-}
+static bool is_member(const char *key) { return nds_doc_member_known(members, MEMBER_COUNT, key); }
 
 /* An extension member that may be ignored: an object with "must_understand": false. */
 static bool ignorable(const json_object *v) {
@@ -339,9 +337,14 @@ static bool ignorable(const json_object *v) {
            json_object_is_type(mu, json_type_boolean) && !json_object_get_boolean(mu);
 }
 
+/* A member of the spec or an extension that may be ignored. */
+static bool known_member(const char *key, const json_object *v) {
+    return is_member(key) || ignorable(v);
+}
+
 static int check_unknown(const json_object *doc_json, const char *doc) {
     json_object_object_foreach((json_object *)doc_json, key, val) {
-        if (!is_member(key) && !ignorable(val))
+        if (!known_member(key, val))
             return nds_err(NDS_EUNSUPPORTED,
                            "%s: unknown member \"%.60s\" (an extension ndstore does not "
                            "understand, and its must_understand is not false)",
@@ -370,16 +373,9 @@ int nds_zarr3_meta_parse(const json_object *doc_json, const char *doc, nds_zarr3
         return nds_err(NDS_EFORMAT, "%s: expected a json object", doc);
     parsed p;
     memset(&p, 0, sizeof p);
-    for (size_t i = 0; i < MEMBER_COUNT; i++) {
-        json_object *v;
-        if (!json_object_object_get_ex(doc_json, members[i].name, &v)) {
-            if (!members[i].required) continue;
-            return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", doc, members[i].name);
-        }
-        int rc = members[i].parse(v, doc, &p);
-        if (rc) return rc;
-    }
-    int rc = check_unknown(doc_json, doc);
+    int rc = nds_doc_members_parse(doc_json, doc, members, MEMBER_COUNT, &p);
+    if (rc) return rc;
+    rc = check_unknown(doc_json, doc);
     if (!rc) rc = parse_finish(doc, &p);
     if (rc) {
         nds_z3_chain_free(p.m.chain);
@@ -496,42 +492,9 @@ static int schema_member(json_object *req, const char *key, const json_object *v
                    where, key);
 }
 
-static int request_build(json_object *req, const json_object *spec, const char *where) {
-    json_object *v;
-    if (json_object_object_get_ex(spec, "metadata", &v)) {
-        if (!json_object_is_type(v, json_type_object))
-            return nds_err(NDS_EINVAL, "zarr3: spec for %s: \"metadata\" must be an object", where);
-        json_object_object_foreach(v, key, val) {
-            if (!is_member(key) && !ignorable(val))
-                return nds_err(NDS_EINVAL, "zarr3: spec for %s: unknown metadata member \"%.40s\"",
-                               where, key);
-            json_object_object_add(req, key, json_object_get(val));
-        }
-    }
-    if (json_object_object_get_ex(spec, "schema", &v)) {
-        if (!json_object_is_type(v, json_type_object))
-            return nds_err(NDS_EINVAL, "zarr3: spec for %s: \"schema\" must be an object", where);
-        json_object_object_foreach(v, key, val) {
-            int rc = schema_member(req, key, val, where);
-            if (rc) return rc;
-        }
-    }
-    if (json_object_object_get_ex(spec, "dtype", &v)) return schema_dtype(req, v, where);
-    return 0;
-}
-
 int nds_zarr3_request_from_spec(const json_object *spec, const char *where, json_object **out) {
-    *out = json_object_new_object();
-    if (!*out) return nds_err(NDS_ENOMEM, "zarr3: out of memory");
-    if (!spec) return 0;
-    if (!json_object_is_type(spec, json_type_object))
-        return nds_err(NDS_EINVAL, "zarr3: spec for %s: expected a json object", where);
-    int rc = request_build(*out, spec, where);
-    if (rc) {
-        json_object_put(*out);
-        *out = NULL;
-    }
-    return rc;
+    static const nds_spec_members m = {"zarr3", known_member, schema_member};
+    return nds_format_request_from_spec(spec, where, &m, out);
 }
 
 /* ---- completing a request into a document ---------------------------------------------------- */
@@ -540,20 +503,6 @@ static json_object *u64_array(const uint64_t *v, size_t n) {
     json_object *a = json_object_new_array();
     for (size_t i = 0; a && i < n; i++) json_object_array_add(a, json_object_new_uint64(v[i]));
     return a;
-}
-
-/* About DEFAULT_CHUNK_BYTES per chunk: start from the shape and halve the longest dimension. */
-static void default_chunks(size_t rank, const uint64_t *shape, size_t itemsize, uint64_t *chunks) {
-    uint64_t target = DEFAULT_CHUNK_BYTES / itemsize;
-    for (size_t d = 0; d < rank; d++) chunks[d] = shape[d] ? shape[d] : 1;
-    for (;;) {
-        uint64_t n;
-        if (nds_product_u64(chunks, rank, &n) && n <= target) return;
-        size_t longest = 0;
-        for (size_t d = 1; d < rank; d++)
-            if (chunks[d] > chunks[longest]) longest = d;
-        chunks[longest] = nds_ceil_div(chunks[longest], 2);
-    }
 }
 
 static json_object *named(const char *name, json_object *config) {
@@ -605,7 +554,8 @@ static int layout_of(const json_object *req, const char *doc, size_t rank, const
     }
     if (!has_w && !has_c) {
         if (has_r) memcpy(l->write, l->read, sizeof l->read);
-        else default_chunks(rank, shape, nds_dtype_size(dtype), l->write);
+        else
+            nds_default_chunks(rank, shape, nds_dtype_size(dtype), DEFAULT_CHUNK_BYTES, l->write);
     }
     l->sharded = has_r && memcmp(l->read, l->write, rank * sizeof l->read[0]) != 0;
     for (size_t d = 0; l->sharded && d < rank; d++)

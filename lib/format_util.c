@@ -1,4 +1,6 @@
-/* Chunk keys of decimal grid indices, and per-thread scratch buffers (internal/format_util.h). */
+/* Chunk keys of decimal grid indices, metadata documents (read, written, parsed member by member),
+ * requests built from specs, default chunk shapes, codec instances, and per-thread scratch buffers
+ * (internal/format_util.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +78,116 @@ int nds_format_write_json(nds_kvstore *kv, const char *key, const json_object *d
     return rc;
 }
 
+int nds_format_codec_new(const json_object *config, size_t elem_size, const char *doc,
+                         const char *what, const nds_codec **codec, void **state) {
+    json_object *id = NULL;
+    json_object_object_get_ex(config, "id", &id);
+    const char *name = json_object_get_string(id);
+    const nds_codec *c = nds_codec_find(name);
+    if (!c)
+        return nds_err(NDS_EUNSUPPORTED, "%s: %s needs codec \"%s\", not registered", doc, what,
+                       name ? name : "(none)");
+    int rc = c->create(state, config, elem_size);
+    if (rc) return nds_err_prefix(rc, "%s: %s", doc, what);
+    *codec = c;
+    return 0;
+}
+
+int nds_codec_decode_exact(const nds_codec *c, void *state, const uint8_t *in, size_t len,
+                           uint8_t *out, size_t n) {
+    size_t got = 0;
+    int rc = c->decode(state, in, len, out, n, &got);
+    if (rc) return rc;
+    if (got != n)
+        return nds_err(NDS_ECORRUPT, "%s: expected %zu bytes after decompression, found %zu",
+                       c->name, n, got);
+    return 0;
+}
+
+void nds_default_chunks(size_t rank, const uint64_t *shape, size_t itemsize, uint64_t target_bytes,
+                        uint64_t *chunks) {
+    uint64_t target = target_bytes / itemsize;
+    for (size_t d = 0; d < rank; d++) chunks[d] = shape[d] ? shape[d] : 1;
+    for (;;) {
+        uint64_t n;
+        if (nds_product_u64(chunks, rank, &n) && n <= target) return;
+        size_t longest = 0;
+        for (size_t d = 1; d < rank; d++)
+            if (chunks[d] > chunks[longest]) longest = d;
+        chunks[longest] = nds_ceil_div(chunks[longest], 2);
+    }
+}
+
+int nds_doc_members_parse(const json_object *doc_json, const char *doc,
+                          const nds_doc_member *members, size_t n, void *state) {
+    for (size_t i = 0; i < n; i++) {
+        json_object *v;
+        if (!json_object_object_get_ex(doc_json, members[i].name, &v)) {
+            if (!members[i].required) continue;
+            return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", doc, members[i].name);
+        }
+        int rc = members[i].parse(v, doc, state);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+bool nds_doc_member_known(const nds_doc_member *members, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(members[i].name, name) == 0) return true;
+    return false;
+}
+
+/* Copies the spec's "metadata" members into req, each checked by m->known. */
+static int request_metadata(json_object *req, const json_object *md, const char *where,
+                            const nds_spec_members *m) {
+    if (!json_object_is_type(md, json_type_object))
+        return nds_err(NDS_EINVAL, "%s: spec for %s: \"metadata\" must be an object", m->who,
+                       where);
+    json_object_object_foreach((json_object *)md, key, val) {
+        if (m->known && !m->known(key, val))
+            return nds_err(NDS_EINVAL, "%s: spec for %s: unknown metadata member \"%.40s\"", m->who,
+                           where, key);
+        json_object_object_add(req, key, json_object_get(val));
+    }
+    return 0;
+}
+
+static int request_build(json_object *req, const json_object *spec, const char *where,
+                         const nds_spec_members *m) {
+    json_object *v;
+    if (json_object_object_get_ex(spec, "metadata", &v)) {
+        int rc = request_metadata(req, v, where, m);
+        if (rc) return rc;
+    }
+    if (json_object_object_get_ex(spec, "schema", &v)) {
+        if (!json_object_is_type(v, json_type_object))
+            return nds_err(NDS_EINVAL, "%s: spec for %s: \"schema\" must be an object", m->who,
+                           where);
+        json_object_object_foreach(v, key, val) {
+            int rc = m->schema(req, key, val, where);
+            if (rc) return rc;
+        }
+    }
+    if (json_object_object_get_ex(spec, "dtype", &v)) return m->schema(req, "dtype", v, where);
+    return 0;
+}
+
+int nds_format_request_from_spec(const json_object *spec, const char *where,
+                                 const nds_spec_members *m, json_object **out) {
+    *out = json_object_new_object();
+    if (!*out) return nds_err(NDS_ENOMEM, "%s: out of memory", m->who);
+    if (!spec) return 0;
+    int rc = json_object_is_type(spec, json_type_object)
+                 ? request_build(*out, spec, where, m)
+                 : nds_err(NDS_EINVAL, "%s: spec for %s: expected a json object", m->who, where);
+    if (rc) {
+        json_object_put(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 /* Scratch buffers live in thread-specific storage whose destructor frees them when a thread exits,
  * so the workers of a freed context give their memory back (a plain _Thread_local would leak it).
  */
@@ -116,6 +228,10 @@ uint8_t *nds_scratch(int slot, size_t n) {
         return NULL;
     }
     return nds_buf_reserve(b, n) == 0 ? b->data : NULL;
+}
+
+nds_buf *nds_scratch_reserve(int slot, size_t n) {
+    return nds_scratch(slot, n ? n : 1) ? nds_scratch_buf(slot) : NULL;
 }
 
 void nds_scratch_trim(int slot) {

@@ -18,41 +18,18 @@
 #include <bzlib.h>
 #include <json-c/json.h>
 
+#include "codec_util.h"
 #include "ndstore/sys/codec.h"
 #include "internal/error.h"
-#include "internal/json_util.h"
 
-#define DOC "bz2 config"
-
-typedef struct bz2_state {
-    int level; /* 1-9 */
-} bz2_state;
-
+/* The state is the level, 1-9 (an nds_int_config). */
 static int bz2_create(void **state, const struct json_object *config, size_t elem_size) {
     (void)elem_size;
-    int64_t level = 1;
-    if (config) {
-        if (!json_object_is_type(config, json_type_object))
-            return nds_err(NDS_EFORMAT, DOC ": expected a json object");
-        json_object_object_foreach((json_object *)config, key, val) {
-            (void)val;
-            if (strcmp(key, "id") && strcmp(key, "level"))
-                return nds_err(NDS_EFORMAT, DOC ": unknown member \"%s\"", key);
-        }
-        int rc = nds_json_get_int(config, "level", true, 1, 9, DOC, &level);
-        if (rc) return rc;
-    }
-    bz2_state *s = malloc(sizeof *s);
-    if (!s) return nds_err(NDS_ENOMEM, "bz2: out of memory");
-    s->level = (int)level;
-    *state = s;
-    return 0;
+    return nds_int_config_create(state, config, "bz2", "level", 1, 9, 1);
 }
 
-static void bz2_destroy(void *state) { free(state); }
-
 static int bz2_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) {
-    const bz2_state *s = state;
+    const nds_int_config *s = state;
     /* bzip2's documented worst case: 1% larger plus 600 bytes. */
     size_t bound = len + len / 100 + 600;
     if (bound > UINT_MAX)
@@ -62,7 +39,7 @@ static int bz2_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) 
     unsigned int n = (unsigned int)bound;
     static char empty[1];
     int brc = BZ2_bzBuffToBuffCompress((char *)out->data, &n, len ? (char *)in : empty,
-                                       (unsigned int)len, s->level, 0, 0);
+                                       (unsigned int)len, (int)s->value, 0, 0);
     if (brc == BZ_MEM_ERROR) return nds_err(NDS_ENOMEM, "bz2: out of memory compressing");
     if (brc != BZ_OK)
         return nds_err_cause(NDS_EINTERNAL, NDS_CAUSE_OTHER, brc, "bz2: compression failed (%d)",
@@ -90,15 +67,13 @@ static void refill(bz_stream *strm, const uint8_t **in, size_t *in_left, uint8_t
     }
 }
 
-/* Decodes one stream from in[0..len) into out[0..out_cap); sets *used and *produced, and *brc_out
- * to libbz2's last result (BZ_STREAM_END on success; the caller maps the others to messages).
- * Returns 0 or NDS_ECORRUPT / NDS_ENOMEM without setting the error message. */
-static int decode_stream(const uint8_t *in, size_t len, uint8_t *out, size_t out_cap, size_t *used,
-                         size_t *produced, int *brc_out) {
+/* Decodes one stream (nds_stream_decode_fn); r->lib_rc is libbz2's last result. */
+static int decode_stream(const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
+                         nds_stream_result *r) {
     bz_stream strm;
     memset(&strm, 0, sizeof strm);
     int brc = BZ2_bzDecompressInit(&strm, 0, 0);
-    if (brc != BZ_OK) return *brc_out = brc, NDS_ENOMEM;
+    if (brc != BZ_OK) return r->lib_rc = brc, NDS_ENOMEM;
     const uint8_t *ip = in;
     uint8_t *op = out;
     size_t in_left = len, out_left = out_cap, in_total = 0, out_total = 0;
@@ -116,13 +91,15 @@ static int decode_stream(const uint8_t *in, size_t len, uint8_t *out, size_t out
         }
     }
     BZ2_bzDecompressEnd(&strm);
-    *used = in_total;
-    *produced = out_total;
-    *brc_out = brc;
+    r->used = in_total;
+    r->produced = out_total;
+    r->lib_rc = brc;
+    r->not_stream = brc == BZ_DATA_ERROR || brc == BZ_DATA_ERROR_MAGIC;
     return brc == BZ_STREAM_END ? 0 : NDS_ECORRUPT;
 }
 
-static int bz2_fail(int brc, size_t out_cap, size_t at) {
+static int bz2_fail(const nds_stream_result *r, size_t out_cap, size_t at) {
+    int brc = (int)r->lib_rc;
     if (brc == BZ_MEM_ERROR) return nds_err(NDS_ENOMEM, "bz2: out of memory decompressing");
     if (brc == BZ_OUTBUFF_FULL)
         return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_OTHER, brc,
@@ -138,44 +115,18 @@ static int bz2_fail(int brc, size_t out_cap, size_t at) {
 static int bz2_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
                       size_t *out_len) {
     (void)state;
-    uint8_t dummy;
-    if (!out) {
-        out = &dummy;
-        out_cap = 0;
-    }
-    size_t pos = 0, total = 0;
-    do {
-        size_t used = 0, produced = 0;
-        int brc = 0;
-        int rc = decode_stream(in + pos, len - pos, out + total, out_cap - total, &used, &produced,
-                               &brc);
-        if (rc) {
-            /* Python's bz2.decompress drops undecodable data after a complete stream. */
-            if (pos > 0 && (brc == BZ_DATA_ERROR || brc == BZ_DATA_ERROR_MAGIC)) break;
-            return bz2_fail(brc, out_cap, pos);
-        }
-        pos += used;
-        total += produced;
-    } while (pos < len);
-    *out_len = total;
-    return 0;
+    return nds_decode_streams(in, len, out, out_cap, out_len, decode_stream, bz2_fail);
 }
 
 static int bz2_config_json(void *state, struct json_object **out) {
-    const bz2_state *s = state;
-    json_object *o = json_object_new_object();
-    if (!o) return nds_err(NDS_ENOMEM, "bz2: out of memory");
-    json_object_object_add(o, "id", json_object_new_string("bz2"));
-    json_object_object_add(o, "level", json_object_new_int(s->level));
-    *out = o;
-    return 0;
+    return nds_int_config_json(state, "bz2", "level", out);
 }
 
 const nds_codec nds_codec_bz2 = {
     .version = NDS_CODEC_VERSION,
     .name = "bz2",
     .create = bz2_create,
-    .destroy = bz2_destroy,
+    .destroy = free,
     .encode = bz2_encode,
     .decode = bz2_decode,
     .config_json = bz2_config_json,

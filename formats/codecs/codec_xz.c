@@ -22,46 +22,24 @@
 #include <lzma.h>
 #include <json-c/json.h>
 
+#include "codec_util.h"
 #include "ndstore/sys/codec.h"
 #include "internal/error.h"
-#include "internal/json_util.h"
 
-#define DOC "xz config"
 /* Decoder memory a stream may ask for: preset 9 (64 MiB dictionary) with room to spare. */
 #define XZ_MEMLIMIT (UINT64_C(128) << 20)
 
-typedef struct xz_state {
-    uint32_t preset; /* 0-9 */
-} xz_state;
-
+/* The state is the preset, 0-9 (an nds_int_config). */
 static int xz_create(void **state, const struct json_object *config, size_t elem_size) {
     (void)elem_size;
-    int64_t preset = 6;
-    if (config) {
-        if (!json_object_is_type(config, json_type_object))
-            return nds_err(NDS_EFORMAT, DOC ": expected a json object");
-        json_object_object_foreach((json_object *)config, key, val) {
-            (void)val;
-            if (strcmp(key, "id") && strcmp(key, "preset"))
-                return nds_err(NDS_EFORMAT, DOC ": unknown member \"%s\"", key);
-        }
-        int rc = nds_json_get_int(config, "preset", true, 0, 9, DOC, &preset);
-        if (rc) return rc;
-    }
-    xz_state *s = malloc(sizeof *s);
-    if (!s) return nds_err(NDS_ENOMEM, "xz: out of memory");
-    s->preset = (uint32_t)preset;
-    *state = s;
-    return 0;
+    return nds_int_config_create(state, config, "xz", "preset", 0, 9, 6);
 }
 
-static void xz_destroy(void *state) { free(state); }
-
 static int xz_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) {
-    const xz_state *s = state;
+    uint32_t preset = (uint32_t)((const nds_int_config *)state)->value;
     lzma_options_lzma opt;
-    if (lzma_lzma_preset(&opt, s->preset))
-        return nds_err(NDS_EINTERNAL, "xz: liblzma does not know preset %u", (unsigned)s->preset);
+    if (lzma_lzma_preset(&opt, preset))
+        return nds_err(NDS_EINTERNAL, "xz: liblzma does not know preset %u", (unsigned)preset);
     /* A dictionary larger than the input only costs memory (see the header comment). */
     if (len < opt.dict_size)
         opt.dict_size = len < LZMA_DICT_SIZE_MIN ? LZMA_DICT_SIZE_MIN : (uint32_t)len;
@@ -82,21 +60,10 @@ static int xz_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) {
     return 0;
 }
 
-/* What decoding one stream found. */
-typedef struct stream_result {
-    size_t used;     /* input bytes consumed */
-    size_t produced; /* output bytes written */
-    lzma_ret ret;    /* liblzma's last result: LZMA_STREAM_END on success */
-    bool overflow;   /* out of output room with input left: more data than expected */
-    uint64_t mem;    /* decoder memory the stream asked for (for LZMA_MEMLIMIT_ERROR) */
-} stream_result;
-
-/* Decodes one stream from in[0..len) into out[0..out_cap). Returns 0 or NDS_ECORRUPT without
- * setting a message: the caller decides whether the failure is an error (see xz_decode). */
+/* Decodes one stream (nds_stream_decode_fn); r->lib_rc is liblzma's last result. */
 static int decode_stream(const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-                         stream_result *r) {
+                         nds_stream_result *r) {
     lzma_stream strm = LZMA_STREAM_INIT;
-    memset(r, 0, sizeof *r);
     lzma_ret ret = lzma_stream_decoder(&strm, XZ_MEMLIMIT, 0);
     if (ret == LZMA_OK) {
         strm.next_in = in;
@@ -111,16 +78,18 @@ static int decode_stream(const uint8_t *in, size_t len, uint8_t *out, size_t out
         if (ret == LZMA_MEMLIMIT_ERROR) r->mem = lzma_memusage(&strm);
     }
     lzma_end(&strm);
-    r->ret = ret;
+    r->lib_rc = (long)ret;
+    r->not_stream = !r->overflow && (ret == LZMA_FORMAT_ERROR || ret == LZMA_DATA_ERROR ||
+                                     ret == LZMA_OPTIONS_ERROR);
     return ret == LZMA_STREAM_END ? 0 : NDS_ECORRUPT;
 }
 
-static int xz_fail(const stream_result *r, size_t out_cap, size_t at) {
-    long cause = (long)r->ret;
+static int xz_fail(const nds_stream_result *r, size_t out_cap, size_t at) {
+    long cause = r->lib_rc;
     if (r->overflow)
         return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_OTHER, cause,
                              "xz: decoded data exceeds the %zu bytes expected", out_cap);
-    switch (r->ret) {
+    switch ((lzma_ret)r->lib_rc) {
     case LZMA_MEM_ERROR: return nds_err(NDS_ENOMEM, "xz: out of memory decompressing");
     case LZMA_MEMLIMIT_ERROR:
         return nds_err_cause(NDS_ELIMIT, NDS_CAUSE_OTHER, cause,
@@ -140,52 +109,26 @@ static int xz_fail(const stream_result *r, size_t out_cap, size_t at) {
                              at);
     default:
         return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_OTHER, cause,
-                             "xz: corrupt data in the stream starting at byte %zu (liblzma %d)",
-                             at, (int)r->ret);
+                             "xz: corrupt data in the stream starting at byte %zu (liblzma %d)", at,
+                             (int)r->lib_rc);
     }
 }
 
 static int xz_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
                      size_t *out_len) {
     (void)state;
-    uint8_t dummy;
-    if (!out) {
-        out = &dummy;
-        out_cap = 0;
-    }
-    size_t pos = 0, total = 0;
-    do {
-        stream_result r;
-        if (decode_stream(in + pos, len - pos, out + total, out_cap - total, &r)) {
-            /* Python's lzma.decompress drops undecodable data after a complete stream. */
-            if (pos > 0 && !r.overflow &&
-                (r.ret == LZMA_FORMAT_ERROR || r.ret == LZMA_DATA_ERROR ||
-                 r.ret == LZMA_OPTIONS_ERROR))
-                break;
-            return xz_fail(&r, out_cap, pos);
-        }
-        pos += r.used;
-        total += r.produced;
-    } while (pos < len);
-    *out_len = total;
-    return 0;
+    return nds_decode_streams(in, len, out, out_cap, out_len, decode_stream, xz_fail);
 }
 
 static int xz_config_json(void *state, struct json_object **out) {
-    const xz_state *s = state;
-    json_object *o = json_object_new_object();
-    if (!o) return nds_err(NDS_ENOMEM, "xz: out of memory");
-    json_object_object_add(o, "id", json_object_new_string("xz"));
-    json_object_object_add(o, "preset", json_object_new_int((int)s->preset));
-    *out = o;
-    return 0;
+    return nds_int_config_json(state, "xz", "preset", out);
 }
 
 const nds_codec nds_codec_xz = {
     .version = NDS_CODEC_VERSION,
     .name = "xz",
     .create = xz_create,
-    .destroy = xz_destroy,
+    .destroy = free,
     .encode = xz_encode,
     .decode = xz_decode,
     .config_json = xz_config_json,

@@ -1,5 +1,7 @@
-/* Helpers every format needs the same way: chunk keys made of decimal grid indices, and per-thread
- * scratch buffers. */
+/* Helpers every format needs the same way: chunk keys made of decimal grid indices, metadata
+ * documents read, written and parsed member by member, specs turned into creation requests,
+ * default chunk shapes, codec instances from metadata configs, and per-thread scratch buffers.
+ * Thread-safe: no shared state beyond the per-thread scratch. */
 #ifndef NDS_INTERNAL_FORMAT_UTIL_H
 #define NDS_INTERNAL_FORMAT_UTIL_H
 
@@ -8,6 +10,7 @@
 #include <stdbool.h>
 #include "ndstore/kvstore.h"
 #include "ndstore/sys/buf.h"
+#include "ndstore/sys/codec.h"
 #include "internal/json_util.h"
 
 /**
@@ -35,6 +38,58 @@ int nds_format_write_json(nds_kvstore *kv, const char *key, const json_object *d
                           const nds_json_style *style, const nds_generation *if_equal,
                           const char *who, const char *url);
 
+/** A codec instance for config (numcodecs style: its "id" names the codec) and elem_size-byte
+ * elements; *codec and *state are set only on success. NDS_EUNSUPPORTED "<doc>: <what> needs codec
+ * \"<id>\", not registered" when no codec has that id; the codec's own errors are prefixed
+ * "<doc>: <what>". */
+int nds_format_codec_new(const json_object *config, size_t elem_size, const char *doc,
+                         const char *what, const nds_codec **codec, void **state);
+/** Decodes in[0..len) with codec c into out, which must come out exactly n bytes long;
+ * NDS_ECORRUPT "<codec>: expected n bytes after decompression, found m" when it does not. */
+int nds_codec_decode_exact(const nds_codec *c, void *state, const uint8_t *in, size_t len,
+                           uint8_t *out, size_t n);
+
+/** A default chunk shape for an array of rank dims of shape and itemsize-byte elements: about
+ * target_bytes per chunk (at least one element), from the whole shape (a zero-length dimension
+ * counts as 1) with the longest dimension halved until it fits. */
+void nds_default_chunks(size_t rank, const uint64_t *shape, size_t itemsize, uint64_t target_bytes,
+                        uint64_t *chunks);
+
+/** One member of a metadata document: its name, its parser (given the member's value and the
+ * caller's parse state) and whether a document must have it. */
+typedef struct nds_doc_member {
+    const char *name;
+    int (*parse)(const json_object *v, const char *doc, void *state);
+    bool required;
+} nds_doc_member;
+
+/** Parses the members of doc_json (a JSON object) that members[0..n) name, in table order (so a
+ * parser may use what earlier ones stored in state). NDS_EFORMAT "<doc>: missing member \"<name>\""
+ * for an absent required member; a parser's error comes back as it is. Members the table does not
+ * name are the caller's business. */
+int nds_doc_members_parse(const json_object *doc_json, const char *doc,
+                          const nds_doc_member *members, size_t n, void *state);
+/** Whether name is one of members[0..n). */
+bool nds_doc_member_known(const nds_doc_member *members, size_t n, const char *name);
+
+/** What a format does with the members of a spec while nds_format_request_from_spec builds a
+ * request (a JSON object of metadata members) from it. */
+typedef struct nds_spec_members {
+    const char *who; /**< the format's name, which starts messages ("zarr", "zarr3") */
+    /** Whether key (with value v) may stand in the spec's "metadata"; NULL: any member may. */
+    bool (*known)(const char *key, const json_object *v);
+    /** Adds what "schema" member key (value v) asks for to req; also given a top-level "dtype"
+     * (TensorStore accepts it there). Errors name where. */
+    int (*schema)(json_object *req, const char *key, const json_object *v, const char *where);
+} nds_spec_members;
+
+/** A new request from spec (NULL: an empty one): the "metadata" members copied as they are, the
+ * "schema" members and a top-level "dtype" through m->schema. NDS_EINVAL when spec, "metadata" or
+ * "schema" is not an object or a metadata member is not known; messages read "<who>: spec for
+ * <where>: ...". *out is NULL after an error. */
+int nds_format_request_from_spec(const json_object *spec, const char *where,
+                                 const nds_spec_members *m, json_object **out);
+
 /** Per-thread scratch buffers, reused across calls on a thread and freed when the thread exits. The
  * core uses the first two slots; formats use the FORMAT slots (a format's decode runs while the
  * core holds NDS_SCRATCH_CHUNK). */
@@ -51,6 +106,9 @@ enum {
 nds_buf *nds_scratch_buf(int slot);
 /** Slot's storage grown to at least n bytes; NULL with NDS_ENOMEM set. */
 uint8_t *nds_scratch(int slot, size_t n);
+/** The calling thread's buffer of slot, grown to at least n bytes (one when n is 0); NULL with
+ * NDS_ENOMEM set. */
+nds_buf *nds_scratch_reserve(int slot, size_t n);
 /** Frees the slot's storage when it holds more than is worth keeping (64 MiB), after a huge chunk.
  */
 void nds_scratch_trim(int slot);

@@ -25,22 +25,15 @@ directory, removed at the end.
 """
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import traceback
 import warnings
 
 import numpy as np
 import zarr
 from numcodecs import BZ2, LZMA, Blosc, GZip, Zlib, Zstd
 
-NDS = None          # the ndstore binary (argv[1])
-TMP = None          # the temporary directory of this run
-FILTER = None       # -k SUBSTRING: run only the cases whose name contains it
-PASSED = 0
-FAILED = 0
+from interop_common import CaseFail, case, newdir, nds, nds_ok, nds_read, nds_write, run
+
 STORE_CLASS = None  # zarr.n5.N5FSStore, or N5Store without fsspec
 
 N5_DTYPES = ['uint8', 'uint16', 'uint32', 'uint64', 'int8', 'int16', 'int32', 'int64',
@@ -49,82 +42,14 @@ N5_DTYPES = ['uint8', 'uint16', 'uint32', 'uint64', 'int8', 'int16', 'int32', 'i
 warnings.simplefilter('ignore')  # zarr-python warns that not every N5 reader has blosc
 
 
-class CaseFail(Exception):
-    """A case's check failed; the message is the reason printed after FAIL."""
-
-
-def case(name, fn, *args):
-    """Runs one case and prints its line. fn raises CaseFail (or anything) to fail."""
-    global PASSED, FAILED
-    if FILTER and FILTER not in name:
-        return
-    try:
-        fn(*args)
-    except CaseFail as e:
-        FAILED += 1
-        print('FAIL %s %s' % (name, str(e).replace('\n', ' | ')), flush=True)
-        return
-    except Exception as e:  # a bug in the test or an unexpected zarr-python error: still one line
-        FAILED += 1
-        tb = traceback.extract_tb(e.__traceback__)[-1]
-        print('FAIL %s %s: %s (line %d)' % (name, type(e).__name__, str(e).replace('\n', ' | '),
-                                            tb.lineno), flush=True)
-        return
-    PASSED += 1
-    print('ok %s' % name, flush=True)
-
-
-def newdir(tag):
-    return tempfile.mkdtemp(prefix=tag.replace('/', '_')[:40] + '-', dir=TMP)
-
-
 def store(path):
     return STORE_CLASS(path)
 
 
 # ---- running ndstore ----------------------------------------------------------------------------
 
-def nds(*args, timeout=120):
-    """Runs ndstore; returns the CompletedProcess (text mode)."""
-    cmd = [NDS] + [str(a) for a in args]
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise CaseFail('timed out after %ds: %s' % (timeout, ' '.join(cmd)))
-
-
-def nds_ok(*args):
-    r = nds(*args)
-    if r.returncode != 0:
-        err = r.stderr.strip().replace('\n', ' | ')
-        raise CaseFail('`ndstore %s` exit %d: %s' % (' '.join(str(a) for a in args),
-                                                     r.returncode, err[:400]))
-    return r
-
-
 def url(path):
     return 'file://%s|n5:' % path
-
-
-def nds_read(spec, region=None):
-    out = os.path.join(TMP, 'read-%d.npy' % os.getpid())
-    args = ['read', spec, '-o', out] + (['--region', region] if region is not None else [])
-    try:
-        nds_ok(*args)
-        return np.load(out)
-    finally:
-        if os.path.exists(out):
-            os.unlink(out)
-
-
-def nds_write(spec, arr, region=None):
-    path = os.path.join(TMP, 'write-%d.npy' % os.getpid())
-    np.save(path, arr)
-    args = ['write', spec, '-i', path] + (['--region', region] if region is not None else [])
-    try:
-        nds_ok(*args)
-    finally:
-        os.unlink(path)
 
 
 def nds_create(path, dims, block, dtype, compression, extra=None):
@@ -230,7 +155,8 @@ def a_missing_blocks():
     z[0:4, 5:10] = 7
     z[8:10, 10:12] = 9
     compare(nds_read(url(d)), np.transpose(z[...]))
-    blocks = sorted(ln.split()[-1] for ln in nds_ok('ls', d).stdout.splitlines()[:-1])
+    # `ndstore ls` lines are "SIZE  KEY", maybe followed by a note on metadata keys.
+    blocks = sorted(ln.split()[1] for ln in nds_ok('ls', d).stdout.splitlines()[:-1])
     if blocks != ['1/0', '2/2', 'attributes.json']:
         raise CaseFail('stored keys %s' % blocks)
 
@@ -414,39 +340,23 @@ def c_cases(fixtures):
         case('c/fixture/%s' % name, c_fixture, fixtures, name)
 
 
-def main(argv):
-    global NDS, TMP, FILTER, STORE_CLASS
-    args = argv[1:]
-    if '-k' in args:
-        i = args.index('-k')
-        FILTER = args[i + 1]
-        del args[i:i + 2]
-    if len(args) != 2:
-        print('usage: n5_interop.py NDSTORE_BINARY FIXTURES_DIR [-k SUBSTRING]', file=sys.stderr)
-        return 2
-    NDS = os.path.abspath(args[0])
-    fixtures = os.path.abspath(args[1])
+def run_cases(fixtures):
+    global STORE_CLASS
     if os.path.isdir(os.path.join(fixtures, 'n5_zarr_python')):
         fixtures = os.path.join(fixtures, 'n5_zarr_python')
-    if not os.access(NDS, os.X_OK):
-        print('n5_interop.py: %s is not an executable' % NDS, file=sys.stderr)
-        return 2
     try:
         import fsspec  # noqa: F401  (N5FSStore needs it)
         STORE_CLASS = zarr.n5.N5FSStore
     except ImportError:
         STORE_CLASS = zarr.n5.N5Store
     print('store: zarr.n5.%s (zarr-python %s)' % (STORE_CLASS.__name__, zarr.__version__))
-    TMP = tempfile.mkdtemp(prefix='nds-n5-interop-')
-    np.seterr(all='ignore')
-    try:
-        a_cases()
-        b_cases()
-        c_cases(fixtures)
-    finally:
-        shutil.rmtree(TMP, ignore_errors=True)
-    print('%d passed, %d failed' % (PASSED, FAILED))
-    return 1 if FAILED else 0
+    a_cases()
+    b_cases()
+    c_cases(fixtures)
+
+
+def main(argv):
+    return run(argv, 'n5_interop.py', 'n5', run_cases)
 
 
 if __name__ == '__main__':

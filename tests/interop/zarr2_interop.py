@@ -19,21 +19,14 @@ any failure. Everything is written under one temporary directory, removed at the
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import traceback
 
 import numpy as np
 import zarr
 from numcodecs import BZ2, LZ4, Blosc, Delta, GZip, Zlib, Zstd
 
-NDS = None          # the ndstore binary (argv[1])
-TMP = None          # the temporary directory of this run
-FILTER = None       # -k SUBSTRING: run only the cases whose name contains it
-PASSED = 0
-FAILED = 0
+from interop_common import (CaseFail, case, describe, newdir, nds, nds_ok, nds_read, nds_write,
+                            run, tmp_path)
 
 # Every dtype ndstore supports that zarr-python can write, in both byte orders where there is one.
 DTYPES = ['|b1', '|i1', '|u1']
@@ -47,82 +40,7 @@ NDS_DTYPE_NAMES = {
 }
 
 
-class CaseFail(Exception):
-    """A case's check failed; the message is the reason printed after FAIL."""
-
-
-def case(name, fn, *args):
-    """Runs one case and prints its line. fn raises CaseFail (or anything) to fail."""
-    global PASSED, FAILED
-    if FILTER and FILTER not in name:
-        return
-    try:
-        fn(*args)
-    except CaseFail as e:
-        FAILED += 1
-        print('FAIL %s %s' % (name, str(e).replace('\n', ' | ')), flush=True)
-        return
-    except Exception as e:  # a bug in the test or an unexpected zarr-python error: still one line
-        FAILED += 1
-        tb = traceback.extract_tb(e.__traceback__)[-1]
-        print('FAIL %s %s: %s (line %d)' % (name, type(e).__name__, str(e).replace('\n', ' | '),
-                                            tb.lineno), flush=True)
-        return
-    PASSED += 1
-    print('ok %s' % name, flush=True)
-
-
-def newdir(tag):
-    return tempfile.mkdtemp(prefix=tag.replace('/', '_')[:40] + '-', dir=TMP)
-
-
 # ---- running ndstore ----------------------------------------------------------------------------
-
-def nds(*args, timeout=120):
-    """Runs ndstore; returns the CompletedProcess (text mode)."""
-    cmd = [NDS] + [str(a) for a in args]
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise CaseFail('timed out after %ds: %s' % (timeout, ' '.join(cmd)))
-
-
-def describe(cmd_args, r):
-    err = r.stderr.strip().replace('\n', ' | ')
-    rc = r.returncode
-    how = 'killed by signal %d' % -rc if rc < 0 else 'exit %d' % rc
-    return '`ndstore %s` %s: %s' % (' '.join(str(a) for a in cmd_args), how, err[:400])
-
-
-def nds_ok(*args):
-    r = nds(*args)
-    if r.returncode != 0:
-        raise CaseFail(describe(args, r))
-    return r
-
-
-def nds_read(spec, region=None):
-    """ndstore read SPEC [--region R] -o tmp.npy; returns the loaded array."""
-    out = os.path.join(TMP, 'read-%d.npy' % os.getpid())
-    args = ['read', spec, '-o', out] + (['--region', region] if region is not None else [])
-    try:
-        nds_ok(*args)
-        return np.load(out)
-    finally:
-        if os.path.exists(out):
-            os.unlink(out)
-
-
-def nds_write(spec, arr, region=None):
-    """np.save(arr), then ndstore write SPEC -i it [--region R] (byte order and layout kept)."""
-    path = os.path.join(TMP, 'write-%d.npy' % os.getpid())
-    np.save(path, arr)
-    args = ['write', spec, '-i', path] + (['--region', region] if region is not None else [])
-    try:
-        nds_ok(*args)
-    finally:
-        os.unlink(path)
-
 
 def expect_clean_failure(args, must_contain):
     """ndstore must exit 1 with exactly one stderr line containing every string in must_contain."""
@@ -332,11 +250,11 @@ def a_snappy():
         z[...] = smooth_data('<u2', (20, 20), 1)
     except Exception:
         return  # this numcodecs cannot write snappy: nothing to check
-    r = nds('read', path, '-o', os.path.join(TMP, 'snappy.npy'))
+    r = nds('read', path, '-o', tmp_path('snappy.npy'))
     if r.returncode == 0:
-        compare(np.load(os.path.join(TMP, 'snappy.npy')), z[...])
+        compare(np.load(tmp_path('snappy.npy')), z[...])
         return
-    expect_clean_failure(['read', path, '-o', os.path.join(TMP, 'snappy.npy')], ['snappy'])
+    expect_clean_failure(['read', path, '-o', tmp_path('snappy.npy')], ['snappy'])
 
 
 def a_fill_cases():
@@ -455,7 +373,7 @@ def a_failure_cases():
         path = os.path.join(newdir('afilt'), 'a.zarr')
         z = zarr_create(path, (10,), (5,), '<i4', Zstd(1), filters=[Delta(dtype='<i4')])
         z[...] = np.arange(10)
-        expect_clean_failure(['read', path, '-o', os.path.join(TMP, 'x.npy')], ['delta'])
+        expect_clean_failure(['read', path, '-o', tmp_path('x.npy')], ['delta'])
 
     def corrupt(comp, name):
         path = os.path.join(newdir('acorrupt'), 'a.zarr')
@@ -466,7 +384,7 @@ def a_failure_cases():
             raw = f.read()
         with open(key, 'wb') as f:
             f.write(raw[:len(raw) // 2])
-        expect_clean_failure(['read', path, '-o', os.path.join(TMP, 'x.npy')], ['0.1'])
+        expect_clean_failure(['read', path, '-o', tmp_path('x.npy')], ['0.1'])
 
     case('a/error/filters-delta', filters)
     for name, comp in [('zstd', Zstd(1)), ('blosc', Blosc('lz4', 5, 1)), ('gzip', GZip(1)),
@@ -686,14 +604,14 @@ def b_errors():
     """Bad input to create/write fails cleanly."""
     path = os.path.join(newdir('berr'), 'a.zarr')
     nds_ok('create', path, '--shape', '10,10', '--chunks', '5,5', '--dtype', 'int16')
-    npy = os.path.join(TMP, 'berr.npy')
+    npy = tmp_path('berr.npy')
     np.save(npy, np.zeros((10, 10), dtype='<i4'))
     expect_clean_failure(['write', path, '-i', npy], ['int32', 'int16'])
     np.save(npy, np.zeros((3, 3), dtype='<i2'))
     expect_clean_failure(['write', path, '-i', npy, '--region', '[0:4, 0:3]'], ['shape'])
-    expect_clean_failure(['create', os.path.join(TMP, 'bad.zarr'), '--shape', '4', '--dtype',
+    expect_clean_failure(['create', tmp_path('bad.zarr'), '--shape', '4', '--dtype',
                           'int16', '--codec', 'zstd:99'], ['zstd'])
-    expect_clean_failure(['create', os.path.join(TMP, 'bad.zarr'), '--shape', '4', '--dtype',
+    expect_clean_failure(['create', tmp_path('bad.zarr'), '--shape', '4', '--dtype',
                           'int16', '--codec', 'blosc:nosuch'], ['nosuch'])
     os.unlink(npy)
 
@@ -705,7 +623,7 @@ def c_fixture_one(data_dir, exp_dir, name):
     with open(os.path.join(path, '.zarray')) as f:
         dtype = json.load(f)['dtype']
     if isinstance(dtype, str) and dtype[1:2] in ('S', 'U', 'O'):
-        expect_clean_failure(['read', path, '-o', os.path.join(TMP, 'fx.npy')], [dtype])
+        expect_clean_failure(['read', path, '-o', tmp_path('fx.npy')], [dtype])
         return
     want = np.load(os.path.join(exp_dir, name + '.npy'))
     got = nds_read(path)
@@ -728,41 +646,24 @@ def c_fixture_cases(fixtures):
 
 # ---- main ---------------------------------------------------------------------------------------
 
+def run_cases(fixtures):
+    a_dtype_cases()
+    a_compressor_cases()
+    a_fill_cases()
+    a_region_cases()
+    a_shape_cases()
+    a_failure_cases()
+    b_codec_cases()
+    b_dtype_cases()
+    b_fill_cases()
+    b_update_cases()
+    case('b/create-delete-existing', b_delete_existing)
+    case('b/errors', b_errors)
+    c_fixture_cases(fixtures)
+
+
 def main(argv):
-    global NDS, TMP, FILTER
-    args = argv[1:]
-    if '-k' in args:
-        i = args.index('-k')
-        FILTER = args[i + 1]
-        del args[i:i + 2]
-    if len(args) != 2:
-        print('usage: zarr2_interop.py NDSTORE_BINARY FIXTURES_DIR [-k SUBSTRING]', file=sys.stderr)
-        return 2
-    NDS = os.path.abspath(args[0])
-    fixtures = os.path.abspath(args[1])
-    if not os.access(NDS, os.X_OK):
-        print('zarr2_interop.py: %s is not an executable' % NDS, file=sys.stderr)
-        return 2
-    TMP = tempfile.mkdtemp(prefix='nds-zarr2-interop-')
-    np.seterr(all='ignore')
-    try:
-        a_dtype_cases()
-        a_compressor_cases()
-        a_fill_cases()
-        a_region_cases()
-        a_shape_cases()
-        a_failure_cases()
-        b_codec_cases()
-        b_dtype_cases()
-        b_fill_cases()
-        b_update_cases()
-        case('b/create-delete-existing', b_delete_existing)
-        case('b/errors', b_errors)
-        c_fixture_cases(fixtures)
-    finally:
-        shutil.rmtree(TMP, ignore_errors=True)
-    print('%d passed, %d failed' % (PASSED, FAILED))
-    return 1 if FAILED else 0
+    return run(argv, 'zarr2_interop.py', 'zarr2', run_cases)
 
 
 if __name__ == '__main__':

@@ -1,9 +1,14 @@
 /* Helpers shared by the format suites (support_format.h). */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "support_format.h"
+#include "support_npy.h"
+#include "ndstore/sys/kv_driver.h"
+
+extern const nds_kv_driver nds_kv_driver_memory;
 
 int open_spec(nds_array **a, const char *fmt, ...) {
     static char spec[16384];
@@ -74,4 +79,127 @@ void write_all(nds_array *a, const void *in) {
     nds_box box;
     whole_box(a, &box);
     NDS_OK(nds_array_write(a, &box, in, NULL));
+}
+
+void assert_attributes(nds_array *a, const char *want) {
+    char *text;
+    NDS_OK(nds_array_get_attributes(a, &text));
+    json_object *got_j = json_tokener_parse(text), *want_j = json_tokener_parse(want);
+    ck_assert_msg(json_object_equal(got_j, want_j), "attributes %s, want %s", text, want);
+    json_object_put(got_j);
+    json_object_put(want_j);
+    nds_free(text);
+}
+
+void nds_test_fixtures_dir(char *buf, size_t cap) {
+    const char *env = getenv("NDS_FIXTURES");
+    char root[1024];
+    snprintf(root, sizeof root, "%s", __FILE__);
+    char *p = strstr(root, "tests/unit/support_format.c");
+    if (p == root)
+        snprintf(root, sizeof root, ".");
+    else if (p)
+        p[-1] = 0;
+    if (env && env[0] == '/')
+        snprintf(buf, cap, "%s", env);
+    else if (snprintf(buf, cap, "%s/%s", root, env && env[0] ? env : "../shared/fixtures") >=
+             (int)cap)
+        buf[0] = '\0'; /* too long: the fixture test then fails to open it, visibly */
+}
+
+nds_array *open_expect_npy(const char *url, const char *npy, const char *name) {
+    char why[512];
+    nds_test_npy want;
+    ck_assert_msg(nds_test_npy_load(npy, &want, why, sizeof why) == 0, "%s (set NDS_FIXTURES)",
+                  why);
+    nds_array *a;
+    int rc = nds_array_open(&a, url, NULL);
+    ck_assert_msg(rc == 0, "%s: %s", name, nds_error_last()->message);
+    ck_assert_uint_eq(nds_array_rank(a), want.rank);
+    uint64_t shape[NDS_MAX_RANK];
+    nds_array_shape(a, shape);
+    for (size_t d = 0; d < want.rank; d++) ck_assert_uint_eq(shape[d], want.shape[d]);
+    ck_assert_uint_eq(nds_dtype_size(nds_array_dtype(a)), want.itemsize);
+    uint8_t *got = malloc(want.count * want.itemsize + 1);
+    read_all(a, got);
+    ck_assert_msg(memcmp(got, want.data, want.count * want.itemsize) == 0, "%s: values differ",
+                  name);
+    free(got);
+    nds_test_npy_free(&want);
+    return a;
+}
+
+/* ---- the racy kvstore: every method forwards to the memory driver ---- */
+
+const char *race_doc;
+int race_bumps;
+int race_writes;
+static const char *race_suffix = "";
+
+static bool race_key(const char *key) {
+    size_t n = strlen(key), k = strlen(race_suffix);
+    return n >= k && strcmp(key + n - k, race_suffix) == 0;
+}
+
+/* The competitor, right before our write of a race_suffix key. */
+static void race_compete(void *s, const char *key, const nds_write_options *o) {
+    if (o->if_equal.kind == NDS_GEN_ABSENT && race_doc) {
+        const char *doc = race_doc;
+        race_doc = NULL;
+        NDS_OK(nds_kv_driver_memory.write(s, key, (const uint8_t *)doc, strlen(doc), NULL, NULL));
+    } else if (o->if_equal.kind == NDS_GEN_VALUE && race_bumps > 0) {
+        race_bumps--;
+        nds_read_result r;
+        NDS_OK(nds_kv_driver_memory.read(s, key, NULL, &r));
+        NDS_OK(nds_kv_driver_memory.write(s, key, r.value.data, r.value.len, NULL, NULL));
+        nds_read_result_dispose(&r);
+    }
+}
+
+static int racy_write(void *s, const char *key, const uint8_t *data, size_t len,
+                      const nds_write_options *o, nds_generation *gen) {
+    if (!race_key(key))
+        __atomic_add_fetch(&race_writes, 1, __ATOMIC_SEQ_CST);
+    else if (data && o)
+        race_compete(s, key, o);
+    return nds_kv_driver_memory.write(s, key, data, len, o, gen);
+}
+
+static int racy_parse_url(const char *rest, json_object *spec) {
+    return nds_kv_driver_memory.parse_url(rest, spec);
+}
+static int racy_open(void **state, const json_object *spec) {
+    return nds_kv_driver_memory.open(state, spec);
+}
+static void racy_close(void *state) { nds_kv_driver_memory.close(state); }
+static void racy_url_base(void *state, char *buf, size_t cap) {
+    (void)state, snprintf(buf, cap, "racy://");
+}
+static int racy_read(void *s, const char *key, const nds_read_options *o, nds_read_result *out) {
+    return nds_kv_driver_memory.read(s, key, o, out);
+}
+static int racy_list(void *s, const char *prefix, nds_list_fn fn, void *ctx) {
+    return nds_kv_driver_memory.list(s, prefix, fn, ctx);
+}
+
+static const nds_kv_driver racy_driver = {
+    .version = NDS_KV_DRIVER_VERSION,
+    .name = "racy",
+    .url_scheme = "racy",
+    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_BYTE_RANGE,
+    .parse_url = racy_parse_url,
+    .open = racy_open,
+    .close = racy_close,
+    .url_base = racy_url_base,
+    .read = racy_read,
+    .write = racy_write,
+    .list = racy_list,
+};
+
+void racy_register(const char *suffix) {
+    NDS_OK(nds_kv_driver_register(&racy_driver)); /* registering again replaces it by itself */
+    race_suffix = suffix;
+    race_doc = NULL;
+    race_bumps = 0;
+    race_writes = 0;
 }

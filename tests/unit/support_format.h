@@ -1,5 +1,6 @@
-/* Helpers shared by the format suites (zarr v2, zarr v3, N5, precomputed): specs from printf formats, raw
- * keys on a kvstore URL, and error expectations. */
+/* Helpers shared by the format suites (zarr v2, zarr v3, N5, precomputed): specs from printf
+ * formats, raw keys on a kvstore URL, error expectations, the fixtures directory and .npy
+ * comparisons, and the "racy" test kvstore (a competing writer, and a write counter). */
 #ifndef NDS_TEST_SUPPORT_FORMAT_H
 #define NDS_TEST_SUPPORT_FORMAT_H
 
@@ -25,6 +26,31 @@ const char *member_str(json_object *o, const char *key);
 void read_all(nds_array *a, void *out);
 /** Writes in to the whole array (asserting success). */
 void write_all(nds_array *a, const void *in);
+
+/** Asserts that a's attributes are the JSON object want (compared as JSON, not as text). */
+void assert_attributes(nds_array *a, const char *want);
+
+/** The fixtures directory into buf: $NDS_FIXTURES when absolute, else relative to the source
+ * root (default ../shared/fixtures); empty when it does not fit in cap. */
+void nds_test_fixtures_dir(char *buf, size_t cap);
+/** Opens the array at url and asserts that it equals the .npy file npy (rank, shape, item size and
+ * every byte; name labels failures); returns it open. */
+nds_array *open_expect_npy(const char *url, const char *npy, const char *name);
+
+/* The "racy" kvstore driver: racy://x/ names the keys of memory://x/, and a competing writer may
+ * act right before a write or delete of a key ending in race_suffix (a metadata document):
+ * - with a create-only write and race_doc set, it creates the key holding race_doc first (race_doc
+ *   is then NULL: the race happened);
+ * - with a conditional write and race_bumps > 0, it rewrites the stored value as it is, so its
+ *   generation changes (race_bumps counts down).
+ * race_writes counts the writes and deletes of the other keys (atomically: chunk writes run on
+ * pool threads). */
+extern const char *race_doc;
+extern int race_bumps;
+extern int race_writes;
+/** Registers the driver and arms it for keys ending in suffix: race_doc NULL,
+ * race_bumps and race_writes 0. */
+void racy_register(const char *suffix);
 
 /** Asserts that expr returns code and that the last error message contains substr. */
 #define EXPECT_ERR(expr, code, substr)                                                          \

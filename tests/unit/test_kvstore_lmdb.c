@@ -91,6 +91,26 @@ static char *spec_of(const char *env, const char *path, const char *extra) {
     return s;
 }
 
+/* A new environment <temp dir>/name, its JSON spec (path and extra as for spec_of) and a handle
+ * opened on that spec; store_close frees all three. */
+typedef struct store {
+    char *env, *spec;
+    nds_kvstore *kv;
+} store;
+
+static store store_new(const char *name, const char *path, const char *extra) {
+    store s = {new_env(name), NULL, NULL};
+    s.spec = spec_of(s.env, path, extra);
+    s.kv = open_store(s.spec);
+    return s;
+}
+
+static void store_close(store *s) {
+    nds_kvstore_free(s->kv);
+    free(s->spec);
+    free(s->env);
+}
+
 static void assert_value(nds_kvstore *kv, const char *key, const char *expected) {
     char *v = nds_kv_test_get(kv, key, NULL);
     if (!expected)
@@ -99,6 +119,31 @@ static void assert_value(nds_kvstore *kv, const char *key, const char *expected)
         ck_assert_msg(v && strcmp(v, expected) == 0, "%s: expected \"%s\", got \"%s\"", key,
                       expected, v ? v : "(missing)");
     free(v);
+}
+
+/* Asserts that key holds exactly want[0..len). */
+static void assert_bytes(nds_kvstore *kv, const char *key, const uint8_t *want, size_t len) {
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, key, NULL, &r));
+    ck_assert_msg(r.state == NDS_READ_VALUE && r.value.len == len, "%s: %zu bytes, want %zu", key,
+                  r.value.len, len);
+    ck_assert_msg(memcmp(r.value.data, want, len) == 0, "%s: bytes differ", key);
+    nds_read_result_dispose(&r);
+}
+
+/* Asserts that rc is NDS_ELIMIT with a message naming needle. */
+static void assert_limit(int rc, const char *needle) {
+    const char *msg = nds_error_last()->message;
+    ck_assert_msg(rc == NDS_ELIMIT, "expected NDS_ELIMIT, got %d (%s)", rc, msg);
+    ck_assert_msg(strstr(msg, needle) != NULL, "message \"%s\" lacks \"%s\"", msg, needle);
+}
+
+/* Waits for child pid and asserts it exited with status 0. */
+static void wait_ok(pid_t pid) {
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: status %d", (int)pid,
+                  status);
 }
 
 /* Asserts the sorted "key=size" listing of prefix. */
@@ -249,33 +294,29 @@ END_TEST
 /* ---- generations ---- */
 
 START_TEST(generations_never_repeat) {
-    char *env = new_env("g.lmdb");
-    char *spec = spec_of(env, "", NULL);
-    nds_kvstore *kv = open_store(spec);
-    nds_generation g1 = nds_kv_test_put(kv, "k", "same");
-    NDS_OK(nds_kvstore_delete(kv, "k", NULL));
-    nds_generation g2 = nds_kv_test_put(kv, "k", "same");
+    store s = store_new("g.lmdb", "", NULL);
+    nds_generation g1 = nds_kv_test_put(s.kv, "k", "same");
+    NDS_OK(nds_kvstore_delete(s.kv, "k", NULL));
+    nds_generation g2 = nds_kv_test_put(s.kv, "k", "same");
     ck_assert(!nds_generation_equal(&g1, &g2));
-    nds_kvstore_free(kv);
+    nds_kvstore_free(s.kv);
     /* The counter is stored: after reopening, the generation is kept and new ones are new. */
-    kv = open_store(spec);
+    s.kv = open_store(s.spec);
     nds_generation now;
-    free(nds_kv_test_get(kv, "k", &now));
+    free(nds_kv_test_get(s.kv, "k", &now));
     ck_assert(nds_generation_equal(&now, &g2));
-    nds_generation g3 = nds_kv_test_put(kv, "k", "same");
+    nds_generation g3 = nds_kv_test_put(s.kv, "k", "same");
     ck_assert(!nds_generation_equal(&g3, &g1) && !nds_generation_equal(&g3, &g2));
-    nds_kvstore_free(kv);
+    nds_kvstore_free(s.kv);
     /* A re-created environment has a new id, so its first generations differ from the old ones. */
-    nds_test_rmtree(env);
-    kv = open_store(spec);
-    nds_generation fresh = nds_kv_test_put(kv, "k", "same");
+    nds_test_rmtree(s.env);
+    s.kv = open_store(s.spec);
+    nds_generation fresh = nds_kv_test_put(s.kv, "k", "same");
     ck_assert(!nds_generation_equal(&fresh, &g1));
     nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
     wo.if_equal = g1;
-    ck_assert_int_eq(nds_kvstore_write(kv, "k", "x", 1, &wo, NULL), NDS_ECONFLICT);
-    nds_kvstore_free(kv);
-    free(spec);
-    free(env);
+    ck_assert_int_eq(nds_kvstore_write(s.kv, "k", "x", 1, &wo, NULL), NDS_ECONFLICT);
+    store_close(&s);
 }
 END_TEST
 
@@ -363,57 +404,40 @@ END_TEST
 /* ---- map growth ---- */
 
 START_TEST(map_grows_from_tiny) {
-    char *env = new_env("m.lmdb");
-    char *spec = spec_of(env, "", ",\"map_size\":65536,\"nosync\":true");
-    nds_kvstore *kv = open_store(spec);
+    store s = store_new("m.lmdb", "", ",\"map_size\":65536,\"nosync\":true");
     enum { SMALL = 40, MB = 1 << 20 };
     for (unsigned i = 0; i < SMALL; i++) { /* 40 x 1 MB, then one 10 MB value: 50 MB */
         uint8_t *p = pattern(MB, i);
         char key[16];
         snprintf(key, sizeof key, "v/%02u", i);
-        NDS_OK(nds_kvstore_write(kv, key, p, MB, NULL, NULL));
+        NDS_OK(nds_kvstore_write(s.kv, key, p, MB, NULL, NULL));
         free(p);
     }
     uint8_t *big = pattern(10 * MB, 99);
-    NDS_OK(nds_kvstore_write(kv, "big", big, 10 * MB, NULL, NULL));
-    nds_kvstore_free(kv);
-    kv = open_store(spec); /* reopened: data and map both persist */
+    NDS_OK(nds_kvstore_write(s.kv, "big", big, 10 * MB, NULL, NULL));
+    nds_kvstore_free(s.kv);
+    s.kv = open_store(s.spec); /* reopened: data and map both persist */
     for (unsigned i = 0; i < SMALL; i++) {
         uint8_t *p = pattern(MB, i);
         char key[16];
         snprintf(key, sizeof key, "v/%02u", i);
-        nds_read_result r;
-        NDS_OK(nds_kvstore_read(kv, key, NULL, &r));
-        ck_assert_uint_eq(r.value.len, MB);
-        ck_assert(memcmp(r.value.data, p, MB) == 0);
-        nds_read_result_dispose(&r);
+        assert_bytes(s.kv, key, p, MB);
         free(p);
     }
-    nds_read_result r;
-    NDS_OK(nds_kvstore_read(kv, "big", NULL, &r));
-    ck_assert_uint_eq(r.value.len, 10 * MB);
-    ck_assert(memcmp(r.value.data, big, 10 * MB) == 0);
-    nds_read_result_dispose(&r);
-    nds_kvstore_free(kv);
+    assert_bytes(s.kv, "big", big, 10 * MB);
     free(big);
-    free(spec);
-    free(env);
+    store_close(&s);
 }
 END_TEST
 
 START_TEST(map_growth_stops_at_max) {
-    char *env = new_env("x.lmdb");
-    char *spec = spec_of(env, "", ",\"map_size\":262144,\"max_map_size\":1048576");
-    nds_kvstore *kv = open_store(spec);
+    store s = store_new("x.lmdb", "", ",\"map_size\":262144,\"max_map_size\":1048576");
     uint8_t *p = pattern(2 << 20, 1);
-    ck_assert_int_eq(nds_kvstore_write(kv, "too/big", p, 2 << 20, NULL, NULL), NDS_ELIMIT);
-    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "max_map_size"));
-    assert_value(kv, "too/big", NULL);
-    NDS_OK(nds_kvstore_write(kv, "fits", p, 300000, NULL, NULL)); /* still usable */
-    nds_kvstore_free(kv);
+    assert_limit(nds_kvstore_write(s.kv, "too/big", p, 2 << 20, NULL, NULL), "max_map_size");
+    assert_value(s.kv, "too/big", NULL);
+    NDS_OK(nds_kvstore_write(s.kv, "fits", p, 300000, NULL, NULL)); /* still usable */
     free(p);
-    free(spec);
-    free(env);
+    store_close(&s);
 }
 END_TEST
 
@@ -454,17 +478,15 @@ static void *grow_reader(void *arg) {
 }
 
 START_TEST(map_grows_under_concurrent_readers) {
-    char *env = new_env("c.lmdb");
-    char *spec = spec_of(env, "", ",\"map_size\":262144,\"nosync\":true");
-    nds_kvstore *kv = open_store(spec);
+    store s = store_new("c.lmdb", "", ",\"map_size\":262144,\"nosync\":true");
     uint8_t *seed = pattern(100000, 5);
-    NDS_OK(nds_kvstore_write(kv, "seed", seed, 100000, NULL, NULL));
+    NDS_OK(nds_kvstore_write(s.kv, "seed", seed, 100000, NULL, NULL));
     atomic_int stop = 0;
     enum { W = 3, R = 3 };
     grow_job jobs[W + R];
     pthread_t tid[W + R];
     for (int t = 0; t < W + R; t++) {
-        jobs[t] = (grow_job){kv, t, &stop, seed, 0};
+        jobs[t] = (grow_job){s.kv, t, &stop, seed, 0};
         ck_assert_int_eq(pthread_create(&tid[t], NULL, t < W ? grow_writer : grow_reader, &jobs[t]),
                          0);
     }
@@ -476,48 +498,39 @@ START_TEST(map_grows_under_concurrent_readers) {
     for (int t = 0; t < W + R; t++)
         ck_assert_msg(jobs[t].rc == 0, "thread %d: %d (%s)", t, jobs[t].rc,
                       nds_error_last()->message);
-    char *all = nds_kv_test_list(kv, "w1/");
+    char *all = nds_kv_test_list(s.kv, "w1/");
     ck_assert_ptr_nonnull(strstr(all, "w1/11=524288"));
     free(all);
     free(seed);
-    nds_kvstore_free(kv);
-    free(spec);
-    free(env);
+    store_close(&s);
 }
 END_TEST
 
 /* A read result this thread still holds pins the map: growth waits, then fails with a clear error. */
 START_TEST(own_pinned_read_blocks_growth) {
-    char *env = new_env("p.lmdb");
-    char *spec = spec_of(env, "", ",\"map_size\":262144,\"nosync\":true");
-    nds_kvstore *kv = open_store(spec);
+    store s = store_new("p.lmdb", "", ",\"map_size\":262144,\"nosync\":true");
     uint8_t *p = pattern(1 << 20, 3);
-    NDS_OK(nds_kvstore_write(kv, "held", p, 100000, NULL, NULL));
+    NDS_OK(nds_kvstore_write(s.kv, "held", p, 100000, NULL, NULL));
     nds_read_result r;
-    NDS_OK(nds_kvstore_read(kv, "held", NULL, &r));
-    ck_assert_int_eq(nds_kvstore_write(kv, "more", p, 1 << 20, NULL, NULL), NDS_ELIMIT);
-    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "dispose"));
+    NDS_OK(nds_kvstore_read(s.kv, "held", NULL, &r));
+    assert_limit(nds_kvstore_write(s.kv, "more", p, 1 << 20, NULL, NULL), "dispose");
     ck_assert(memcmp(r.value.data, p, 100000) == 0);
     nds_read_result_dispose(&r);
-    NDS_OK(nds_kvstore_write(kv, "more", p, 1 << 20, NULL, NULL));
-    nds_kvstore_free(kv);
+    NDS_OK(nds_kvstore_write(s.kv, "more", p, 1 << 20, NULL, NULL));
     free(p);
-    free(spec);
-    free(env);
+    store_close(&s);
 }
 END_TEST
 
 /* Another process grows the map and fills it; this process adopts the new size on its next read. */
 START_TEST(map_grown_by_another_process) {
-    char *env = new_env("o.lmdb");
-    char *spec = spec_of(env, "", ",\"map_size\":262144,\"nosync\":true");
-    nds_kvstore *kv = open_store(spec);
-    nds_kv_test_put(kv, "mine", "here");
+    store s = store_new("o.lmdb", "", ",\"map_size\":262144,\"nosync\":true");
+    nds_kv_test_put(s.kv, "mine", "here");
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         nds_kvstore *c = NULL;
-        int rc = nds_kvstore_open(&c, spec, NULL);
+        int rc = nds_kvstore_open(&c, s.spec, NULL);
         uint8_t *p = pattern(8 << 20, 9);
         for (int i = 0; rc == 0 && i < 4; i++) {
             char key[16];
@@ -526,21 +539,13 @@ START_TEST(map_grown_by_another_process) {
         }
         _exit(rc == 0 ? 0 : 1);
     }
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    nds_read_result r;
-    NDS_OK(nds_kvstore_read(kv, "theirs/3", NULL, &r));
-    ck_assert_uint_eq(r.value.len, 8 << 20);
+    wait_ok(pid);
     uint8_t *p = pattern(8 << 20, 9);
-    ck_assert(memcmp(r.value.data, p, 8 << 20) == 0);
-    nds_read_result_dispose(&r);
-    nds_kv_test_put(kv, "mine", "still");
-    assert_value(kv, "mine", "still");
-    nds_kvstore_free(kv);
+    assert_bytes(s.kv, "theirs/3", p, 8 << 20);
+    nds_kv_test_put(s.kv, "mine", "still");
+    assert_value(s.kv, "mine", "still");
     free(p);
-    free(spec);
-    free(env);
+    store_close(&s);
 }
 END_TEST
 
@@ -572,12 +577,8 @@ START_TEST(multiprocess_counter) {
         if (pids[p] == 0)
             _exit(child_increments(url, EACH));
     }
-    for (int p = 0; p < PROCS; p++) {
-        int status;
-        ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: status %d", p,
-                      status);
-    }
+    for (int p = 0; p < PROCS; p++)
+        wait_ok(pids[p]);
     assert_value(kv, "counter", "800");
     nds_kvstore_free(kv);
     free(url);
@@ -586,25 +587,19 @@ START_TEST(multiprocess_counter) {
 END_TEST
 
 START_TEST(handle_inherited_through_fork_is_refused) {
-    char *env = new_env("f.lmdb");
-    char *spec = spec_of(env, "", NULL);
-    nds_kvstore *kv = open_store(spec);
-    nds_kv_test_put(kv, "k", "v");
+    store s = store_new("f.lmdb", "", NULL);
+    nds_kv_test_put(s.kv, "k", "v");
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         nds_read_result r;
-        int rc = nds_kvstore_read(kv, "k", NULL, &r);
-        int rc2 = nds_kvstore_write(kv, "k", "w", 1, NULL, NULL);
+        int rc = nds_kvstore_read(s.kv, "k", NULL, &r);
+        int rc2 = nds_kvstore_write(s.kv, "k", "w", 1, NULL, NULL);
         _exit(rc == NDS_EUNSUPPORTED && rc2 == NDS_EUNSUPPORTED ? 0 : 1);
     }
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    assert_value(kv, "k", "v");
-    nds_kvstore_free(kv);
-    free(spec);
-    free(env);
+    wait_ok(pid);
+    assert_value(s.kv, "k", "v");
+    store_close(&s);
 }
 END_TEST
 
@@ -709,9 +704,7 @@ START_TEST(sigkill_during_commits) {
         nds_kv_driver_lmdb.close(fresh);
         _exit(0);
     }
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    wait_ok(pid);
     free(env);
 }
 END_TEST
@@ -732,57 +725,51 @@ static void reader_hog(const char *spec, int fd) {
 }
 
 START_TEST(stale_reader_slots_are_cleared) {
-    char *env = new_env("r.lmdb");
-    char *spec = spec_of(env, "", ",\"max_readers\":4");
-    nds_kvstore *kv = open_store(spec);
+    store s = store_new("r.lmdb", "", ",\"max_readers\":4");
     uint8_t *p = pattern(50000, 2);
-    NDS_OK(nds_kvstore_write(kv, "big", p, 50000, NULL, NULL));
+    NDS_OK(nds_kvstore_write(s.kv, "big", p, 50000, NULL, NULL));
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0)
-        reader_hog(spec, fds[1]);
+        reader_hog(s.spec, fds[1]);
+    close(fds[1]); /* a child that dies before reporting gives EOF, not a hang */
     unsigned char held = 0;
     ck_assert_int_eq(read(fds[0], &held, 1), 1);
     ck_assert_uint_ge(held, 4);
     /* Every slot is taken by a live process: a read waits, then fails. */
     nds_read_result r[64];
-    ck_assert_int_eq(nds_kvstore_read(kv, "big", NULL, &r[0]), NDS_ELIMIT);
-    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "max_readers"));
+    assert_limit(nds_kvstore_read(s.kv, "big", NULL, &r[0]), "max_readers");
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
     ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
     /* Its slots are reclaimed (mdb_reader_check on MDB_READERS_FULL): all of them are ours now. */
     for (unsigned i = 0; i < held; i++) {
-        NDS_OK(nds_kvstore_read(kv, "big", NULL, &r[i]));
+        NDS_OK(nds_kvstore_read(s.kv, "big", NULL, &r[i]));
         ck_assert(memcmp(r[i].value.data, p, 50000) == 0);
     }
     for (unsigned i = 0; i < held; i++)
         nds_read_result_dispose(&r[i]);
-    nds_kvstore_free(kv);
     free(p);
-    free(spec);
-    free(env);
+    store_close(&s);
 }
 END_TEST
 
 /* ---- zero-copy reads ---- */
 
 START_TEST(zero_copy_read_outlives_writes) {
-    char *env = new_env("z.lmdb");
-    char *spec = spec_of(env, "d/", ",\"nosync\":true");
-    nds_kvstore *kv = open_store(spec);
+    store s = store_new("z.lmdb", "d/", ",\"nosync\":true");
     enum { N = 1 << 20 };
     uint8_t *orig = pattern(N, 11);
-    NDS_OK(nds_kvstore_write(kv, "v", orig, N, NULL, NULL));
-    nds_kv_test_put(kv, "small", "tiny");
+    NDS_OK(nds_kvstore_write(s.kv, "v", orig, N, NULL, NULL));
+    nds_kv_test_put(s.kv, "small", "tiny");
     nds_read_result big, small, range;
-    NDS_OK(nds_kvstore_read(kv, "v", NULL, &big));
-    NDS_OK(nds_kvstore_read(kv, "small", NULL, &small));
+    NDS_OK(nds_kvstore_read(s.kv, "v", NULL, &big));
+    NDS_OK(nds_kvstore_read(s.kv, "small", NULL, &small));
     nds_read_options o = NDS_READ_OPTIONS_INIT;
     o.byte_start = 4096;
     o.byte_length = 65536;
-    NDS_OK(nds_kvstore_read(kv, "v", &o, &range));
+    NDS_OK(nds_kvstore_read(s.kv, "v", &o, &range));
     /* Large values point into the map; small ones are copied. */
     ck_assert(in_mapping_of(big.value.data, "/data.mdb"));
     ck_assert(in_mapping_of(range.value.data, "/data.mdb"));
@@ -791,13 +778,13 @@ START_TEST(zero_copy_read_outlives_writes) {
     /* Overwrite, delete, churn pages and close the handle: the snapshot stays intact. */
     for (unsigned i = 0; i < 10; i++) {
         uint8_t *other = pattern(N, 100 + i);
-        NDS_OK(nds_kvstore_write(kv, "v", other, N, NULL, NULL));
-        NDS_OK(nds_kvstore_write(kv, "churn", other, N, NULL, NULL));
+        NDS_OK(nds_kvstore_write(s.kv, "v", other, N, NULL, NULL));
+        NDS_OK(nds_kvstore_write(s.kv, "churn", other, N, NULL, NULL));
         free(other);
     }
-    NDS_OK(nds_kvstore_delete(kv, "v", NULL));
-    NDS_OK(nds_kvstore_delete_range(kv, "", ""));
-    nds_kvstore_free(kv);
+    NDS_OK(nds_kvstore_delete(s.kv, "v", NULL));
+    NDS_OK(nds_kvstore_delete_range(s.kv, "", ""));
+    nds_kvstore_free(s.kv);
     ck_assert_uint_eq(big.value.len, N);
     ck_assert(memcmp(big.value.data, orig, N) == 0);
     ck_assert(memcmp(range.value.data, orig + 4096, 65536) == 0);
@@ -805,12 +792,10 @@ START_TEST(zero_copy_read_outlives_writes) {
     nds_read_result_dispose(&range);
     nds_read_result_dispose(&small);
     nds_read_result_dispose(&big); /* the last reference: closes the environment */
-    kv = open_store(spec);
-    assert_value(kv, "v", NULL);
-    nds_kvstore_free(kv);
+    s.kv = open_store(s.spec);
+    assert_value(s.kv, "v", NULL);
     free(orig);
-    free(spec);
-    free(env);
+    store_close(&s);
 }
 END_TEST
 
@@ -839,10 +824,8 @@ START_TEST(env_relative_ranges) {
 END_TEST
 
 START_TEST(list_spans_batches) {
-    char *env = new_env("l.lmdb");
-    char *spec = spec_of(env, "", ",\"nosync\":true");
-    nds_kvstore *kv = open_store(spec);
-    void *st = open_driver(env);
+    store s = store_new("l.lmdb", "", ",\"nosync\":true");
+    void *st = open_driver(s.env);
     enum { N = 2500 };
     nds_kv_op *ops = calloc(N, sizeof *ops);
     char (*keys)[16] = calloc(N, 16);
@@ -851,8 +834,8 @@ START_TEST(list_spans_batches) {
         ops[i] = op_of(keys[i], "v", (nds_generation){NDS_GEN_ABSENT, {0}});
     }
     NDS_OK(nds_kv_driver_lmdb.commit(st, ops, N));
-    nds_kv_test_put(kv, "l0", "after the prefix");
-    char *all = nds_kv_test_list(kv, "l/");
+    nds_kv_test_put(s.kv, "l0", "after the prefix");
+    char *all = nds_kv_test_list(s.kv, "l/");
     size_t entries = 1;
     for (char *c = all; *c; c++)
         entries += *c == ',';
@@ -861,11 +844,9 @@ START_TEST(list_spans_batches) {
     ck_assert_ptr_nonnull(strstr(all, "l/02499=1"));
     free(all);
     nds_kv_driver_lmdb.close(st);
-    nds_kvstore_free(kv);
     free(ops);
     free(keys);
-    free(spec);
-    free(env);
+    store_close(&s);
 }
 END_TEST
 

@@ -16,10 +16,8 @@
 #include "support_format.h"
 #include "ndstore/sys/codec.h"
 #include "ndstore/sys/format.h"
-#include "ndstore/sys/kv_driver.h"
 
 extern const nds_format nds_format_n5;
-extern const nds_kv_driver nds_kv_driver_memory;
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -738,69 +736,13 @@ START_TEST(open_checks_members) {
 }
 END_TEST
 
-/* A kvstore driver over the memory store that, once, lets a competing writer act right before a
- * write of attributes.json: with a create-only write it creates it first (race_doc); with a
- * conditional write it rewrites the stored value so its generation changes. */
-static const char *race_doc;
-static int race_bumps;
-
-static int racy_parse_url(const char *rest, json_object *spec) {
-    return nds_kv_driver_memory.parse_url(rest, spec);
-}
-static int racy_open(void **state, const json_object *spec) {
-    return nds_kv_driver_memory.open(state, spec);
-}
-static void racy_close(void *state) { nds_kv_driver_memory.close(state); }
-static void racy_url_base(void *state, char *buf, size_t cap) {
-    (void)state, snprintf(buf, cap, "racy://");
-}
-static int racy_read(void *s, const char *key, const nds_read_options *o, nds_read_result *out) {
-    return nds_kv_driver_memory.read(s, key, o, out);
-}
-static int racy_list(void *s, const char *prefix, nds_list_fn fn, void *ctx) {
-    return nds_kv_driver_memory.list(s, prefix, fn, ctx);
-}
-
-static int racy_write(void *s, const char *key, const uint8_t *data, size_t len,
-                      const nds_write_options *o, nds_generation *gen) {
-    size_t n = strlen(key);
-    if (data && o && n >= 15 && strcmp(key + n - 15, "attributes.json") == 0) {
-        if (o->if_equal.kind == NDS_GEN_ABSENT && race_doc) {
-            const char *doc = race_doc;
-            race_doc = NULL;
-            NDS_OK(
-                nds_kv_driver_memory.write(s, key, (const uint8_t *)doc, strlen(doc), NULL, NULL));
-        } else if (o->if_equal.kind == NDS_GEN_VALUE && race_bumps > 0) {
-            race_bumps--;
-            nds_read_result r;
-            NDS_OK(nds_kv_driver_memory.read(s, key, NULL, &r));
-            NDS_OK(nds_kv_driver_memory.write(s, key, r.value.data, r.value.len, NULL, NULL));
-            nds_read_result_dispose(&r);
-        }
-    }
-    return nds_kv_driver_memory.write(s, key, data, len, o, gen);
-}
-
-static const nds_kv_driver racy_driver = {
-    .version = NDS_KV_DRIVER_VERSION,
-    .name = "racy",
-    .url_scheme = "racy",
-    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE,
-    .parse_url = racy_parse_url,
-    .open = racy_open,
-    .close = racy_close,
-    .url_base = racy_url_base,
-    .read = racy_read,
-    .write = racy_write,
-    .list = racy_list,
-};
-
 #define RACE_DOC                                                                                \
     "{\"dimensions\":[6],\"blockSize\":[3],\"dataType\":\"int16\",\"compression\":{\"type\":" \
     "\"raw\"}}"
 
+/* The racy store's competitor writes attributes.json (support_format.h). */
 START_TEST(create_race_loser_opens) {
-    NDS_OK(nds_kv_driver_register(&racy_driver));
+    racy_register("attributes.json");
     nds_array *a;
     race_doc = RACE_DOC;
     NDS_OK(open_spec(&a, "{\"driver\":\"n5\",\"kvstore\":\"racy://race/a/\",\"metadata\":"
@@ -853,7 +795,7 @@ START_TEST(resize_keeps_attributes) {
 END_TEST
 
 START_TEST(resize_retries_on_conflict) {
-    NDS_OK(nds_kv_driver_register(&racy_driver));
+    racy_register("attributes.json");
     nds_array *a;
     NDS_OK(open_spec(&a, "{\"driver\":\"n5\",\"kvstore\":\"racy://resize/r/\",\"metadata\":"
                          "{\"dimensions\":[4],\"dataType\":\"int16\"},\"create\":true}"));
@@ -885,13 +827,7 @@ START_TEST(attributes) {
     ck_assert_str_eq(member_str(doc, "dimensions"), "[2]");
     ck_assert_str_eq(member_str(doc, "n5"), "\"2.0.0\"");
     json_object_put(doc);
-    NDS_OK(nds_array_get_attributes(a, &text));
-    json_object *got = json_tokener_parse(text),
-                *want = json_tokener_parse("{\"units\":[\"nm\"],\"note\":\"hi/there\"}");
-    ck_assert(json_object_equal(got, want));
-    json_object_put(got);
-    json_object_put(want);
-    nds_free(text);
+    assert_attributes(a, "{\"units\":[\"nm\"],\"note\":\"hi/there\"}");
     EXPECT_ERR(nds_array_set_attributes(a, "{\"blockSize\":[1]}"), NDS_EINVAL,
                "attribute \"blockSize\" of memory://attrs/a/ is reserved");
     uint8_t v[2] = {3, 4}, back[2];
@@ -959,27 +895,11 @@ END_TEST
 
 /* ---- blocks written by zarr-python ----------------------------------------------------------- */
 
-static void fixtures_dir(char *buf, size_t cap) {
-    const char *env = getenv("NDS_FIXTURES");
-    char root[1024];
-    snprintf(root, sizeof root, "%s", __FILE__);
-    char *p = strstr(root, "tests/unit/test_n5.c");
-    if (p == root)
-        snprintf(root, sizeof root, ".");
-    else if (p)
-        p[-1] = 0;
-    if (env && env[0] == '/')
-        snprintf(buf, cap, "%s", env);
-    else if (snprintf(buf, cap, "%s/%s", root, env && env[0] ? env : "../shared/fixtures") >=
-             (int)cap)
-        buf[0] = '\0'; /* too long: the fixture test then fails to open it, visibly */
-}
-
 /* Every fixture: 5x4 uint16 (attributes.json order), element (i, j) = 4i + j. */
 START_TEST(zarr_python_fixtures) {
     static const char *const names[] = {"raw", "gzip", "bzip2", "xz", "blosc"};
     char dir[1024];
-    fixtures_dir(dir, sizeof dir);
+    nds_test_fixtures_dir(dir, sizeof dir);
     for (size_t i = 0; i < 5; i++) {
         nds_array *a;
         int rc = open_spec(&a, "file://%s/n5_zarr_python/%s/|n5:", dir, names[i]);

@@ -15,14 +15,11 @@
 #include "support_check.h"
 #include "support_format.h"
 #include "internal/json_util.h"
-#include "support_npy.h"
 #include "ndstore/sys/codec.h"
 #include "ndstore/sys/format.h"
-#include "ndstore/sys/kv_driver.h"
 #include "../../formats/zarr2_metadata.h"
 
 extern const nds_format nds_format_zarr2;
-extern const nds_kv_driver nds_kv_driver_memory;
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -903,73 +900,13 @@ END_TEST
 
 /* ---- create races ---------------------------------------------------------------------------- */
 
-/* A kvstore driver over the memory store that, once, lets a competing writer act right before a
- * write of .zarray: with a create-only write it creates .zarray first (race_doc); with a
- * conditional write it rewrites the stored value so its generation changes. */
-static const char *race_doc;
-static int race_bumps;
-
-static int racy_parse_url(const char *rest, json_object *spec) {
-    return nds_kv_driver_memory.parse_url(rest, spec);
-}
-static int racy_open(void **state, const json_object *spec) {
-    return nds_kv_driver_memory.open(state, spec);
-}
-static void racy_close(void *state) { nds_kv_driver_memory.close(state); }
-static void racy_url_base(void *state, char *buf, size_t cap) {
-    (void)state, snprintf(buf, cap, "racy://");
-}
-static int racy_read(void *s, const char *key, const nds_read_options *o, nds_read_result *out) {
-    return nds_kv_driver_memory.read(s, key, o, out);
-}
-static int racy_list(void *s, const char *prefix, nds_list_fn fn, void *ctx) {
-    return nds_kv_driver_memory.list(s, prefix, fn, ctx);
-}
-
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-static int racy_write(void *s, const char *key, const uint8_t *data, size_t len,
-                      const nds_write_options *o, nds_generation *gen) {
-    if (data && o && ends_with(key, "/.zarray")) {
-        if (o->if_equal.kind == NDS_GEN_ABSENT && race_doc) {
-            const char *doc = race_doc;
-            race_doc = NULL;
-            NDS_OK(
-                nds_kv_driver_memory.write(s, key, (const uint8_t *)doc, strlen(doc), NULL, NULL));
-        } else if (o->if_equal.kind == NDS_GEN_VALUE && race_bumps > 0) {
-            race_bumps--;
-            nds_read_result r;
-            NDS_OK(nds_kv_driver_memory.read(s, key, NULL, &r));
-            NDS_OK(nds_kv_driver_memory.write(s, key, r.value.data, r.value.len, NULL, NULL));
-            nds_read_result_dispose(&r);
-        }
-    }
-    return nds_kv_driver_memory.write(s, key, data, len, o, gen);
-}
-
-static const nds_kv_driver racy_driver = {
-    .version = NDS_KV_DRIVER_VERSION,
-    .name = "racy",
-    .url_scheme = "racy",
-    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE,
-    .parse_url = racy_parse_url,
-    .open = racy_open,
-    .close = racy_close,
-    .url_base = racy_url_base,
-    .read = racy_read,
-    .write = racy_write,
-    .list = racy_list,
-};
-
 #define RACE_META                                                                         \
     "{\"zarr_format\":2,\"shape\":[6],\"chunks\":[3],\"dtype\":\"<i2\",\"fill_value\":0," \
     "\"order\":\"C\",\"compressor\":null,\"filters\":null}"
 
+/* The racy store's competitor writes .zarray (support_format.h). */
 START_TEST(create_race_loser_opens) {
-    NDS_OK(nds_kv_driver_register(&racy_driver));
+    racy_register("/.zarray");
     nds_array *a;
     /* The competitor's array matches what we ask for (it chose no compressor): we open it. */
     race_doc = RACE_META;
@@ -1106,7 +1043,7 @@ END_TEST
 
 /* A concurrent rewrite between our read and our conditional write: resize retries and lands. */
 START_TEST(resize_retries_on_conflict) {
-    NDS_OK(nds_kv_driver_register(&racy_driver));
+    racy_register("/.zarray");
     nds_array *a;
     NDS_OK(open_spec(
         &a, "{\"driver\":\"zarr\",\"kvstore\":\"racy://resize/r/\",\"metadata\":{\"shape\":[4],"
@@ -1138,13 +1075,7 @@ START_TEST(attributes) {
         raw, "{\n    \"a\": [\n        1,\n        2.5,\n        \"x\"\n    ],\n    \"b\": 1,\n"
              "    \"c\": {}\n}");
     free(raw);
-    NDS_OK(nds_array_get_attributes(a, &text));
-    json_object *got = json_tokener_parse(text),
-                *want = json_tokener_parse("{\"a\":[1,2.5,\"x\"],\"b\":1,\"c\":{}}");
-    ck_assert(json_object_equal(got, want));
-    json_object_put(got);
-    json_object_put(want);
-    nds_free(text);
+    assert_attributes(a, "{\"a\":[1,2.5,\"x\"],\"b\":1,\"c\":{}}");
     put_text("memory://attrs/a/", ".zattrs", "[1]");
     EXPECT_ERR(nds_array_get_attributes(a, &text), NDS_EFORMAT, ".zattrs of memory://attrs/a/");
     put_text("memory://attrs/a/", ".zattrs", "{\"a\":");
@@ -1230,22 +1161,6 @@ END_TEST
 
 /* ---- arrays written by zarr-python ----------------------------------------------------------- */
 
-static void fixtures_dir(char *buf, size_t cap) {
-    const char *env = getenv("NDS_FIXTURES");
-    char root[1024];
-    snprintf(root, sizeof root, "%s", __FILE__);
-    char *p = strstr(root, "tests/unit/test_zarr2.c");
-    if (p == root)
-        snprintf(root, sizeof root, ".");
-    else if (p)
-        p[-1] = 0;
-    if (env && env[0] == '/')
-        snprintf(buf, cap, "%s", env);
-    else
-        if (snprintf(buf, cap, "%s/%s", root, env && env[0] ? env : "../shared/fixtures") >= (int)cap)
-            buf[0] = '\0'; /* too long: the fixture test then fails to open it, visibly */
-}
-
 /* Every array of the zarr-python fixture equals its .npy; string and object arrays are refused. */
 START_TEST(zarr_python_fixtures) {
     static const char *const numeric[] = {
@@ -1262,30 +1177,14 @@ START_TEST(zarr_python_fixtures) {
                    {"1d.contiguous.U13.le", "<U13"}, {"1d.contiguous.U7", "<U7"},
                    {"2d.chunked.U7", "<U7"},         {"3d.chunked.O", "|O"}};
     char dir[1024];
-    fixtures_dir(dir, sizeof dir);
+    nds_test_fixtures_dir(dir, sizeof dir);
     for (size_t i = 0; i < sizeof numeric / sizeof numeric[0]; i++) {
-        char url[2048], npy[2048], why[512];
+        char url[2048], npy[2048];
         snprintf(url, sizeof url, "file://%s/zarr2_zarr_python/data.zarr/%s/|zarr:", dir,
                  numeric[i]);
         snprintf(npy, sizeof npy, "%s/zarr2_zarr_python/expected/%s.npy", dir, numeric[i]);
-        nds_test_npy want;
-        ck_assert_msg(nds_test_npy_load(npy, &want, why, sizeof why) == 0, "%s (set NDS_FIXTURES)",
-                      why);
-        nds_array *a;
-        int rc = nds_array_open(&a, url, NULL);
-        ck_assert_msg(rc == 0, "%s: %s", numeric[i], nds_error_last()->message);
-        ck_assert_uint_eq(nds_array_rank(a), want.rank);
-        uint64_t shape[NDS_MAX_RANK];
-        nds_array_shape(a, shape);
-        for (size_t d = 0; d < want.rank; d++) ck_assert_uint_eq(shape[d], want.shape[d]);
-        ck_assert_uint_eq(nds_dtype_size(nds_array_dtype(a)), want.itemsize);
-        uint8_t *got = malloc(want.count * want.itemsize + 1);
-        read_all(a, got);
-        ck_assert_msg(memcmp(got, want.data, want.count * want.itemsize) == 0, "%s: values differ",
-                      numeric[i]);
+        nds_array *a = open_expect_npy(url, npy, numeric[i]);
         nds_array_verify(a, NULL, NULL, NULL, NULL);
-        free(got);
-        nds_test_npy_free(&want);
         nds_array_free(a);
     }
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {

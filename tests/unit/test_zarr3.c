@@ -16,15 +16,12 @@
 
 #include "support_check.h"
 #include "support_format.h"
-#include "support_npy.h"
 #include "ndstore/sys/codec.h"
 #include "ndstore/sys/format.h"
-#include "ndstore/sys/kv_driver.h"
 #include "../../formats/zarr3_codecs.h"
 #include "../../formats/zarr3_metadata.h"
 
 extern const nds_format nds_format_zarr3;
-extern const nds_kv_driver nds_kv_driver_memory;
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -849,59 +846,23 @@ START_TEST(sharding_nested) {
 }
 END_TEST
 
-/* A kvstore that counts writes per key suffix ("count://"), over the memory driver. */
-static int count_writes;
-static int count_parse_url(const char *rest, json_object *spec) {
-    return nds_kv_driver_memory.parse_url(rest, spec);
-}
-static int count_open(void **state, const json_object *spec) {
-    return nds_kv_driver_memory.open(state, spec);
-}
-static void count_close(void *state) { nds_kv_driver_memory.close(state); }
-static void count_url_base(void *state, char *buf, size_t cap) {
-    (void)state, snprintf(buf, cap, "count://");
-}
-static int count_read(void *s, const char *key, const nds_read_options *o, nds_read_result *out) {
-    return nds_kv_driver_memory.read(s, key, o, out);
-}
-static int count_list(void *s, const char *prefix, nds_list_fn fn, void *ctx) {
-    return nds_kv_driver_memory.list(s, prefix, fn, ctx);
-}
-static int count_write(void *s, const char *key, const uint8_t *data, size_t len,
-                       const nds_write_options *o, nds_generation *gen) {
-    if (!strstr(key, "zarr.json")) __atomic_add_fetch(&count_writes, 1, __ATOMIC_SEQ_CST);
-    return nds_kv_driver_memory.write(s, key, data, len, o, gen);
-}
-static const nds_kv_driver count_driver = {
-    .version = NDS_KV_DRIVER_VERSION,
-    .name = "count",
-    .url_scheme = "count",
-    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_BYTE_RANGE,
-    .parse_url = count_parse_url,
-    .open = count_open,
-    .close = count_close,
-    .url_base = count_url_base,
-    .read = count_read,
-    .write = count_write,
-    .list = count_list,
-};
-
 START_TEST(sharding_one_write_per_shard) {
-    NDS_OK(nds_kv_driver_register(&count_driver));
+    racy_register("zarr.json"); /* counts the writes of other keys */
     nds_array *a;
-    NDS_OK(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"count://cw/a/\",\"metadata\":%s,"
-                         "\"create\":true}",
+    NDS_OK(open_spec(&a,
+                     "{\"driver\":\"zarr3\",\"kvstore\":\"racy://cw/a/\",\"metadata\":%s,"
+                     "\"create\":true}",
                      array_doc("[16,16]", "uint8", "[8,8]", "0", SHARD_CODECS("[2,2]", "end"))));
     uint8_t in[256];
     for (int i = 0; i < 256; i++) in[i] = (uint8_t)(i | 1);
-    count_writes = 0;
+    race_writes = 0;
     write_all(a, in); /* 4 shards of 16 inner chunks each */
-    ck_assert_int_eq(count_writes, 4);
+    ck_assert_int_eq(race_writes, 4);
     uint8_t box[6 * 10];
     memset(box, 9, sizeof box);
-    count_writes = 0;
+    race_writes = 0;
     write_region(a, "[5:11, 3:13]", box); /* touches all 4 shards, many inner chunks each */
-    ck_assert_int_eq(count_writes, 4);
+    ck_assert_int_eq(race_writes, 4);
     uint8_t out[256];
     read_all(a, out);
     for (int r = 0; r < 16; r++)
@@ -1220,19 +1181,6 @@ END_TEST
 
 /* ---- arrays written by zarrita's Python ancestor -------------------------------------------- */
 
-static void fixtures_dir(char *buf, size_t cap) {
-    const char *env = getenv("NDS_FIXTURES");
-    char root[1024];
-    snprintf(root, sizeof root, "%s", __FILE__);
-    char *p = strstr(root, "tests/unit/test_zarr3.c");
-    if (p == root) snprintf(root, sizeof root, ".");
-    else if (p) p[-1] = 0;
-    if (env && env[0] == '/') snprintf(buf, cap, "%s", env);
-    else if (snprintf(buf, cap, "%s/%s", root, env && env[0] ? env : "../shared/fixtures") >=
-             (int)cap)
-        buf[0] = '\0';
-}
-
 START_TEST(zarrita_fixtures) {
     static const char *const names[] = {
         "1d.chunked.compressed.sharded.i2", "1d.chunked.filled.compressed.sharded.i2",
@@ -1249,31 +1197,15 @@ START_TEST(zarrita_fixtures) {
         "3d.chunked.mixed.compressed.sharded.i2", "3d.chunked.mixed.i2.C", "3d.chunked.mixed.i2.F",
         "3d.contiguous.compressed.sharded.i2", "3d.contiguous.i2"};
     char dir[1024];
-    fixtures_dir(dir, sizeof dir);
+    nds_test_fixtures_dir(dir, sizeof dir);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char url[2048], npy[2048], why[512];
+        char url[2048], npy[2048];
         snprintf(url, sizeof url, "file://%s/zarr3_zarrita/data.zarr/%s/|zarr3:", dir, names[i]);
         snprintf(npy, sizeof npy, "%s/zarr3_zarrita/expected/%s.npy", dir, names[i]);
-        nds_test_npy want;
-        ck_assert_msg(nds_test_npy_load(npy, &want, why, sizeof why) == 0, "%s (set NDS_FIXTURES)",
-                      why);
-        nds_array *a;
-        int rc = nds_array_open(&a, url, NULL);
-        ck_assert_msg(rc == 0, "%s: %s", names[i], nds_error_last()->message);
-        ck_assert_uint_eq(nds_array_rank(a), want.rank);
-        uint64_t shape[NDS_MAX_RANK];
-        nds_array_shape(a, shape);
-        for (size_t d = 0; d < want.rank; d++) ck_assert_uint_eq(shape[d], want.shape[d]);
-        ck_assert_uint_eq(nds_dtype_size(nds_array_dtype(a)), want.itemsize);
-        uint8_t *got = malloc(want.count * want.itemsize + 1);
-        read_all(a, got);
-        ck_assert_msg(memcmp(got, want.data, want.count * want.itemsize) == 0, "%s: values differ",
-                      names[i]);
+        nds_array *a = open_expect_npy(url, npy, names[i]);
         uint64_t checked = 0, bad = 1;
         NDS_OK(nds_array_verify(a, NULL, NULL, &checked, &bad));
         ck_assert_msg(bad == 0, "%s: %llu bad chunks", names[i], (unsigned long long)bad);
-        free(got);
-        nds_test_npy_free(&want);
         nds_array_free(a);
     }
 }
