@@ -156,7 +156,8 @@ static void io_call_init(io_call *c, nds_array *a, const nds_box *box, const voi
     grid_range_of(box->rank, c->grid_shape, box, &c->grid);
 }
 
-/* Where the selection of a chunk starts in the caller's buffer, and its byte offset in the chunk. */
+/* Where the selection of a chunk starts in the caller's buffer, and its byte offset in the chunk.
+ */
 static uint8_t *sel_buffer(const io_call *c, const chunk_sel *s) {
     int64_t bo = 0;
     for (size_t d = 0; d < c->box->rank; d++) bo += (int64_t)s->in_box[d] * c->buf_stride[d];
@@ -227,6 +228,53 @@ static int read_in_place(io_call *c, const uint64_t *cell, const chunk_sel *s) {
     return rc;
 }
 
+/* Reads a storage chunk through the cache: a hit still valid is copied straight out of the cache
+ * entry; a miss is decoded into a buffer that then becomes the entry (no copy into the cache). */
+static int read_cached(io_call *c, const uint64_t *cell, const chunk_sel *s,
+                       nds_chunk_cache *cache) {
+    nds_array *a = c->a;
+    char key[KEY_MAX], url[KEY_MAX + 512];
+    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    if (rc) return rc;
+    cache_url(a, key, url, sizeof url);
+    nds_cache_entry *hit = nds_cache_get(cache, url);
+    nds_read_options ro = NDS_READ_OPTIONS_INIT;
+    if (hit) ro.if_not_equal = *nds_cache_generation(hit);
+    nds_read_result r;
+    if ((rc = nds_kvstore_read(a->kv, key, &ro, &r))) {
+        nds_cache_release(cache, hit);
+        return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                              nds_kvstore_url(a->kv));
+    }
+    const uint8_t *data = NULL;
+    uint8_t *fresh = NULL;
+    if (r.state == NDS_READ_UNCHANGED) {
+        data = nds_cache_data(hit);
+    } else if (r.state == NDS_READ_VALUE) {
+        if (!(fresh = nds_cache_buffer(cache, a->chunk_bytes)))
+            rc = nds_err(NDS_ENOMEM, "out of memory");
+        if (!rc) rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, fresh);
+        data = fresh;
+    }
+    uint8_t *bp = sel_buffer(c, s);
+    if (!rc && data)
+        nds_strided_copy(a->meta.rank, s->extent, a->elem, bp, c->buf_stride,
+                         data + sel_chunk_offset(c, s), c->chunk_stride);
+    else if (!rc)
+        nds_strided_fill(a->meta.rank, s->extent, a->elem, bp, c->buf_stride, a->meta.fill_value);
+    nds_cache_release(cache, hit);
+    if (fresh) /* the new entry (a failed decode or a missing chunk drops the stale one) */
+        nds_cache_put_owned(cache, url, rc ? NULL : fresh, a->chunk_bytes, &r.generation);
+    if (fresh && rc)
+        nds_cache_buffer_free(cache, fresh, a->chunk_bytes);
+    else if (r.state != NDS_READ_UNCHANGED && !fresh)
+        nds_cache_forget(cache, url);
+    nds_read_result_dispose(&r);
+    return rc ? nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                               nds_kvstore_url(a->kv))
+              : 0;
+}
+
 /* Whether a read can copy straight from stored values: canonical storage, the storage grid, no
  * staged chunks to overlay, no cache to fill. */
 static bool reads_in_place(const io_call *c) {
@@ -242,6 +290,9 @@ static int read_task(void *ctx, size_t i) {
     grid_cell(&c->grid, i, cell);
     if (!select_in_chunk(&a->meta, c->grid_shape, c->box, cell, &s)) return 0;
     if (reads_in_place(c)) return read_in_place(c, cell, &s);
+    nds_chunk_cache *cache = nds_context_cache(a->ctx);
+    if (cache && c->grid_shape == a->meta.chunk_shape && !c->txn)
+        return read_cached(c, cell, &s, cache);
     uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, c->grid_bytes);
     if (!chunk) return NDS_ENOMEM;
     int present, rc;

@@ -30,6 +30,15 @@ const nds_generation *nds_cache_generation(const nds_cache_entry *e);
  * uncached. */
 void nds_cache_put(nds_chunk_cache *c, const char *url, const uint8_t *data, size_t len,
                    const nds_generation *gen);
+/** As nds_cache_put, taking ownership of data, which must come from nds_cache_buffer (decode straight
+ *  into it: no copy). data NULL just drops any entry for url. */
+void nds_cache_put_owned(nds_chunk_cache *c, const char *url, uint8_t *data, size_t len,
+                         const nds_generation *gen);
+/** A buffer of len bytes for nds_cache_put_owned: a recycled one of an evicted entry when there is
+ *  one (already mapped: no page faults), else malloc'd. NULL when out of memory. */
+uint8_t *nds_cache_buffer(nds_chunk_cache *c, size_t len);
+/** Gives back a buffer from nds_cache_buffer that was not put (kept for reuse or freed). */
+void nds_cache_buffer_free(nds_chunk_cache *c, uint8_t *buf, size_t len);
 /** Drops the entry for url, if any. */
 void nds_cache_forget(nds_chunk_cache *c, const char *url);
 

@@ -492,6 +492,46 @@ START_TEST(cache_hits_are_revalidated) {
 }
 END_TEST
 
+/* A cache far smaller than the array: entries are evicted and their buffers recycled all the time,
+ * while another handle keeps changing chunks; every read must still see exactly the stored data. */
+START_TEST(cache_under_eviction_serves_current_data) {
+    nds_context *ctx;
+    nds_context_options co = NDS_CONTEXT_OPTIONS_INIT;
+    co.cache_bytes = 16 * 3 * 32; /* three 32-byte chunks per cache shard */
+    NDS_OK(nds_context_new(&ctx, &co));
+    nds_array *writer = create("evict", "[64, 64]", "[4, 4]", 0), *a = NULL;
+    nds_open_options oo = NDS_OPEN_OPTIONS_INIT;
+    oo.ctx = ctx;
+    NDS_OK(nds_array_open(&a, "memory://evict/|testfmt:", &oo));
+    static uint16_t truth[64 * 64], got[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) truth[i] = (uint16_t)(i * 7 + 1);
+    uint64_t shape[2] = {64, 64};
+    nds_box all;
+    nds_box_full(&all, 2, shape);
+    NDS_OK(nds_array_write(writer, &all, truth, NULL));
+    srand(11);
+    for (int round = 0; round < 300; round++) {
+        uint64_t r0 = (uint64_t)(rand() % 60), c0 = (uint64_t)(rand() % 60);
+        uint64_t r1 = r0 + 1 + (uint64_t)(rand() % (int)(64 - r0));
+        uint64_t c1 = c0 + 1 + (uint64_t)(rand() % (int)(64 - c0));
+        nds_box box = {2, {r0, c0}, {r1, c1}, {1, 1}, 0};
+        NDS_OK(nds_array_read(a, &box, got, NULL));
+        size_t k = 0;
+        for (uint64_t i = r0; i < r1; i++)
+            for (uint64_t j = c0; j < c1; j++) ck_assert_uint_eq(got[k++], truth[i * 64 + j]);
+        if (round % 3 == 0) { /* change one element under the cache */
+            uint64_t i = (uint64_t)(rand() % 64), j = (uint64_t)(rand() % 64);
+            nds_box one = {2, {i, j}, {i + 1, j + 1}, {1, 1}, 0};
+            truth[i * 64 + j] = (uint16_t)rand();
+            NDS_OK(nds_array_write(writer, &one, &truth[i * 64 + j], NULL));
+        }
+    }
+    nds_array_free(a);
+    nds_array_free(writer);
+    nds_context_free(ctx);
+}
+END_TEST
+
 START_TEST(resize_refused_before_touching_chunks) {
     nds_array *a = create("fixed", "[8, 8]", "[4, 4]", 0), *f = NULL;
     uint64_t shape[2] = {8, 8}, small[2] = {2, 2};
@@ -543,6 +583,7 @@ int main(void) {
     tcase_add_test(tc, rank_zero_array);
     tcase_add_test(tc, resize_refused_before_touching_chunks);
     tcase_add_test(tc, cache_hits_are_revalidated);
+    tcase_add_test(tc, cache_under_eviction_serves_current_data);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
