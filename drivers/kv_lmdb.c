@@ -674,8 +674,8 @@ const nds_kv_driver nds_kv_driver_lmdb = {
     .version = NDS_KV_DRIVER_VERSION,
     .name = "lmdb",
     .url_scheme = "lmdb",
-    .capabilities =
-        NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_ATOMIC_COMMIT | NDS_KV_CAP_BYTE_RANGE,
+    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_ATOMIC_COMMIT |
+                    NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_LOCAL,
     .parse_url = lm_parse_url,
     .open = lm_open,
     .close = lm_close,

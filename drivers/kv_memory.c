@@ -475,8 +475,8 @@ const nds_kv_driver nds_kv_driver_memory = {
     .version = NDS_KV_DRIVER_VERSION,
     .name = "memory",
     .url_scheme = "memory",
-    .capabilities =
-        NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_ATOMIC_COMMIT | NDS_KV_CAP_BYTE_RANGE,
+    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_ATOMIC_COMMIT |
+                    NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_LOCAL,
     .parse_url = mem_parse_url,
     .open = mem_open,
     .close = mem_close,

@@ -330,8 +330,10 @@ int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_opt
         bool staged = txn && nds_txn_touches(txn, a);
         io_call_init(&c, a, box, out, a->read_chunk_bytes != 0 && !staged);
         c.txn = staged ? txn : NULL;
-        rc =
-            nds_pool_for(nds_context_pool(a->ctx), c.grid.total, call_threads(opts), read_task, &c);
+        size_t threads = call_threads(opts);
+        if (threads == 0 && (nds_kvstore_capabilities(a->kv) & NDS_KV_CAP_LOCAL))
+            threads = (size_t)nds_context_local_read_threads(a->ctx);
+        rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total, threads, read_task, &c);
     }
     pthread_rwlock_unlock(&a->meta_lock);
     return rc;

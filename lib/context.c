@@ -12,6 +12,7 @@
 struct nds_context {
     nds_pool *pool; /* workers = threads - 1: the calling thread always takes part */
     int threads;
+    int local_read_threads; /* default threads of reads from NDS_KV_CAP_LOCAL stores */
     size_t memory_budget;
     nds_chunk_cache *cache; /* NULL when caching is off */
 };
@@ -31,6 +32,9 @@ int nds_context_new(nds_context **out, const nds_context_options *opts) {
      * network), so a second thread per core keeps the cores busy while one waits; in-flight chunks
      * stay bounded by 2 x cores, the memory target of docs/performance.md. */
     c->threads = opts && opts->threads > 0 ? opts->threads : 2 * online_cores();
+    /* Reads from local stores never wait on I/O (the page cache or memory): one thread per core is
+     * as fast, and halves the chunks in flight. An explicit thread count applies to everything. */
+    c->local_read_threads = opts && opts->threads > 0 ? opts->threads : online_cores();
     c->memory_budget = opts && opts->memory_budget ? opts->memory_budget : NDS_DEFAULT_BUDGET;
     int rc = nds_pool_new(&c->pool, c->threads - 1);
     if (!rc) rc = nds_chunk_cache_new(&c->cache, opts ? opts->cache_bytes : 0);
@@ -68,6 +72,10 @@ nds_context *nds_context_resolve(nds_context *c) { return c ? c : nds_context_de
 int nds_context_threads(nds_context *c) {
     c = nds_context_resolve(c);
     return c ? c->threads : 1;
+}
+int nds_context_local_read_threads(nds_context *c) {
+    c = nds_context_resolve(c);
+    return c ? c->local_read_threads : 1;
 }
 nds_pool *nds_context_pool(nds_context *c) {
     c = nds_context_resolve(c);

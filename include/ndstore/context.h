@@ -15,7 +15,8 @@ typedef struct nds_context nds_context;
 /** Options of nds_context_new. Start from NDS_CONTEXT_OPTIONS_INIT. */
 typedef struct nds_context_options {
     int version;
-    int threads;            /**< threads for a call's chunk tasks (codec, copy, I/O); 0 = 2 x online cores */
+    int threads;            /**< threads for a call's chunk tasks (codec, copy, I/O); 0 = 2 x online cores,
+                                 except reads from local stores (memory, file, lmdb): 1 x online cores */
     size_t memory_budget;   /**< bytes of chunks in flight per call; 0 = default (256 MiB) */
     size_t cache_bytes;     /**< decoded-chunk cache shared by the context's arrays; 0 = no cache. Hits are
                                  revalidated against the store (a cheap conditional read), never stale. */

@@ -11,6 +11,8 @@ nds_pool *nds_context_pool(nds_context *ctx);
 size_t nds_context_memory_budget(nds_context *ctx);
 /** The context's decoded-chunk cache, NULL when caching is off (ctx NULL = default). */
 struct nds_chunk_cache *nds_context_cache(nds_context *ctx);
+/** Threads a read from a NDS_KV_CAP_LOCAL store uses by default (ctx NULL = default). */
+int nds_context_local_read_threads(nds_context *ctx);
 /** ctx, or the default context when ctx is NULL. */
 nds_context *nds_context_resolve(nds_context *ctx);
 
