@@ -18,7 +18,9 @@
 
 #define NDS_FILE_SYNC_SLOTS 64
 
-/** Makes every rename/unlink done in dir before this call durable. @return 0 or an errno */
+/** Makes every rename/unlink done in dir before this call durable. A directory that no longer
+ *  exists needs nothing (0): its removal (delete_range prunes only empty directories) came later and
+ *  was made durable by whoever removed it. @return 0 or an errno */
 int nds_file_sync_dir(const char *dir);
 
 /** Counts since the process started: calls of nds_file_sync_dir and fsyncs they ran (for tests and
