@@ -300,8 +300,8 @@ def print_scaling(done):
                      '%.0f' % mbs(r['nds_read_1']), '%.0f' % mbs(r['nds_read']),
                      '%.2f' % (mbs(r['nds_read']) / mbs(r['nds_read_1']))])
     if rows:
-        print('### Scaling: ndstore with 1 thread vs the default (%d threads), target >= 1.8x\n'
-              % n)
+        print('### Scaling: ndstore with 1 thread vs the default (writes: %d threads, 2 per core; '
+              'reads from file://: 1 per core), target >= 1.8x\n' % n)
         table(['workload', 'write 1 thread MB/s', 'write default MB/s', 'ratio',
                'read 1 thread MB/s', 'read default MB/s', 'ratio'], rows)
 
