@@ -228,13 +228,33 @@ def table(head, rows):
     print()
 
 
+def disk_limits(done):
+    """Per workload, the write limit once the stored bytes must reach the disk: the codec's, or the
+    plain file write speed (measured with the family's uncompressed workload) scaled by the
+    compression ratio, whichever is lower. None where the family has no uncompressed workload."""
+    disk = {(w.dtype, tuple(w.chunks)): w.r['limit']['file_write_mbs'] for w in done
+            if 'file_write_mbs' in w.r['limit']}
+    out = {}
+    for w in done:
+        d = disk.get((w.dtype, tuple(w.chunks)))
+        stored = w.r['nds_read']['stored_bytes']
+        if d and stored:
+            out[w.name] = min(w.r['limit']['write'], d * w.r['nds_write']['bytes'] / stored)
+    return out
+
+
 def print_tables(done, cores):
     print('\n### Full write (ndstore: one nds_array_write; zarr-python: z[...] = data)\n')
+    with_disk = disk_limits(done)
     table(['workload', 'ndstore MB/s', 'zarr-python MB/s', 'ratio', 'limit MB/s',
-           'ndstore % of limit', 'peak RSS MiB ndstore / zarr-python'],
+           'ndstore % of limit', 'limit incl. disk MB/s', 'ndstore % of it',
+           'peak RSS MiB ndstore / zarr-python'],
           [[w.name, '%.0f' % mbs(r['nds_write']), '%.0f' % mbs(r['z_write']),
             '%.2f' % (mbs(r['nds_write']) / mbs(r['z_write'])), '%.0f' % r['limit']['write'],
             '%.0f%%' % (100 * mbs(r['nds_write']) / r['limit']['write']),
+            '%.0f' % with_disk[w.name] if w.name in with_disk else '',
+            '%.0f%%' % (100 * mbs(r['nds_write']) / with_disk[w.name])
+            if w.name in with_disk else '',
             '%.0f / %.0f' % (mib(r['nds_write']['rss_kib']), mib(r['z_write']['rss_kib']))]
            for w, r in ((w, w.r) for w in done)])
     print('### Full read, warm page cache (into a buffer faulted in beforehand, both sides)\n')
