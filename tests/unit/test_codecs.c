@@ -1199,9 +1199,85 @@ START_TEST(test_codec_spec) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Lying trailers */
+
+static uint32_t get_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Decodes enc with the 4 bytes at `at` set to v (little-endian), with out_cap len and len + 100:
+ * NDS_ECORRUPT with a message naming the codec, nothing written past out_cap. */
+static void expect_lie(const nds_codec *c, void *st, const nds_buf *enc, size_t at, uint32_t v,
+                       size_t len, const char *what) {
+    uint8_t *mut = malloc(enc->len);
+    ck_assert_ptr_nonnull(mut);
+    memcpy(mut, enc->data, enc->len);
+    for (int i = 0; i < 4; i++) mut[at + i] = (uint8_t)(v >> (8 * i));
+    ck_assert_msg(memcmp(mut, enc->data, enc->len) != 0, "%s: nothing changed", what);
+    for (size_t extra = 0; extra <= 100; extra += 100) {
+        char w[160];
+        snprintf(w, sizeof w, "%s, out_cap %zu", what, len + extra);
+        assert_error(decode_guarded(c, st, mut, enc->len, len + extra, w), NDS_ECORRUPT, c->name,
+                     w);
+    }
+    free(mut);
+}
+
+/* A gzip member whose ISIZE (data size mod 2^32: one more, one less, 0, huge) or CRC-32 does not
+ * match its data, as the only member, the first of two or the last of two; a zlib stream whose
+ * Adler-32 does not. Never accepted (no silent wrong data), never a write past out_cap. */
+START_TEST(test_lying_trailer) {
+    uint8_t data[3000];
+    fill(data, sizeof data, PAT_TEXT);
+    void *gz = make(&nds_codec_gzip, NULL, 1), *zl = make(&nds_codec_zlib, NULL, 1);
+    nds_buf one = {0}, first = {0}, two = {0}, z = {0};
+    encode_ok(&nds_codec_gzip, gz, data, sizeof data, &one);
+    encode_ok(&nds_codec_gzip, gz, data, 1000, &first);
+    encode_two(&nds_codec_gzip, gz, data, 1000, sizeof data, &two);
+    decode_expect(&nds_codec_gzip, gz, one.data, one.len, data, sizeof data, "gzip unchanged");
+    decode_expect(&nds_codec_gzip, gz, two.data, two.len, data, sizeof data, "gzip two unchanged");
+    const struct {
+        const nds_buf *enc;
+        size_t end, n; /* where the member ends, how many bytes it holds */
+        const char *what;
+    } members[] = {{&one, one.len, sizeof data, "only member"},
+                   {&two, first.len, 1000, "first of two"},
+                   {&two, two.len, sizeof data - 1000, "last of two"}};
+    for (size_t m = 0; m < sizeof members / sizeof members[0]; m++) {
+        const nds_buf *e = members[m].enc;
+        uint32_t n = (uint32_t)members[m].n;
+        const uint32_t isizes[] = {n + 1, n - 1, 0, 0xFFFFFFFFu, n ^ 0x80000000u};
+        char what[120];
+        for (size_t k = 0; k < sizeof isizes / sizeof isizes[0]; k++) {
+            snprintf(what, sizeof what, "gzip %s, ISIZE %u for %u bytes", members[m].what,
+                     isizes[k], n);
+            expect_lie(&nds_codec_gzip, gz, e, members[m].end - 4, isizes[k], sizeof data, what);
+        }
+        size_t crc_at = members[m].end - 8;
+        snprintf(what, sizeof what, "gzip %s, CRC-32 off by one bit", members[m].what);
+        expect_lie(&nds_codec_gzip, gz, e, crc_at, get_le32(e->data + crc_at) ^ 1, sizeof data,
+                   what);
+    }
+    encode_ok(&nds_codec_zlib, zl, data, sizeof data, &z);
+    expect_lie(&nds_codec_zlib, zl, &z, z.len - 4, get_le32(z.data + z.len - 4) ^ 1, sizeof data,
+               "zlib, Adler-32 off by one bit");
+    nds_buf_dispose(&one);
+    nds_buf_dispose(&first);
+    nds_buf_dispose(&two);
+    nds_buf_dispose(&z);
+    nds_codec_gzip.destroy(gz);
+    nds_codec_zlib.destroy(zl);
+}
+END_TEST
+
 static Suite *codecs_suite(void) {
     Suite *s = suite_create("codecs");
-    TCase *tc = tcase_create("roundtrip");
+    TCase *tc = tcase_create("lying_trailer");
+    tcase_add_test(tc, test_lying_trailer);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("roundtrip");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_roundtrip, 0, (int)N_CONFIGS);
     tcase_add_test(tc, test_blosc_matrix);
