@@ -92,7 +92,7 @@ cp_roundtrip() { # name url-prefix extra-spec
     else bad "$name: zarr v3 cp round trip"; tail -5 "$TMP/all-output.txt"; fi
     "$NDS" ls "$url/rt.zarr/" >"$TMP/ls-$name.txt" 2>&1
     cat "$TMP/ls-$name.txt" >>"$TMP/all-output.txt"
-    if grep -qE ' \.zarray$' "$TMP/ls-$name.txt" && [ "$(grep -cE ' [0-9]+\.[0-9]+$' "$TMP/ls-$name.txt")" -eq 25 ]
+    if grep -qE ' \.zarray( |$)' "$TMP/ls-$name.txt" && [ "$(grep -cE ' [0-9]+\.[0-9]+$' "$TMP/ls-$name.txt")" -eq 25 ]
     then ok "$name: ndstore ls lists .zarray and the 25 chunks"
     else bad "$name: ndstore ls"; cat "$TMP/ls-$name.txt"; fi
 }
