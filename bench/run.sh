@@ -5,7 +5,7 @@
 # bench/bench.py.
 #
 # usage: bench/run.sh [BUILD_DIR] [--reps N] [--only NAME[,NAME..]] [--quick] [--seconds X]
-#        BUILD_DIR defaults to build/; the targets nds_bench, nds_limit and ndstore are (re)built
+#        BUILD_DIR defaults to build/; the targets nds_bench, nds_limit and ndstore_cli (the CLI) are (re)built
 #        there.
 # Needs /usr/bin/python3 with numpy and zarr (Debian's python3-zarr). Arrays go to a temporary
 # directory under $TMPDIR (default /tmp), removed at the end; nothing is written to the repository.
@@ -17,7 +17,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=build
 case "${1:-}" in ''|-*) ;; *) BUILD=$1; shift ;; esac
 
-cmake --build "$BUILD" --target nds_bench nds_limit ndstore -j2 >/dev/null
+cmake --build "$BUILD" --target nds_bench nds_limit ndstore_cli -j2 >/dev/null
 BUILD=$(cd "$BUILD" && pwd)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/nds-bench-XXXXXX")

@@ -10,7 +10,8 @@
 # `ndstore info` and `ndstore ls` are checked on each source for the format's own detail (text and JSON).
 # Then the pairs that cannot work: dtypes and ranks a format lacks, and fill values N5 and precomputed
 # cannot hold, each a clear one-line error that writes nothing; plus a precomputed volume with two scales
-# (a scale copied out, a new scale copied in).
+# (a scale copied out, a new scale copied in). Last, the peak RSS (GNU time) of a small-budget cp of
+# 32 MiB into shards is checked against the budget (skipped without /usr/bin/time).
 #
 # usage: tests/integration/cp_matrix_test.sh BUILD_DIR   (or path/to/ndstore)
 # Needs /usr/bin/python3 (standard library only) to make the test volume. Prints "FAIL: ..." for each
@@ -252,6 +253,47 @@ nds cp "{\"driver\":\"neuroglancer_precomputed\",\"kvstore\":\"file://$T/src_pc/
 expect_rc 0 "cp a scale chosen by index out"
 nds read half_back --raw -o half_back.raw
 check 'cmp -s half_back.raw small.raw' "scale 1 copied out equals what was copied in"
+
+# ---- memory: a small budget bounds the peak RSS of a copy into shards ------------------------------------
+# cp of 32 MiB of incompressible uint16 (so an encoded shard is as big as the shard) into 4 MiB zarr v3 and
+# precomputed shards with --memory-budget 16M and 4 threads: the peak RSS (GNU time's %M) stays within the
+# budget plus 8 MiB over that of a tiny copy (the process itself). An in-flight shard write holds up to
+# three shards, so the budget allows one thread here; four threads would take ~40 MiB.
+# peak_rss ARGS...: runs the binary under GNU time; sets RC and KIB (its peak RSS in KiB)
+peak_rss() {
+    /usr/bin/time -f %M -o "$T/.time" "$BIN" "$@" >/dev/null 2>"$T/.stderr"
+    RC=$?
+    KIB=$(tail -n 1 "$T/.time")
+}
+if [ ! -x /usr/bin/time ]; then
+    echo "SKIP: /usr/bin/time (GNU time) is missing: the peak RSS of a small-budget cp is not checked"
+elif ldd "$BIN" 2>/dev/null | grep -q libasan; then
+    echo "SKIP: $BIN is built with AddressSanitizer (its quarantine keeps freed memory): peak RSS not checked"
+else
+    "$PY" -c 'import os; open("rand.raw", "wb").write(os.urandom(32 << 20))'
+    nds create "file://$T/mem_src|zarr:" --shape 256,256,256,1 --chunks 64,64,64,1 --dtype uint16
+    nds write mem_src --raw -i rand.raw
+    expect_rc 0 "write the 32 MiB memory-test source"
+    peak_rss cp src_zarr2 "$(spec zarr2 mem_tiny)" -j 4
+    bound=$((KIB + (16 + 8) * 1024))
+    # 4 x 4 x 4 chunks of 64^3: $SHARDING's bits make shards of 2 x 2 x 2 chunks, 128^3, as the zarr v3
+    # ones; raw data encoding (gzip of 32 MiB on one thread would take seconds)
+    for d in zarr3s pcs; do
+        if [ $d = zarr3s ]; then
+            dst="{\"driver\":\"zarr3\",\"kvstore\":\"file://$T/mem_$d/\",\"schema\":{\"chunk_layout\":{\"write_chunk\":{\"shape\":[128,128,128,1]}}}}"
+        else
+            dst=$(spec pcs "mem_$d" | sed 's/"data_encoding":"gzip"/"data_encoding":"raw"/')
+        fi
+        peak_rss cp mem_src "$dst" --memory-budget 16M -j 4
+        OUT=""; ERR=$(cat "$T/.stderr")
+        expect_rc 0 "cp 32 MiB into $d shards with --memory-budget 16M"
+        check "[ $KIB -le $bound ]" "cp into $d shards with --memory-budget 16M: peak RSS $((KIB / 1024)) MiB, bound $((bound / 1024)) MiB"
+        nds read "mem_$d" --raw -o "mem_$d.raw"
+        check "cmp -s mem_$d.raw rand.raw" "cp into $d shards with a small budget copies every element"
+        rm -rf "mem_$d" "mem_$d.raw"
+    done
+    rm -f rand.raw
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
