@@ -5,7 +5,8 @@
 # bench/bench.py.
 #
 # usage: bench/run.sh [BUILD_DIR] [--reps N] [--only NAME[,NAME..]] [--quick] [--seconds X]
-#        BUILD_DIR defaults to build/; the targets nds_bench, nds_limit and ndstore_cli (the CLI) are (re)built
+#        BUILD_DIR defaults to build/; the targets nds_bench, nds_limit and ndstore_cli (the CLI)
+#        are (re)built
 #        there.
 # Needs /usr/bin/python3 with numpy and zarr (Debian's python3-zarr). Arrays go to a temporary
 # directory under $TMPDIR (default /tmp), removed at the end; nothing is written to the repository.
