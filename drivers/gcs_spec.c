@@ -35,25 +35,9 @@ static const char gcs_members[] =
     " driver path bucket endpoint credentials gcs_request_concurrency "
     "gcs_request_retries gcs_request_timeout gcs_user_project context ";
 
-/* A duration: "250ms", "1.5s", "2m", or a number of seconds; into milliseconds (0 .. 1 day). */
+/* A duration member (json_util.h): "250ms", "1.5s", "2m" or seconds, into milliseconds. */
 static int duration_ms(json_object *v, const char *member, long *out) {
-    const char *text = json_object_get_string(v);
-    char *end = NULL;
-    double x = strtod(text, &end), scale = 1000;
-    bool number = json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double);
-    if (!number && end && strcmp(end, "ms") == 0)
-        scale = 1;
-    else if (!number && end && strcmp(end, "m") == 0)
-        scale = 60000;
-    else if (!number && (!end || strcmp(end, "s") != 0))
-        x = -1;
-    if (end == text || !(x >= 0) || x * scale > 86400000.0)
-        return nds_err(
-            NDS_EINVAL,
-            "gcs: spec member \"%s\": \"%.40s\" is not a duration like \"500ms\" or \"2s\"", member,
-            text);
-    *out = (long)(x * scale);
-    return 0;
+    return nds_json_duration_ms(v, "gcs", member, out);
 }
 
 /* "gcs_request_retries": {"max_retries": N, "initial_delay": D, "max_delay": D}. */

@@ -153,3 +153,23 @@ char *nds_json_to_string(const json_object *obj, bool pretty) {
 bool nds_json_equal(const json_object *a, const json_object *b) {
     return json_object_equal((json_object *)a, (json_object *)b) != 0;
 }
+
+int nds_json_duration_ms(json_object *v, const char *who, const char *member, long *out) {
+    const char *text = json_object_get_string(v);
+    char *end = NULL;
+    double x = strtod(text, &end), scale = 1000;
+    bool number = json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double);
+    if (!number && end && strcmp(end, "ms") == 0)
+        scale = 1;
+    else if (!number && end && strcmp(end, "m") == 0)
+        scale = 60000;
+    else if (!number && (!end || strcmp(end, "s") != 0))
+        x = -1;
+    if (end == text || !(x >= 0) || x * scale > 86400000.0)
+        return nds_err(
+            NDS_EINVAL,
+            "%s: spec member \"%s\": \"%.40s\" is not a duration like \"500ms\" or \"2s\"", who,
+            member, text);
+    *out = (long)(x * scale);
+    return 0;
+}

@@ -29,6 +29,9 @@ int nds_json_get_bool(const json_object *obj, const char *key, bool optional, co
  * NDS_EFORMAT. */
 int nds_json_get_u64_array(const json_object *obj, const char *key, const char *doc, uint64_t max,
                            uint64_t *out, size_t cap, size_t *n);
+/** A duration spec member v (named member, for messages prefixed "who: "): "250ms", "1.5s", "2m", or a
+ *  number of seconds; into milliseconds, 0 .. 1 day. NDS_EINVAL naming the member otherwise. */
+int nds_json_duration_ms(json_object *v, const char *who, const char *member, long *out);
 /** Serialises obj as compact text; malloc'd (free with free). NULL on failure. */
 char *nds_json_to_string(const json_object *obj, bool pretty);
 /** How nds_json_print lays a document out. */
