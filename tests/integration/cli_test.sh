@@ -7,6 +7,7 @@
 # usage: tests/integration/cli_test.sh path/to/ndstore
 # Prints "FAIL: ..." for each failed check and a final "N passed, N failed" line; exits 1 on any failure.
 set -u
+HERE=$(cd "$(dirname "$0")" && pwd) # before the cd into the scratch directory
 
 BIN=${1:?usage: cli_test.sh path/to/ndstore}
 BIN=$(realpath "$BIN")
@@ -21,29 +22,8 @@ skipped=0
 HAVE_NUMPY=0
 if [ -x "$PY" ] && "$PY" -c 'import numpy' 2>/dev/null; then HAVE_NUMPY=1; fi
 
-# nds ARGS...: runs the binary; sets OUT (stdout), ERR (stderr), RC.
-nds() {
-    OUT=$("$BIN" "$@" 2>"$T/.stderr")
-    RC=$?
-    ERR=$(cat "$T/.stderr")
-}
+source "$HERE/check_lib.sh"
 
-ok() { pass=$((pass + 1)); }
-no() {
-    fail=$((fail + 1))
-    echo "FAIL: $*"
-    echo "  rc=$RC"
-    [ -n "$OUT" ] && printf '  stdout: %s\n' "$(printf '%s' "$OUT" | head -5)"
-    [ -n "$ERR" ] && printf '  stderr: %s\n' "$(printf '%s' "$ERR" | head -5)"
-    return 0
-}
-
-# expect_rc WANT DESC
-expect_rc() { if [ "$RC" -eq "$1" ]; then ok; else no "$2: exit $RC, expected $1"; fi; }
-# expect_out TEXT DESC: stdout contains TEXT
-expect_out() { if [[ "$OUT" == *"$1"* ]]; then ok; else no "$2: stdout lacks '$1'"; fi; }
-# expect_err TEXT DESC: stderr contains TEXT
-expect_err() { if [[ "$ERR" == *"$1"* ]]; then ok; else no "$2: stderr lacks '$1'"; fi; }
 # expect_fail DESC: exit 1 with exactly one "ndstore: " line on stderr
 expect_fail() {
     expect_rc 1 "$1"

@@ -17,6 +17,7 @@
 # Needs /usr/bin/python3 (standard library only) to make the test volume. Prints "FAIL: ..." for each
 # failed check and a final "N passed, N failed" line; exits 1 on any failure.
 set -u
+HERE=$(cd "$(dirname "$0")" && pwd) # before the cd into the scratch directory
 
 ARG=${1:?usage: cp_matrix_test.sh BUILD_DIR}
 if [ -d "$ARG" ]; then BIN=$ARG/ndstore; else BIN=$ARG; fi
@@ -29,23 +30,7 @@ cd "$T" || exit 1
 pass=0
 fail=0
 
-# nds ARGS...: runs the binary; sets OUT (stdout), ERR (stderr), RC.
-nds() {
-    OUT=$("$BIN" "$@" 2>"$T/.stderr")
-    RC=$?
-    ERR=$(cat "$T/.stderr")
-}
-ok() { pass=$((pass + 1)); }
-no() {
-    fail=$((fail + 1))
-    echo "FAIL: $*"
-    echo "  rc=$RC"
-    [ -n "$OUT" ] && printf '  stdout: %s\n' "$(printf '%s' "$OUT" | head -5)"
-    [ -n "$ERR" ] && printf '  stderr: %s\n' "$(printf '%s' "$ERR" | head -5)"
-    return 0
-}
-expect_rc() { if [ "$RC" -eq "$1" ]; then ok; else no "$2: exit $RC, expected $1"; fi; }
-expect_out() { if [[ "$OUT" == *"$1"* ]]; then ok; else no "$2: stdout lacks '$1'"; fi; }
+source "$HERE/check_lib.sh"
 # expect_fail TEXT DESC: exit 1, exactly one "ndstore: " line on stderr, containing TEXT
 expect_fail() {
     local lines
