@@ -56,7 +56,9 @@ static void ident_init(void) {
 
 int nds_file_lock_mode_from_env(void) {
     const char *v = getenv("NDS_FILE_LOCK");
-    if (!v || !*v || strcmp(v, "auto") == 0 || strcmp(v, "ofd") == 0)
+    if (!v || !*v || strcmp(v, "auto") == 0 || strcmp(v, "dir") == 0)
+        return NDS_FILE_LOCK_DIR;
+    if (strcmp(v, "ofd") == 0)
         return NDS_FILE_LOCK_OFD;
     if (strcmp(v, "flock") == 0)
         return NDS_FILE_LOCK_FLOCK;
@@ -139,6 +141,52 @@ static int lock_fd_attempt(nds_file_lock *lk, const char *path, atomic_int *mode
     lk->fd = fd;
     lk->dev = mine.st_dev;
     lk->ino = mine.st_ino;
+    return 0;
+}
+
+/* ---- dir: flock on the key's directory ---- */
+
+/* malloc'd directory part of a lock path ("." when it has no slash, "/" for the root). */
+static char *lock_dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return nds_strdup(".");
+    return strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
+/* One attempt with dir. @return 0 locked, 1 retry (directory replaced or mode downgraded), or an
+ * error */
+static int lock_dir_attempt(nds_file_lock *lk, const char *path, atomic_int *mode, int m) {
+    char *dir = lock_dir_of(path);
+    if (!dir)
+        return nds_err(NDS_ENOMEM, "file: out of memory locking %s", path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+    struct stat mine, now;
+    if (fd < 0) {
+        rc = errno == EINTR                       ? 1
+             : errno == ENOENT || errno == ENOTDIR ? NDS_ENOTFOUND
+                                                   : lock_errno(errno, "open directory to", path);
+    } else {
+        int err = lock_fd(fd, NDS_FILE_LOCK_FLOCK);
+        if (err == 0 && fstat(fd, &mine) != 0)
+            err = errno;
+        if (err != 0 && lock_unsupported(err))
+            atomic_compare_exchange_strong(mode, &m, m + 1);
+        rc = err == 0 ? 0 : lock_unsupported(err) ? 1 : lock_errno(err, "take", path);
+        /* Removed (and perhaps made again) between our open and our lock: start over. */
+        if (rc == 0 && (stat(dir, &now) != 0 || !same_file(&mine, &now)))
+            rc = 1;
+    }
+    free(dir);
+    if (rc != 0) {
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    lk->fd = fd;
+    lk->dev = mine.st_dev;
+    lk->ino = mine.st_ino;
+    lk->on_dir = 1;
     return 0;
 }
 
@@ -286,11 +334,13 @@ static int lock_excl(nds_file_lock *lk, const char *path) {
 
 int nds_file_lock_acquire(nds_file_lock *lk, const char *path, atomic_int *mode) {
     lk->fd = -1;
+    lk->on_dir = 0;
     for (;;) {
         int m = atomic_load(mode);
         if (m >= NDS_FILE_LOCK_EXCL)
             return lock_excl(lk, path);
-        int rc = lock_fd_attempt(lk, path, mode, m);
+        int rc = m == NDS_FILE_LOCK_DIR ? lock_dir_attempt(lk, path, mode, m)
+                                        : lock_fd_attempt(lk, path, mode, m);
         if (rc != 1)
             return rc;
     }
@@ -300,7 +350,8 @@ void nds_file_lock_release(nds_file_lock *lk, const char *path) {
     if (lk->fd < 0)
         return;
     /* Unlinking while still holding the lock: acquirers re-check the path's inode after locking. */
-    unlink_if_same(path, lk->dev, lk->ino);
+    if (!lk->on_dir)
+        unlink_if_same(path, lk->dev, lk->ino);
     close(lk->fd);
     lk->fd = -1;
 }

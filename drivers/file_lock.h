@@ -1,21 +1,27 @@
-/* Exclusive per-key lock files for the file kvstore driver (drivers/kv_file.c).
+/* Exclusive per-key locks for the file kvstore driver (drivers/kv_file.c).
  *
- * A lock is the file "<key>.__lock" next to the key. Three mechanisms, tried in this order by
+ * A key's lock is named by the path "<key>.__lock". Four mechanisms, tried in this order by
  * NDS_FILE_LOCK_AUTO (each falls back to the next when the filesystem refuses it):
- *   ofd   - an open-file-description lock (fcntl F_OFD_SETLKW): excludes other threads and
- *           processes alike;
- *   flock - flock(LOCK_EX), also per open file description;
- *   excl  - creating the file exclusively: a fully written temp file is hard-linked to the path
- *           (or, where links are refused, the path is created with O_EXCL). It holds one line
+ *   dir   - flock(LOCK_EX) on the key's directory itself: no lock file at all. It excludes every
+ *           writer of that directory, but only for a lock's short section (a stat and a rename, which
+ *           the kernel serialises per directory anyway). Creating and unlinking a lock file per
+ *           write cost two inode allocations' worth of work, under the directory's lock, per chunk:
+ *           on ext4 a third of a write's CPU time (docs/performance.md);
+ *   ofd   - an open-file-description lock (fcntl F_OFD_SETLKW) on the lock file: excludes other
+ *           threads and processes alike;
+ *   flock - flock(LOCK_EX) on the lock file, also per open file description;
+ *   excl  - creating the lock file exclusively: a fully written temp file is hard-linked to the
+ *           path (or, where links are refused, the path is created with O_EXCL). It holds one line
  *           "pid=<pid> host=<hostname> boot=<boot id>\n". A lock file whose owner is gone (same
  *           host and boot, no such pid), or that is older than NDS_FILE_LOCK_STALE_S seconds, is
  *           stolen.
- * With ofd and flock the holder unlinks the lock file while still holding the lock, and an
- * acquirer checks, once locked, that the path still names the inode it locked (else it retries):
- * the standard pattern that makes removing lock files safe. Every process using one store must use
- * the same mechanism; the environment variable NDS_FILE_LOCK ("ofd", "flock", "excl"; unset or
- * "auto" = auto), read when a file kvstore is opened, forces one (a test hook, and a way out on odd
- * filesystems).
+ * With dir, an acquirer checks once locked that the directory path still names the directory it
+ * locked (else it retries). With ofd and flock the holder unlinks the lock file while still holding
+ * the lock, and an acquirer checks, once locked, that the path still names the inode it locked
+ * (else it retries): the standard pattern that makes removing lock files safe. Every process using
+ * one store must use the same mechanism; the environment variable NDS_FILE_LOCK ("dir", "ofd",
+ * "flock", "excl"; unset or "auto" = auto), read when a file kvstore is opened, forces one (a test
+ * hook, and a way out on odd filesystems).
  *
  * Threading: a nds_file_lock is used by one thread; the mode word is shared by a driver instance
  * and only ever downgraded (atomically) when a mechanism turns out to be unsupported.
@@ -29,10 +35,11 @@
 
 /** Lock file mechanisms (values of the shared mode word). */
 enum {
-    NDS_FILE_LOCK_OFD = 0,
-    NDS_FILE_LOCK_FLOCK = 1,
-    NDS_FILE_LOCK_EXCL = 2,
-    NDS_FILE_LOCK_AUTO = NDS_FILE_LOCK_OFD /* auto starts at ofd and downgrades on refusal */
+    NDS_FILE_LOCK_DIR = 0,
+    NDS_FILE_LOCK_OFD = 1,
+    NDS_FILE_LOCK_FLOCK = 2,
+    NDS_FILE_LOCK_EXCL = 3,
+    NDS_FILE_LOCK_AUTO = NDS_FILE_LOCK_DIR /* auto starts at dir and downgrades on refusal */
 };
 
 /** Age after which an O_EXCL lock file is considered abandoned whatever its owner record says. */
@@ -40,9 +47,10 @@ enum {
 
 /** A held lock. */
 typedef struct nds_file_lock {
-    int fd; /**< the open lock file (-1 when not held) */
+    int fd; /**< the open lock file, or directory with dir (-1 when not held) */
     dev_t dev; /**< identity of the locked file, to unlink only our own */
     ino_t ino;
+    int on_dir; /**< 1 when fd is the key's directory (dir: nothing to unlink) */
 } nds_file_lock;
 
 /**

@@ -7,9 +7,12 @@
  * Generation: "<dev>.<ino>.<mtime_ns>.<size>" in hex, from one fstat of the file read. A value is
  * never modified in place: a write goes to "<key>.__tmp.<pid>.<random>" in the same directory, is
  * fsynced, renamed over the key, and the directory is fsynced; missing parent directories are
- * created (and their parents fsynced). Every write and delete holds the exclusive lock
- * "<key>.__lock" (file_lock.h) while it re-checks the generation and renames or unlinks, so an
- * unconditional write cannot slip between a conditional writer's check and its rename. Under that
+ * created (and their parents fsynced). Every write and delete holds the key's exclusive lock
+ * (file_lock.h: by default a flock of its directory) while it re-checks the generation and renames
+ * or unlinks, so an unconditional write cannot slip between a conditional writer's check and its
+ * rename. Two-phase writes (stage, publish) split this: stage writes the temp file and starts its
+ * writeback; publish fsyncs a batch of them, renames each under its lock and condition, and fsyncs
+ * each directory once. Under that
  * lock a new version's mtime is made later than the one it replaces, so a recycled inode of the
  * same size never repeats an older generation of the key. Readers never lock: open, fstat, pread.
  * list hides lock and temp files; such names are refused as keys.
@@ -319,6 +322,7 @@ static int file_create_temp(const char *key, char **tmp_out) {
     return fd;
 }
 
+/* Writes all of data to fd (not synced). @return 0 or an errno */
 static int file_write_all(int fd, const uint8_t *data, size_t len) {
     while (len > 0) {
         ssize_t n = write(fd, data, len);
@@ -329,7 +333,7 @@ static int file_write_all(int fd, const uint8_t *data, size_t len) {
         data += n;
         len -= (size_t)n;
     }
-    return fsync(fd) == 0 ? 0 : errno;
+    return 0;
 }
 
 static bool mtime_after(const struct stat *a, const struct stat *b) {
@@ -374,6 +378,24 @@ static int file_commit_temp(const char *key, int fd, const char *tmp, const nds_
     return 0;
 }
 
+/* Renames a fully written and synced temp file over key under the key's lock, if the key still
+ * satisfies opts. The directory is not synced (the caller does). */
+static int file_apply_temp(file_state *s, const char *key, int fd, const char *tmp,
+                           const nds_write_options *opts, nds_generation *new_gen) {
+    char *lock_path = nds_asprintf("%s%s", key, LOCK_SUFFIX);
+    if (!lock_path)
+        return nds_err(NDS_ENOMEM, "file: write %s: out of memory", key);
+    nds_file_lock lk = {-1, 0, 0, 0};
+    int rc = nds_file_lock_acquire(&lk, lock_path, &s->lock_mode);
+    if (rc == NDS_ENOTFOUND)
+        rc = nds_err(NDS_EIO, "file: write %s: directory vanished", key);
+    if (rc == 0)
+        rc = file_commit_temp(key, fd, tmp, opts, new_gen);
+    nds_file_lock_release(&lk, lock_path);
+    free(lock_path);
+    return rc;
+}
+
 static int file_put(file_state *s, const char *key, const uint8_t *data, size_t len,
                     const nds_write_options *opts, nds_generation *new_gen) {
     char *tmp = NULL;
@@ -381,19 +403,12 @@ static int file_put(file_state *s, const char *key, const uint8_t *data, size_t 
     if (fd < 0)
         return file_err(-fd, "create temp file for", key);
     int err = file_write_all(fd, data, len);
+    if (err == 0 && fsync(fd) != 0)
+        err = errno;
     int rc = err ? file_err(err, "write", tmp) : 0;
-    char *lock_path = rc == 0 ? nds_asprintf("%s%s", key, LOCK_SUFFIX) : NULL;
-    if (rc == 0 && !lock_path)
-        rc = nds_err(NDS_ENOMEM, "file: write %s: out of memory", key);
-    nds_file_lock lk = {-1, 0, 0};
-    if (rc == 0)
-        rc = nds_file_lock_acquire(&lk, lock_path, &s->lock_mode);
-    if (rc == NDS_ENOTFOUND)
-        rc = nds_err(NDS_EIO, "file: write %s: directory vanished", key);
     nds_generation gen;
     if (rc == 0)
-        rc = file_commit_temp(key, fd, tmp, opts, &gen);
-    nds_file_lock_release(&lk, lock_path);
+        rc = file_apply_temp(s, key, fd, tmp, opts, &gen);
     close(fd);
     if (rc != 0)
         unlink(tmp); /* harmless after a successful rename: never reached then */
@@ -401,8 +416,110 @@ static int file_put(file_state *s, const char *key, const uint8_t *data, size_t 
         rc = file_err(err, "sync directory of", key);
     if (rc == 0 && new_gen)
         *new_gen = gen;
-    free(lock_path);
     free(tmp);
+    return rc;
+}
+
+/* ---- two-phase writes: stage many, then sync and publish them together ---- */
+
+/** A staged value: its temp file, written but not yet synced nor renamed. */
+struct nds_kv_staged {
+    int fd;
+    char *key, *tmp;
+};
+
+static void staged_free(nds_kv_staged *st, bool unlink_tmp) {
+    if (st->fd >= 0)
+        close(st->fd);
+    if (unlink_tmp && st->tmp)
+        unlink(st->tmp);
+    free(st->key);
+    free(st->tmp);
+    free(st);
+}
+
+static int file_stage(void *state, const char *key, const uint8_t *data, size_t len,
+                      nds_kv_staged **out) {
+    (void)state;
+    *out = NULL;
+    int rc = file_check_key(key, "write");
+    if (rc != 0)
+        return rc;
+    nds_kv_staged *st = calloc(1, sizeof *st);
+    if (!st || !(st->key = nds_strdup(key))) {
+        free(st);
+        return nds_err(NDS_ENOMEM, "file: write %s: out of memory", key);
+    }
+    st->fd = file_create_temp(key, &st->tmp);
+    if (st->fd < 0) {
+        rc = file_err(-st->fd, "create temp file for", key);
+        staged_free(st, false);
+        return rc;
+    }
+    int err = file_write_all(st->fd, data, len);
+    if (err != 0) {
+        rc = file_err(err, "write", st->tmp);
+        staged_free(st, true);
+        return rc;
+    }
+    /* Start the writeback now: the data goes to disk while the caller stages more, so publish's
+     * fsync mostly waits for the journal commit. Failures surface there. */
+    (void)sync_file_range(st->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    *out = st;
+    return 0;
+}
+
+static void file_discard(void *state, nds_kv_staged *st) {
+    (void)state;
+    staged_free(st, true);
+}
+
+/* fsyncs every directory holding a key applied (status 0), once each; a failure turns the status
+ * of the keys in that directory into the error. @return 0 or the first error */
+static int sync_applied_dirs(nds_kv_staged **staged, nds_kv_publish *res, size_t n) {
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].status != 0)
+            continue;
+        char *dir = file_parent(staged[i]->key);
+        bool seen = false;
+        for (size_t j = 0; dir && j < i && !seen; j++) {
+            char *other = res[j].status == 0 ? file_parent(staged[j]->key) : NULL;
+            seen = other && strcmp(other, dir) == 0;
+            free(other);
+        }
+        int err = !dir ? ENOMEM : seen ? 0 : file_sync_dir(dir);
+        free(dir);
+        if (err == 0)
+            continue;
+        res[i].status = file_err(err, "sync directory of", staged[i]->key);
+        rc = rc ? rc : res[i].status;
+    }
+    return rc;
+}
+
+/* The data of every staged file is made durable first (one fsync each, issued back to back so
+ * the filesystem commits them together), then each is renamed under its key's lock, then each
+ * directory is fsynced once. A crash at any point leaves every key old or new. */
+static int file_publish(void *state, nds_kv_staged **staged, nds_kv_publish *res, size_t n) {
+    file_state *s = state;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (fsync(staged[i]->fd) != 0)
+            rc = file_err(errno, "sync", staged[i]->tmp);
+    for (size_t i = 0; i < n; i++) {
+        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+        wo.if_equal = res[i].if_equal;
+        res[i].status = rc ? rc
+                           : file_apply_temp(s, staged[i]->key, staged[i]->fd, staged[i]->tmp, &wo,
+                                             &res[i].new_generation);
+        if (res[i].status != 0 && res[i].status != NDS_ECONFLICT && rc == 0)
+            rc = res[i].status;
+    }
+    int err = sync_applied_dirs(staged, res, n);
+    rc = rc ? rc : err;
+    for (size_t i = 0; i < n; i++)
+        staged_free(staged[i], res[i].status != 0);
     return rc;
 }
 
@@ -423,7 +540,7 @@ static int file_remove(file_state *s, const char *key, const nds_write_options *
     char *lock_path = nds_asprintf("%s%s", key, LOCK_SUFFIX);
     if (!lock_path)
         return nds_err(NDS_ENOMEM, "file: delete %s: out of memory", key);
-    nds_file_lock lk = {-1, 0, 0};
+    nds_file_lock lk = {-1, 0, 0, 0};
     rc = nds_file_lock_acquire(&lk, lock_path, &s->lock_mode);
     if (rc == NDS_ENOTFOUND) { /* the directory went away: the key with it */
         rc = 0;
@@ -696,4 +813,7 @@ const nds_kv_driver nds_kv_driver_file = {
     .list = file_list,
     .delete_range = file_delete_range,
     .commit = NULL,
+    .stage = file_stage,
+    .publish = file_publish,
+    .discard = file_discard,
 };

@@ -12,9 +12,11 @@
 #include "internal/dtype_util.h"
 #include "internal/error.h"
 #include "internal/format_util.h"
+#include "internal/kvstore_internal.h"
 #include "internal/txn_internal.h"
 #include "internal/strided.h"
 #include "internal/util.h"
+#include "internal/write_batch.h"
 
 #define KEY_MAX 512
 /* Conflict retries: exponential backoff from 1 ms to 256 ms with jitter, for at most this many
@@ -136,6 +138,7 @@ typedef struct io_call {
     grid_range grid;
     uint8_t *buf; /* caller's buffer (read: destination; write: source, not modified) */
     nds_txn *txn; /* staging / overlay transaction, or NULL */
+    nds_write_batch *batch; /* write: chunks staged and published in batches, or NULL */
     int64_t buf_stride[NDS_MAX_RANK];
     int64_t chunk_stride[NDS_MAX_RANK]; /* canonical chunk strides x box step */
 } io_call;
@@ -147,6 +150,7 @@ static void io_call_init(io_call *c, nds_array *a, const nds_box *box, const voi
     c->box = box;
     c->buf = (uint8_t *)buf;
     c->txn = NULL;
+    c->batch = NULL;
     c->grid_shape = fine ? a->meta.read_chunk_shape : a->meta.chunk_shape;
     c->grid_bytes = fine ? a->read_chunk_bytes : a->chunk_bytes;
     for (size_t d = 0; d < box->rank; d++) ext[d] = nds_box_extent(box, d);
@@ -357,9 +361,11 @@ int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *k
               : 0;
 }
 
-/* Stores a merged chunk: deleted when all fill, else encoded and written; both under if_equal. */
+/* Stores a merged chunk: deleted when all fill, else encoded and written; both under if_equal.
+ * With staged non-NULL a value is staged instead of written (*staged set; the caller publishes it
+ * under cond); deletes are never staged. */
 static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
-                       const nds_generation *cond, int was_present) {
+                       const nds_generation *cond, int was_present, nds_kv_staged **staged) {
     nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
     wo.if_equal = *cond;
     nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
@@ -384,6 +390,10 @@ static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, cons
         if (cache) nds_cache_forget(cache, url);
         return rc;
     }
+    if (staged) { /* a cached copy goes stale when the batch is published */
+        if (cache) nds_cache_forget(cache, url);
+        return nds_kvstore_stage(a->kv, key, bytes, len, staged);
+    }
     nds_generation written = {NDS_GEN_NONE, {0}};
     rc = nds_kvstore_write(a->kv, key, bytes, len, &wo, &written);
     if (cache && rc == 0)
@@ -399,8 +409,16 @@ static bool chunk_crosses_edge(const nds_array *a, const uint64_t *cell) {
     return false;
 }
 
+/* A chunk staged by update_locked and the condition it must be published under. */
+typedef struct staged_chunk {
+    nds_kv_staged *value; /* NULL when nothing was staged (a delete, done at once) */
+    nds_generation cond;
+} staged_chunk;
+
+/* Read (unless whole), merge, store; retried on conflict. With sc, a value is staged, not
+ * written. */
 static int update_locked(nds_array *a, const uint64_t *cell, const char *key, int whole,
-                         nds_merge_fn merge, void *ctx, uint8_t *chunk) {
+                         nds_merge_fn merge, void *ctx, uint8_t *chunk, staged_chunk *sc) {
     for (int attempt = 0;; attempt++) {
         nds_generation cond = {NDS_GEN_NONE, {0}};
         int present = 1, rc = 0;
@@ -412,7 +430,8 @@ static int update_locked(nds_array *a, const uint64_t *cell, const char *key, in
             nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
         if (rc) return rc;
         merge(ctx, cell, chunk);
-        rc = store_chunk(a, cell, key, chunk, &cond, present);
+        rc = store_chunk(a, cell, key, chunk, &cond, present, sc ? &sc->value : NULL);
+        if (sc) sc->cond = cond;
         if (rc != NDS_ECONFLICT) {
             if (rc)
                 rc = nds_err_prefix(rc, "%s: writing chunk %s of %s", a->format->name, key,
@@ -435,9 +454,28 @@ int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_me
     if (!chunk) return NDS_ENOMEM;
     nds_chunk_lock_entry *lock = nds_chunk_lock(&a->locks, key);
     if (!lock) return NDS_ENOMEM;
-    rc = update_locked(a, cell, key, whole, merge, ctx, chunk);
+    rc = update_locked(a, cell, key, whole, merge, ctx, chunk, NULL);
     nds_chunk_unlock(&a->locks, lock);
     return rc;
+}
+
+/* Stages one chunk of a batched write: merged and encoded under the chunk's lock like
+ * nds_array_update_chunk, then handed to the batch after the lock is released (the batch may
+ * publish, and a conflicted chunk's redo takes its lock: never while holding another). */
+static int stage_chunk(nds_array *a, const uint64_t *cell, size_t cell_index, int whole,
+                       nds_merge_fn merge, void *ctx, nds_write_batch *batch) {
+    char key[KEY_MAX];
+    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    if (rc) return rc;
+    uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes);
+    if (!chunk) return NDS_ENOMEM;
+    nds_chunk_lock_entry *lock = nds_chunk_lock(&a->locks, key);
+    if (!lock) return NDS_ENOMEM;
+    staged_chunk sc = {NULL, {NDS_GEN_NONE, {0}}};
+    rc = update_locked(a, cell, key, whole, merge, ctx, chunk, &sc);
+    nds_chunk_unlock(&a->locks, lock);
+    if (rc || !sc.value) return rc;
+    return nds_write_batch_add(batch, sc.value, &sc.cond, cell_index);
 }
 
 /* The merge of a write: copy the box's elements of this chunk from the caller's buffer. */
@@ -484,8 +522,36 @@ static int write_task(void *ctx, size_t i) {
     if (!select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, &s)) return 0;
     if (c->txn) return stage_write(c, cell, &s);
     write_merge w = {c, &s};
-    int rc = nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
+    int rc = c->batch ? stage_chunk(c->a, cell, i, s.whole, merge_from_buffer, &w, c->batch)
+                      : nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
     nds_scratch_trim(NDS_SCRATCH_CHUNK); /* do not pin huge chunks per thread */
+    return rc;
+}
+
+/* A chunk whose batched publish conflicted: written again by the one-key path (re-read, re-merge). */
+static int redo_chunk(void *ctx, size_t i) {
+    io_call *c = ctx;
+    uint64_t cell[NDS_MAX_RANK];
+    chunk_sel s;
+    grid_cell(&c->grid, i, cell);
+    if (!select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, &s)) return 0;
+    write_merge w = {c, &s};
+    return nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
+}
+
+/* Runs the chunk writes of a call: staged and published in batches where the store can stage,
+ * else one conditional write per chunk. */
+static int write_chunks(io_call *c, size_t threads) {
+    nds_pool *pool = nds_context_pool(c->a->ctx);
+    if (c->txn || !nds_kvstore_can_stage(c->a->kv))
+        return nds_pool_for(pool, c->grid.total, threads, write_task, c);
+    nds_write_batch batch;
+    nds_write_batch_init(&batch, c->a->kv, redo_chunk, c);
+    c->batch = &batch;
+    int rc = nds_pool_for(pool, c->grid.total, threads, write_task, c);
+    if (!rc) rc = nds_write_batch_finish(&batch);
+    nds_write_batch_dispose(&batch);
+    c->batch = NULL;
     return rc;
 }
 
@@ -501,8 +567,7 @@ int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_
         io_call_init(&c, a, box, in, false);
         c.txn = txn;
         rc = a->meta.grouped ? nds_array_write_groups(a, &c, call_threads(opts)) /* array_group.c */
-                             : nds_pool_for(nds_context_pool(a->ctx), c.grid.total,
-                                            call_threads(opts), write_task, &c);
+                             : write_chunks(&c, call_threads(opts));
         if (rc && txn) nds_txn_poison(txn);
     }
     pthread_rwlock_unlock(&a->meta_lock);

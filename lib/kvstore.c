@@ -231,6 +231,30 @@ int nds_kvstore_delete(nds_kvstore *kv, const char *key, const nds_write_options
     return rc;
 }
 
+bool nds_kvstore_can_stage(const nds_kvstore *kv) {
+    const nds_kv_driver *d = kv->inst->driver;
+    return d->version >= 2 && d->stage && !(d->capabilities & NDS_KV_CAP_READ_ONLY);
+}
+
+int nds_kvstore_stage(nds_kvstore *kv, const char *key, const void *data, size_t len,
+                      nds_kv_staged **out) {
+    static const uint8_t empty[1] = {0};
+    int rc;
+    WITH_FULL_KEY(kv, key, full,
+                  rc = kv->inst->driver->stage(kv->inst->state, full, data ? data : empty, len,
+                                               out));
+    return rc;
+}
+
+int nds_kvstore_publish(nds_kvstore *kv, nds_kv_staged **staged, nds_kv_publish *results,
+                        size_t n) {
+    return n ? kv->inst->driver->publish(kv->inst->state, staged, results, n) : 0;
+}
+
+void nds_kvstore_discard(nds_kvstore *kv, nds_kv_staged *staged) {
+    if (staged) kv->inst->driver->discard(kv->inst->state, staged);
+}
+
 /* Strips the handle's prefix from full keys before calling the user's function. */
 typedef struct strip_ctx {
     size_t prefix_len;

@@ -85,9 +85,12 @@ const nds_codec *nds_codec_find(const char *name) { return find(&codecs, name, m
 
 int nds_kv_driver_register(const nds_kv_driver *d) {
     ensure_builtins();
-    if (!d || d->version != NDS_KV_DRIVER_VERSION || !d->name)
-        return nds_err(NDS_EINVAL, "kvstore driver registration: version %u is not %d",
+    if (!d || d->version < 1 || d->version > NDS_KV_DRIVER_VERSION || !d->name)
+        return nds_err(NDS_EINVAL, "kvstore driver registration: version %u is not 1 to %d",
                        d ? d->version : 0u, NDS_KV_DRIVER_VERSION);
+    if (d->version >= 2 && (!d->stage != !d->publish || !d->stage != !d->discard))
+        return nds_err(NDS_EINVAL, "kvstore driver %s: stage, publish and discard go together",
+                       d->name);
     return add(&kv_drivers, d, kv_name);
 }
 

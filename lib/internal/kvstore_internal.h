@@ -2,6 +2,8 @@
 #ifndef NDS_INTERNAL_KVSTORE_H
 #define NDS_INTERNAL_KVSTORE_H
 
+#include <stdbool.h>
+
 #include <json-c/json.h>
 #include "ndstore/kvstore.h"
 #include "ndstore/sys/kv_driver.h"
@@ -29,5 +31,17 @@ int nds_kvstore_with_path(nds_kvstore **out, nds_kvstore *kv, const char *path);
 void *nds_kvstore_driver_state(const nds_kvstore *kv, const nds_kv_driver *driver);
 /** The context of the handle (never NULL). */
 nds_context *nds_kvstore_context(const nds_kvstore *kv);
+
+/** Whether the handle's driver offers two-phase writes (stage + publish, kv_driver.h). */
+bool nds_kvstore_can_stage(const nds_kvstore *kv);
+/** Stages a value for key (relative to the handle) where no reader sees it. Only when
+ *  nds_kvstore_can_stage. */
+int nds_kvstore_stage(nds_kvstore *kv, const char *key, const void *data, size_t len,
+                      nds_kv_staged **out);
+/** Publishes staged values (all from this handle's driver instance): see kv_driver.h. */
+int nds_kvstore_publish(nds_kvstore *kv, nds_kv_staged **staged, nds_kv_publish *results,
+                        size_t n);
+/** Drops a staged value (NULL is ignored). */
+void nds_kvstore_discard(nds_kvstore *kv, nds_kv_staged *staged);
 
 #endif

@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "support_format.h"
 #include "support_npy.h"
@@ -182,6 +183,52 @@ static int racy_list(void *s, const char *prefix, nds_list_fn fn, void *ctx) {
     return nds_kv_driver_memory.list(s, prefix, fn, ctx);
 }
 
+/* Two-phase writes: a staged value is a copy held until publish, which first lets a competitor
+ * (race_before_publish, one shot) act, then applies each value as a conditional write. */
+struct nds_kv_staged {
+    char *key;
+    uint8_t *data;
+    size_t len;
+};
+
+void (*race_before_publish)(void);
+
+static int racy_stage(void *s, const char *key, const uint8_t *data, size_t len,
+                      nds_kv_staged **out) {
+    (void)s;
+    nds_kv_staged *st = calloc(1, sizeof *st);
+    ck_assert_ptr_nonnull(st);
+    st->key = strdup(key);
+    st->data = malloc(len ? len : 1);
+    ck_assert(st->key && st->data);
+    memcpy(st->data, data, len);
+    st->len = len;
+    *out = st;
+    return 0;
+}
+
+static void racy_discard(void *s, nds_kv_staged *st) {
+    (void)s;
+    free(st->key);
+    free(st->data);
+    free(st);
+}
+
+static int racy_publish(void *s, nds_kv_staged **st, nds_kv_publish *res, size_t n) {
+    void (*compete)(void) = race_before_publish;
+    race_before_publish = NULL;
+    if (compete) compete();
+    for (size_t i = 0; i < n; i++) {
+        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+        wo.if_equal = res[i].if_equal;
+        res[i].status = racy_write(s, st[i]->key, st[i]->data, st[i]->len, &wo,
+                                   &res[i].new_generation);
+        ck_assert(res[i].status == 0 || res[i].status == NDS_ECONFLICT);
+        racy_discard(s, st[i]);
+    }
+    return 0;
+}
+
 static const nds_kv_driver racy_driver = {
     .version = NDS_KV_DRIVER_VERSION,
     .name = "racy",
@@ -194,6 +241,9 @@ static const nds_kv_driver racy_driver = {
     .read = racy_read,
     .write = racy_write,
     .list = racy_list,
+    .stage = racy_stage,
+    .publish = racy_publish,
+    .discard = racy_discard,
 };
 
 void racy_register(const char *suffix) {
@@ -202,4 +252,5 @@ void racy_register(const char *suffix) {
     race_doc = NULL;
     race_bumps = 0;
     race_writes = 0;
+    race_before_publish = NULL;
 }

@@ -43,11 +43,14 @@ nds_array *open_expect_npy(const char *url, const char *npy, const char *name);
  *   is then NULL: the race happened);
  * - with a conditional write and race_bumps > 0, it rewrites the stored value as it is, so its
  *   generation changes (race_bumps counts down).
- * race_writes counts the writes and deletes of the other keys (atomically: chunk writes run on
+ * race_writes counts the writes (published or not) and deletes of the other keys (atomically: chunk writes run on
  * pool threads). */
 extern const char *race_doc;
 extern int race_bumps;
 extern int race_writes;
+/* The racy driver stages writes (kv_driver.h) and publishes them as conditional writes; when set,
+ * race_before_publish runs once (then is NULL again) at the start of the next publish. */
+extern void (*race_before_publish)(void);
 /** Registers the driver and arms it for keys ending in suffix: race_doc NULL,
  * race_bumps and race_writes 0. */
 void racy_register(const char *suffix);

@@ -26,11 +26,12 @@
 #include "support_check.h"
 #include "support_kv_conformance.h"
 #include "../../drivers/file_sync.h"
+#include "internal/kvstore_internal.h"
 
 extern const nds_kv_driver nds_kv_driver_memory;
 
 /* Lock mechanisms selectable through NDS_FILE_LOCK, indexed by loop tests. */
-static const char *const lock_modes[] = {"ofd", "flock", "excl"};
+static const char *const lock_modes[] = {"dir", "ofd", "flock", "excl"};
 
 /* ---- stores ---- */
 
@@ -422,6 +423,70 @@ START_TEST(file_lock_env_is_checked) {
 }
 END_TEST
 
+/* ---- file: two-phase writes (stage, then publish together) ---- */
+
+static nds_kv_staged *stage_text(nds_kvstore *kv, const char *key, const char *value) {
+    nds_kv_staged *st = NULL;
+    NDS_OK(nds_kvstore_stage(kv, key, value, strlen(value), &st));
+    ck_assert_ptr_nonnull(st);
+    return st;
+}
+
+START_TEST(file_staged_values_publish_together) {
+    const char *url = file_url();
+    nds_kvstore *kv = open_store(url);
+    ck_assert(nds_kvstore_can_stage(kv));
+    nds_generation old = nds_kv_test_put(kv, "a", "old-a");
+    nds_generation stale = nds_kv_test_put(kv, "b", "old-b");
+    nds_generation cur_b = nds_kv_test_put(kv, "b", "new-b");
+    nds_kv_staged *st[4] = {stage_text(kv, "a", "staged-a"), stage_text(kv, "b", "staged-b"),
+                            stage_text(kv, "d/e/c", "staged-c"), stage_text(kv, "x", "gone")};
+    /* Staged values are invisible: readers see the old values and generations, list no new key. */
+    nds_generation g;
+    char *v = nds_kv_test_get(kv, "a", &g);
+    ck_assert_str_eq(v, "old-a");
+    ck_assert(nds_generation_equal(&g, &old));
+    free(v);
+    char *keys = nds_kv_test_list(kv, "");
+    ck_assert_str_eq(keys, "a=5,b=5");
+    free(keys);
+    nds_kvstore_discard(kv, st[3]);
+    nds_kv_publish res[3] = {{.if_equal = old}, {.if_equal = stale}, {.if_equal = {NDS_GEN_ABSENT, ""}}};
+    NDS_OK(nds_kvstore_publish(kv, st, res, 3));
+    ck_assert_int_eq(res[0].status, 0);
+    ck_assert_int_eq(res[1].status, NDS_ECONFLICT); /* b changed since: left as it is */
+    ck_assert_int_eq(res[2].status, 0);
+    v = nds_kv_test_get(kv, "a", &g);
+    ck_assert_str_eq(v, "staged-a");
+    ck_assert(nds_generation_equal(&g, &res[0].new_generation));
+    free(v);
+    v = nds_kv_test_get(kv, "b", &g);
+    ck_assert_str_eq(v, "new-b");
+    ck_assert(nds_generation_equal(&g, &cur_b));
+    free(v);
+    v = nds_kv_test_get(kv, "d/e/c", NULL);
+    ck_assert_str_eq(v, "staged-c");
+    free(v);
+    keys = nds_kv_test_list(kv, "");
+    ck_assert_str_eq(keys, "a=8,b=5,d/e/c=8");
+    free(keys);
+    /* Neither the conflict, the discard nor the publish leaves temp or lock files. */
+    g_reserved_found = 0;
+    ck_assert_int_eq(nftw(url + strlen("file://"), find_reserved, 16, FTW_PHYS), 0);
+    ck_assert_int_eq(g_reserved_found, 0);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(file_stage_refuses_reserved_names) {
+    nds_kvstore *kv = open_store(file_url());
+    nds_kv_staged *st = NULL;
+    ck_assert_int_eq(nds_kvstore_stage(kv, "k.__lock", "x", 1, &st), NDS_EINVAL);
+    ck_assert_ptr_null(st);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 /* ---- file: SIGKILL during writes never tears a value ---- */
 
 /* A self-checking value: seed, length, then a xorshift stream of the seed. */
@@ -452,11 +517,33 @@ static bool crash_value_ok(const uint8_t *v, size_t len) {
     return ok;
 }
 
-/* The child: writes values (some conditionally) until killed. */
+/* The child of an odd round: stages the three keys and publishes them together, until killed. */
+static void crash_publisher(nds_kvstore *kv, uint32_t round) {
+    for (uint32_t i = 0;; i += 3) {
+        nds_kv_staged *st[3];
+        nds_kv_publish res[3];
+        for (uint32_t k = 0; k < 3; k++) {
+            char key[8];
+            snprintf(key, sizeof key, "k%u", k);
+            size_t len;
+            uint8_t *v = crash_value(round << 20 | (i + k), &len);
+            res[k] = (nds_kv_publish){.if_equal = {NDS_GEN_NONE, ""}};
+            if (nds_kvstore_stage(kv, key, v, len, &st[k]) != 0)
+                _exit(5);
+            free(v);
+        }
+        if (nds_kvstore_publish(kv, st, res, 3) != 0)
+            _exit(6);
+    }
+}
+
+/* The child: writes values (some conditionally) until killed; odd rounds through publish. */
 static void crash_writer(const char *url, uint32_t round) {
     nds_kvstore *kv = NULL;
     if (nds_kvstore_open(&kv, url, NULL) != 0)
         _exit(3);
+    if (round % 2)
+        crash_publisher(kv, round);
     for (uint32_t i = 0;; i++) {
         char key[8];
         snprintf(key, sizeof key, "k%u", i % 3);
@@ -837,6 +924,8 @@ int main(void) {
     TCase *file = tcase_create("file");
     tcase_set_timeout(file, 300);
     tcase_add_test(file, file_leaves_no_temp_or_lock_files);
+    tcase_add_test(file, file_staged_values_publish_together);
+    tcase_add_test(file, file_stage_refuses_reserved_names);
     tcase_add_test(file, file_dir_syncs_are_grouped);
     tcase_add_test(file, file_hides_and_refuses_reserved_names);
     tcase_add_test(file, file_list_reaps_temp_files_of_dead_writers);
@@ -846,10 +935,10 @@ int main(void) {
     tcase_add_test(file, file_write_races_directory_removal);
     tcase_add_test(file, file_url_forms);
     tcase_add_test(file, file_lock_env_is_checked);
-    tcase_add_loop_test(file, file_sigkill_never_tears_values, 0, 3);
+    tcase_add_loop_test(file, file_sigkill_never_tears_values, 0, 4);
     tcase_add_test(file, excl_lock_of_dead_owner_is_stolen);
     tcase_add_test(file, excl_lock_of_live_owner_blocks);
-    tcase_add_loop_test(file, file_multiprocess_counter, 0, 3);
+    tcase_add_loop_test(file, file_multiprocess_counter, 0, 4);
     suite_add_tcase(s, file);
 
     TCase *memory = tcase_create("memory");

@@ -610,7 +610,10 @@ static void file_writers_killed(const char *lock_mode, int kills) {
            (unsigned long long)st.chunks_checked, count_files(dir, "__tmp"), final_s,
            (double)(now_us() - t0) / 1e6);
     ck_assert(final_s < 10);
-    ck_assert_int_gt(mixed, 0); /* some kills did land mid-write */
+    /* Some kills did land mid-write. The 64 chunks of a write are staged, then published as one
+     * batch (lib/write_batch.c), so a kill mostly finds every chunk old (staged, not yet
+     * published) and only a kill during the publish's renames leaves a mix. */
+    ck_assert_int_gt(st.in_call, kills / 2);
     munmap(s, sizeof *s);
     unsetenv("NDS_FILE_LOCK");
 }

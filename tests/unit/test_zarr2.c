@@ -939,6 +939,44 @@ START_TEST(create_race_loser_opens) {
 }
 END_TEST
 
+/* ---- batched (staged) chunk writes: a chunk changed between stage and publish is redone ------- */
+
+static nds_array *g_competitor;
+
+/* Writes the second half of the one chunk while the first writer's batch waits to publish. */
+static void write_second_half(void) {
+    int16_t twos[4] = {2, 2, 2, 2};
+    nds_box box;
+    uint64_t shape[1] = {8};
+    NDS_OK(nds_box_parse(&box, "[4:8]", 1, shape));
+    NDS_OK(nds_array_write(g_competitor, &box, twos, NULL));
+}
+
+START_TEST(staged_write_conflict_is_redone) {
+    racy_register("/.zarray");
+    nds_array *a;
+    NDS_OK(open_spec(&a, "{\"driver\":\"zarr\",\"kvstore\":\"racy://publish/a/\",\"metadata\":"
+                         "{\"shape\":[8],\"chunks\":[8],\"dtype\":\"<i2\",\"compressor\":null},"
+                         "\"create\":true}"));
+    int16_t init[8] = {9, 9, 9, 9, 9, 9, 9, 9}, ones[4] = {1, 1, 1, 1}, got[8];
+    write_all(a, init);
+    /* A second handle has its own chunk locks, as another process would. */
+    NDS_OK(open_spec(&g_competitor, "racy://publish/a/|zarr:"));
+    race_before_publish = write_second_half;
+    race_writes = 0;
+    nds_box box;
+    uint64_t shape[1] = {8};
+    NDS_OK(nds_box_parse(&box, "[0:4]", 1, shape));
+    NDS_OK(nds_array_write(a, &box, ones, NULL));
+    ck_assert_ptr_null(race_before_publish); /* the competitor ran */
+    ck_assert_int_eq(race_writes, 3); /* the competitor's, ours conflicted, ours redone */
+    read_all(a, got);
+    for (int i = 0; i < 8; i++) ck_assert_int_eq(got[i], i < 4 ? 1 : 2); /* no update lost */
+    nds_array_free(g_competitor);
+    nds_array_free(a);
+}
+END_TEST
+
 typedef struct race_arg {
     int rc;
     char msg[256];
@@ -1221,6 +1259,7 @@ int main(void) {
     tcase_add_test(tc, spec_errors);
     tcase_add_test(tc, create_defaults_and_schema);
     tcase_add_test(tc, create_race_loser_opens);
+    tcase_add_test(tc, staged_write_conflict_is_redone);
     tcase_add_test(tc, create_race_threads);
     tcase_add_test(tc, resize_rewrites_shape);
     tcase_add_test(tc, resize_keeps_unknown_members);

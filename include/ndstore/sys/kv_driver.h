@@ -16,7 +16,8 @@ extern "C" {
 
 struct json_object;
 
-#define NDS_KV_DRIVER_VERSION 1
+/* 2 added stage/publish/discard; drivers built as version 1 still register (without them). */
+#define NDS_KV_DRIVER_VERSION 2
 
 /** One write of a multi-key commit. */
 typedef struct nds_kv_op {
@@ -26,6 +27,16 @@ typedef struct nds_kv_op {
     nds_generation if_equal;   /**< condition (NONE = unconditional) */
     nds_generation new_generation; /**< set by commit on success */
 } nds_kv_op;
+
+/** A value written by a driver's stage method where no reader sees it yet (driver-defined). */
+typedef struct nds_kv_staged nds_kv_staged;
+
+/** One write of a publish: its condition in, its outcome out. */
+typedef struct nds_kv_publish {
+    nds_generation if_equal;       /**< condition (NONE = unconditional) */
+    nds_generation new_generation; /**< set when status is 0 */
+    int status;                    /**< 0 applied, NDS_ECONFLICT, or the error that stopped it */
+} nds_kv_publish;
 
 typedef struct nds_kv_driver {
     /** NDS_KV_DRIVER_VERSION; checked at registration. Members are only appended. */
@@ -60,6 +71,23 @@ typedef struct nds_kv_driver {
     int (*delete_range)(void *state, const char *begin, const char *end);
     /** All-or-nothing multi-key conditional commit. NULL when not supported. */
     int (*commit)(void *state, nds_kv_op *ops, size_t n);
+    /* ---- version 2 ---- */
+    /**
+     * Optional, all three or none: writes whose durability is paid once for many keys (file: one
+     * sync of many temp files and one fsync per directory, instead of both per key).
+     * stage stores a value for a full key where no reader can see it (nothing the key's readers
+     * or its generation notice) and returns a token for it.
+     * publish makes the n staged values durable together, then applies each in order exactly as
+     * write(key, value, {if_equal}) would, setting results[i]; every token is consumed whatever
+     * happens. When every value is applied or conflicted it returns 0; on any other failure it
+     * returns that error (message set), and results[i].status tells, per value, 0 (applied and
+     * durable), NDS_ECONFLICT, or an error (not applied).
+     * discard drops a staged value that will not be published.
+     */
+    int (*stage)(void *state, const char *key, const uint8_t *data, size_t len,
+                 nds_kv_staged **out);
+    int (*publish)(void *state, nds_kv_staged **staged, nds_kv_publish *results, size_t n);
+    void (*discard)(void *state, nds_kv_staged *staged);
 } nds_kv_driver;
 
 /** Registers a driver (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
