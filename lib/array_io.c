@@ -208,26 +208,46 @@ static int load_for_read(io_call *c, const uint64_t *cell, uint8_t *chunk, int *
     return rc ? rc : nds_array_load_chunk(a, cell, key, chunk, present, NULL, true);
 }
 
+/* The bytes [*lo, *hi) of a canonical chunk that hold a selection: from its first element to its
+ * last (the selection's extents step through the chunk with the box's steps). */
+static void sel_byte_span(const io_call *c, const chunk_sel *s, uint64_t *lo, uint64_t *hi) {
+    int64_t first = sel_chunk_offset(c, s), last = first;
+    for (size_t d = 0; d < c->box->rank; d++) last += (int64_t)(s->extent[d] - 1) * c->chunk_stride[d];
+    *lo = (uint64_t)first;
+    *hi = (uint64_t)last + c->a->elem;
+}
+
 /* Reads a chunk whose stored bytes are its canonical form: copied straight from the stored value
- * into the caller's buffer, with no decode and no chunk buffer. */
+ * into the caller's buffer, with no decode and no chunk buffer. Only the span of bytes holding
+ * the selection is read (a region straddling chunks needs a fraction of each). */
 static int read_in_place(io_call *c, const uint64_t *cell, const chunk_sel *s) {
     nds_array *a = c->a;
     char key[KEY_MAX];
     nds_read_result r;
+    uint64_t lo, hi;
+    sel_byte_span(c, s, &lo, &hi);
+    nds_read_options ro = NDS_READ_OPTIONS_INIT;
+    ro.byte_start = (int64_t)lo;
+    ro.byte_length = (int64_t)(hi - lo);
     int rc = nds_array_chunk_key(a, cell, key, sizeof key);
-    if (rc || (rc = nds_kvstore_read(a->kv, key, NULL, &r)))
-        return rc ? nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
-                                   nds_kvstore_url(a->kv))
-                  : rc;
+    if (rc) return rc;
+    if ((rc = nds_kvstore_read(a->kv, key, &ro, &r)) == NDS_ERANGE) /* shorter than the span */
+        return nds_err(NDS_ECORRUPT, "%s: chunk %s of %s: expected %zu bytes, found %llu or fewer",
+                       a->format->name, key, nds_kvstore_url(a->kv), a->chunk_bytes,
+                       (unsigned long long)lo);
+    if (rc)
+        return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                              nds_kvstore_url(a->kv));
     uint8_t *bp = sel_buffer(c, s);
     if (r.state != NDS_READ_VALUE)
         nds_strided_fill(a->meta.rank, s->extent, a->elem, bp, c->buf_stride, a->meta.fill_value);
-    else if (r.value.len != a->chunk_bytes)
-        rc = nds_err(NDS_ECORRUPT, "%s: chunk %s of %s: expected %zu bytes, found %zu",
-                     a->format->name, key, nds_kvstore_url(a->kv), a->chunk_bytes, r.value.len);
+    else if (r.total_size != a->chunk_bytes || r.value.len != hi - lo)
+        rc = nds_err(NDS_ECORRUPT, "%s: chunk %s of %s: expected %zu bytes, found %llu",
+                     a->format->name, key, nds_kvstore_url(a->kv), a->chunk_bytes,
+                     (unsigned long long)r.total_size);
     else
-        nds_strided_copy(a->meta.rank, s->extent, a->elem, bp, c->buf_stride,
-                         r.value.data + sel_chunk_offset(c, s), c->chunk_stride);
+        nds_strided_copy(a->meta.rank, s->extent, a->elem, bp, c->buf_stride, r.value.data,
+                         c->chunk_stride);
     nds_read_result_dispose(&r);
     return rc;
 }
@@ -280,10 +300,12 @@ static int read_cached(io_call *c, const uint64_t *cell, const chunk_sel *s,
 }
 
 /* Whether a read can copy straight from stored values: canonical storage, the storage grid, no
- * staged chunks to overlay, no cache to fill. */
+ * staged chunks to overlay, and no cache to fill, or a local store (a cached canonical chunk saves
+ * only a read from the page cache, and filling the cache costs a copy of the whole chunk). */
 static bool reads_in_place(const io_call *c) {
     return c->a->meta.stored_canonical && c->grid_shape == c->a->meta.chunk_shape && !c->txn &&
-           !nds_context_cache(c->a->ctx);
+           (!nds_context_cache(c->a->ctx) ||
+            (nds_kvstore_capabilities(c->a->kv) & NDS_KV_CAP_LOCAL));
 }
 
 static int read_task(void *ctx, size_t i) {

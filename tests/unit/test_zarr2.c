@@ -641,6 +641,19 @@ START_TEST(corrupt_chunks) {
     expect_corrupt(a, "expected 16 bytes, found 17");
     put_raw("memory://corrupt/raw/", "0", "", 0);
     expect_corrupt(a, "expected 16 bytes, found 0");
+    /* A region reads only the bytes that hold it: a value that ends before them, or after, is
+     * still caught. */
+    int32_t one;
+    nds_box box;
+    uint64_t shape[1] = {4};
+    NDS_OK(nds_box_parse(&box, "[3:4]", 1, shape));
+    put_raw("memory://corrupt/raw/", "0", "abc", 3);
+    EXPECT_ERR(nds_array_read(a, &box, &one, NULL), NDS_ECORRUPT, "expected 16 bytes, found 12 or fewer");
+    put_raw("memory://corrupt/raw/", "0", "0123456789abcdefg", 17);
+    EXPECT_ERR(nds_array_read(a, &box, &one, NULL), NDS_ECORRUPT, "expected 16 bytes, found 17");
+    put_raw("memory://corrupt/raw/", "0", "0123456789abcdef", 16);
+    NDS_OK(nds_array_read(a, &box, &one, NULL));
+    ck_assert_int_eq(one, 0x66656463); /* "cdef", little-endian */
     nds_array_free(a);
 
     static const char *const codecs[] = {"{\"id\":\"zstd\",\"level\":1}",
