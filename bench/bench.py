@@ -121,8 +121,16 @@ def best(results, key):
     return b
 
 
+def settled(fn):
+    """Runs fn after sync(2) (not timed): the previous phase's files are written back first, so a
+    phase never pays for the write-back of the one before it (on this machine's disk, flushing half
+    a gigabyte in the background halved the speed of a read that followed a write)."""
+    os.sync()
+    return fn()
+
+
 def repeat(args, fn, key):
-    return best([fn() for _ in range(args.reps)], key)
+    return best([settled(fn) for _ in range(args.reps)], key)
 
 
 def by_secs(r):
@@ -164,7 +172,7 @@ class Workload:
         cmd = [self.args.nds_limit, '--input', self.raw, '--dtype', self.dtype, '--shape',
                csv(self.shape), '--chunks', csv(self.chunks), '--codec', self.codec,
                '--min-seconds', str(self.args.limit_seconds), '--dir', self.args.tmp]
-        runs = [run_json(cmd) for _ in range(self.args.reps)]
+        runs = [settled(lambda: run_json(cmd)) for _ in range(self.args.reps)]
         lim = {k: max(r[k] for r in runs) for k in runs[0]}
         if self.codec == 'none':
             lim['write'] = min(lim['compress_mbs'], lim['file_write_mbs'])
