@@ -256,6 +256,22 @@ static int zarr2_decode_chunk(void *state, const uint64_t *cell, const uint8_t *
     return rc;
 }
 
+/* C-order chunks with a compressor that can decode a part (blosc) decode only the bytes asked for. */
+static int zarr2_decode_chunk_part(void *state, const uint64_t *cell, const uint8_t *data,
+                                   size_t len, uint8_t *out, size_t begin, size_t end) {
+    const zarr2 *z = state;
+    (void)cell;
+    if (!z->codec || z->m.fortran) return NDS_EUNSUPPORTED;
+    int rc = nds_codec_decode_part(z->codec, z->codec_state, data, len, out, z->m.chunk_nbytes,
+                                   begin, end);
+    if (rc == 0 && z->swap) {
+        size_t unit = nds_dtype_swap_unit(z->m.dtype);
+        size_t lo = begin / unit * unit, hi = (end + unit - 1) / unit * unit;
+        nds_byteswap(out + lo, (hi - lo) / unit, unit);
+    }
+    return rc;
+}
+
 static int zarr2_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,
                               nds_buf *out) {
     const zarr2 *z = state;
@@ -458,6 +474,7 @@ const nds_format nds_format_zarr2 = {
     .chunk_key = zarr2_chunk_key,
     .parse_chunk_key = zarr2_parse_chunk_key,
     .decode_chunk = zarr2_decode_chunk,
+    .decode_chunk_part = zarr2_decode_chunk_part,
     .encode_chunk = zarr2_encode_chunk,
     .metadata_json = zarr2_metadata_json,
     .resize = zarr2_resize,

@@ -4,7 +4,8 @@
  * picks out_cap (low 3 bits) and, when its top bit is set, also a round trip of the payload. The
  * rest is the payload, decoded with the chosen out_cap: decode must succeed within out_cap or fail
  * with NDS_ECORRUPT, never crash or write past out_cap (checked with a guard area). In round-trip
- * mode the payload is encoded and decoded back and must come back unchanged.
+ * mode the payload is encoded and decoded back and must come back unchanged. Codecs with decode_part
+ * (blosc) also decode the middle third of out_cap bytes under the same contract.
  * Run: fuzz_codecs -max_len=70000 fuzz/corpus/fuzz_codecs/ ; replayed in CI by replay_main.c.
  */
 #include <stdint.h>
@@ -97,6 +98,22 @@ static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size
         abort();
     }
     if (rc == 0 && got > cap) abort();
+    /* decode_part (blosc) of the middle third, under the same contract. */
+    if (c->version >= 2 && c->decode_part) {
+        memset(out + cap, 0xA5, GUARD);
+        rc = c->decode_part(st, in, n, cap ? out : NULL, cap, cap / 3, cap - cap / 3);
+        for (size_t i = 0; i < GUARD; i++)
+            if (out[cap + i] != 0xA5) {
+                fprintf(stderr, "fuzz_codecs: %s decode_part wrote past out_len %zu\n", c->name,
+                        cap);
+                abort();
+            }
+        if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM) {
+            fprintf(stderr, "fuzz_codecs: %s decode_part returned %d: %s\n", c->name, rc,
+                    nds_error_last()->message);
+            abort();
+        }
+    }
     free(out);
 }
 

@@ -181,6 +181,13 @@ static void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, u
     *cp = chunk + sel_chunk_offset(c, s);
 }
 
+/* Copies the selection of a canonical chunk into the caller's buffer. */
+static void scatter(const io_call *c, const chunk_sel *s, const uint8_t *chunk) {
+    const nds_array *a = c->a;
+    nds_strided_copy(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride,
+                     chunk + sel_chunk_offset(c, s), c->chunk_stride);
+}
+
 /* ---- read ---- */
 
 /* Reads through a transaction see its staged elements over the stored chunk. */
@@ -308,6 +315,43 @@ static bool reads_in_place(const io_call *c) {
             (nds_kvstore_capabilities(c->a->kv) & NDS_KV_CAP_LOCAL));
 }
 
+/* Whether the part of a chunk a selection needs can be decoded alone: a format that can (blosc
+ * chunks of zarr v2: only the blocks holding it), the storage grid, nothing to overlay, no cache
+ * to fill with whole chunks, and a selection that is not the whole chunk. */
+static bool reads_part(const io_call *c, const chunk_sel *s) {
+    const nds_format *f = c->a->format;
+    return f->version >= 2 && f->decode_chunk_part && !s->whole &&
+           c->grid_shape == c->a->meta.chunk_shape && !c->txn && !nds_context_cache(c->a->ctx);
+}
+
+/* Reads a chunk of which the call needs a part: only the bytes [lo, hi) holding the selection are
+ * decoded into chunk (all of it when the format's pipeline cannot decode a part). */
+static int read_part(io_call *c, const uint64_t *cell, const chunk_sel *s, uint8_t *chunk) {
+    nds_array *a = c->a;
+    char key[KEY_MAX];
+    nds_read_result r;
+    uint64_t lo, hi;
+    sel_byte_span(c, s, &lo, &hi);
+    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    if (rc || (rc = nds_kvstore_read(a->kv, key, NULL, &r)))
+        return rc ? nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                                   nds_kvstore_url(a->kv))
+                  : rc;
+    if (r.state == NDS_READ_VALUE) {
+        rc = a->format->decode_chunk_part(a->state, cell, r.value.data, r.value.len, chunk, lo, hi);
+        if (rc == NDS_EUNSUPPORTED)
+            rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, chunk);
+        if (!rc) scatter(c, s, chunk);
+    } else {
+        nds_strided_fill(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride,
+                         a->meta.fill_value);
+    }
+    nds_read_result_dispose(&r);
+    return rc ? nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                               nds_kvstore_url(a->kv))
+              : 0;
+}
+
 static int read_task(void *ctx, size_t i) {
     io_call *c = ctx;
     nds_array *a = c->a;
@@ -322,6 +366,11 @@ static int read_task(void *ctx, size_t i) {
     uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, c->grid_bytes);
     if (!chunk) return NDS_ENOMEM;
     int present, rc;
+    if (reads_part(c, &s)) {
+        rc = read_part(c, cell, &s, chunk);
+        nds_scratch_trim(NDS_SCRATCH_CHUNK);
+        return rc;
+    }
     if ((rc = load_for_read(c, cell, chunk, &present))) return rc;
     if (c->txn && (rc = overlay_staged(c, cell, chunk, &present))) return rc;
     uint8_t *bp, *cp;

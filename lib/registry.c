@@ -96,16 +96,16 @@ int nds_kv_driver_register(const nds_kv_driver *d) {
 
 int nds_format_register(const nds_format *f) {
     ensure_builtins();
-    if (!f || f->version != NDS_FORMAT_VERSION || !f->name)
-        return nds_err(NDS_EINVAL, "format registration: version %u is not %d", f ? f->version : 0u,
+    if (!f || f->version < 1 || f->version > NDS_FORMAT_VERSION || !f->name)
+        return nds_err(NDS_EINVAL, "format registration: version %u is not 1 to %d", f ? f->version : 0u,
                        NDS_FORMAT_VERSION);
     return add(&formats, f, format_name);
 }
 
 int nds_codec_register(const nds_codec *c) {
     ensure_builtins();
-    if (!c || c->version != NDS_CODEC_VERSION || !c->name)
-        return nds_err(NDS_EINVAL, "codec registration: version %u is not %d", c ? c->version : 0u,
+    if (!c || c->version < 1 || c->version > NDS_CODEC_VERSION || !c->name)
+        return nds_err(NDS_EINVAL, "codec registration: version %u is not 1 to %d", c ? c->version : 0u,
                        NDS_CODEC_VERSION);
     return add(&codecs, c, codec_name);
 }

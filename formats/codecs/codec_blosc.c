@@ -23,6 +23,7 @@
 #include "ndstore/sys/codec.h"
 #include "internal/error.h"
 #include "internal/json_util.h"
+#include "internal/util.h"
 
 #define DOC "blosc config"
 #define NDS_BLOSC_AUTOSHUFFLE (-1)
@@ -163,6 +164,37 @@ static int bl_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, s
     return 0;
 }
 
+/* Decodes only the blocks holding bytes [begin, end) (blosc_getitem), in whole items of the
+ * chunk's typesize. */
+static int bl_decode_part(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_len,
+                          size_t begin, size_t end) {
+    size_t nbytes = 0;
+    int rc = check_header(in, len, out_len, &nbytes);
+    if (rc) return rc;
+    if (nbytes != out_len)
+        return nds_err(NDS_ECORRUPT, "blosc: chunk declares %zu bytes, %zu expected", nbytes,
+                       out_len);
+    if (begin >= end) return 0;
+    size_t declared, cbytes, blocksize;
+    blosc_cbuffer_sizes(in, &declared, &cbytes, &blocksize);
+    /* blosc_getitem allocates two blocks: a block larger than the chunk is a lie, not a size. */
+    if (blocksize == 0 || blocksize > nbytes)
+        return nds_err(NDS_ECORRUPT, "blosc: block size %zu for a %zu-byte chunk", blocksize,
+                       nbytes);
+    size_t typesize = in[3] ? in[3] : 1, first = begin / typesize;
+    size_t items = (nds_min_u64(end, nbytes) + typesize - 1) / typesize - first;
+    if ((first + items) * typesize > nbytes) { /* a partial last item: decode it all */
+        size_t got;
+        return bl_decode(state, in, len, out, out_len, &got);
+    }
+    int got = blosc_getitem(in, (int)first, (int)items, out + first * typesize);
+    if (got < 0 || (size_t)got != items * typesize)
+        return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_BLOSC, got,
+                             "blosc: corrupt chunk (reading items %zu to %zu returned %d)", first,
+                             first + items, got);
+    return 0;
+}
+
 static int bl_config_json(void *state, struct json_object **out) {
     const bl_state *s = state;
     json_object *o = json_object_new_object();
@@ -184,4 +216,5 @@ const nds_codec nds_codec_blosc = {
     .encode = bl_encode,
     .decode = bl_decode,
     .config_json = bl_config_json,
+    .decode_part = bl_decode_part,
 };

@@ -48,6 +48,10 @@ int nds_format_codec_new(const json_object *config, size_t elem_size, const char
  * NDS_ECORRUPT "<codec>: expected n bytes after decompression, found m" when it does not. */
 int nds_codec_decode_exact(const nds_codec *c, void *state, const uint8_t *in, size_t len,
                            uint8_t *out, size_t n);
+/** Decodes bytes [begin, end) of a value whose decoded size is exactly n (codec decode_part);
+ *  NDS_EUNSUPPORTED (no message) when the codec decodes whole values only. */
+int nds_codec_decode_part(const nds_codec *c, void *state, const uint8_t *in, size_t len,
+                          uint8_t *out, size_t n, size_t begin, size_t end);
 
 /** A default chunk shape for an array of rank dims of shape and itemsize-byte elements: about
  * target_bytes per chunk (at least one element), from the whole shape (a zero-length dimension

@@ -654,6 +654,51 @@ START_TEST(test_hostile_blosc) {
 }
 END_TEST
 
+/* decode_part fills the bytes asked for exactly as a whole decode does, writes nothing past the
+ * value, and refuses what decode refuses (plus a block size larger than the chunk). */
+START_TEST(test_blosc_decode_part) {
+    static const int shuffles[] = {0, 1, 2};
+    static const size_t elems[] = {1, 2, 4, 8};
+    enum { N = 300000 }; /* several blosc blocks */
+    uint8_t *data = malloc(N), *whole = malloc(N);
+    for (size_t si = 0; si < 3; si++)
+        for (size_t ei = 0; ei < 4; ei++) {
+            char json[96];
+            snprintf(json, sizeof json, "{\"cname\": \"lz4\", \"clevel\": 5, \"shuffle\": %d}",
+                     shuffles[si]);
+            void *st = make(&nds_codec_blosc, json, elems[ei]);
+            nds_buf enc = {0};
+            encode_filled(&nds_codec_blosc, st, data, N, (int)(si + ei) % PAT_COUNT, &enc);
+            for (int k = 0; k < 40; k++) {
+                size_t a = rnd() % (N + 1), b = rnd() % (N + 1);
+                size_t begin = a < b ? a : b, end = a < b ? b : a;
+                uint8_t *out = guarded(N);
+                ck_assert_int_eq(
+                    nds_codec_blosc.decode_part(st, enc.data, enc.len, out, N, begin, end), 0);
+                ck_assert_msg(memcmp(out + begin, data + begin, end - begin) == 0,
+                              "%s elem %zu: bytes %zu..%zu differ", json, elems[ei], begin, end);
+                check_guard(out, N, "blosc decode_part");
+                free(out);
+            }
+            size_t got;
+            ck_assert_int_eq(nds_codec_blosc.decode(st, enc.data, enc.len, whole, N, &got), 0);
+            /* The value's size must be the chunk's. */
+            assert_error(nds_codec_blosc.decode_part(st, enc.data, enc.len, whole, N - 1, 0, 8),
+                         NDS_ECORRUPT, "blosc", "decode_part size");
+            /* Truncated input and a block size beyond the chunk. */
+            assert_error(nds_codec_blosc.decode_part(st, enc.data, enc.len / 2, whole, N, 0, 8),
+                         NDS_ECORRUPT, "truncated", "decode_part truncated");
+            enc.data[8] = 0, enc.data[9] = 0, enc.data[10] = 0, enc.data[11] = 0x80;
+            assert_error(nds_codec_blosc.decode_part(st, enc.data, enc.len, whole, N, 0, 8),
+                         NDS_ECORRUPT, "block size", "decode_part blocksize");
+            nds_buf_dispose(&enc);
+            nds_codec_blosc.destroy(st);
+        }
+    free(data);
+    free(whole);
+}
+END_TEST
+
 /* Sizes past a library's limit are refused before the input is read (so a tiny buffer suffices). */
 START_TEST(test_encode_limits) {
     uint8_t tiny[16] = {0};
@@ -1282,6 +1327,7 @@ static Suite *codecs_suite(void) {
     tcase_add_loop_test(tc, test_roundtrip, 0, (int)N_CONFIGS);
     tcase_add_test(tc, test_blosc_matrix);
     tcase_add_test(tc, test_blosc_header);
+    tcase_add_test(tc, test_blosc_decode_part);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("config");

@@ -19,7 +19,8 @@ extern "C" {
 
 struct json_object;
 
-#define NDS_CODEC_VERSION 1
+/* 2 added decode_part; codecs built as version 1 still register (without it). */
+#define NDS_CODEC_VERSION 2
 
 typedef struct nds_codec {
     /** NDS_CODEC_VERSION; checked at registration. Members are only appended. */
@@ -43,6 +44,15 @@ typedef struct nds_codec {
     int (*decode)(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap, size_t *out_len);
     /** The full configuration with defaults filled in, as a new JSON object including "id". */
     int (*config_json)(void *state, struct json_object **out);
+    /* ---- version 2 ---- */
+    /**
+     * Optional (NULL: whole values only): decodes part of a value whose decoded size is exactly
+     * out_len, filling at least out[begin..end) (and never writing outside out[0..out_len)), for
+     * codecs that can do so without decoding it all (blosc: only the blocks holding the range).
+     * Corrupt input, or a decoded size other than out_len: NDS_ECORRUPT as for decode.
+     */
+    int (*decode_part)(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_len,
+                       size_t begin, size_t end);
 } nds_codec;
 
 /** Registers a codec (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */

@@ -25,7 +25,8 @@ extern "C" {
 
 struct json_object;
 
-#define NDS_FORMAT_VERSION 1
+/* 2 added decode_chunk_part; formats built as version 1 still register (without it). */
+#define NDS_FORMAT_VERSION 2
 
 /** The grid a format describes; filled by open and resize. */
 typedef struct nds_array_meta {
@@ -148,6 +149,15 @@ typedef struct nds_format {
      */
     int (*group_encode)(void *state, const uint8_t *obj, size_t len,
                         const nds_group_update *updates, size_t n, nds_buf *out);
+    /* ---- version 2 ---- */
+    /**
+     * Optional (NULL when the format cannot, or not for this array): like decode_chunk, but only
+     * bytes [begin, end) of the canonical chunk need to come out right in out (the rest of out may
+     * hold anything); for a read that needs a part of a chunk. Returns NDS_EUNSUPPORTED (no message)
+     * when this array's pipeline cannot decode a part: the core then decodes the whole chunk.
+     */
+    int (*decode_chunk_part)(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
+                             uint8_t *out, size_t begin, size_t end);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
