@@ -516,8 +516,9 @@ static int update_locked(nds_array *a, const uint64_t *cell, const char *key, in
     }
 }
 
-int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge,
-                           void *ctx) {
+/* Runs update_locked under the chunk's in-process lock (sc: stage instead of writing). */
+static int update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge,
+                        void *ctx, staged_chunk *sc) {
     char key[KEY_MAX];
     int rc = nds_array_chunk_key(a, cell, key, sizeof key);
     if (rc) return rc;
@@ -525,26 +526,23 @@ int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_me
     if (!chunk) return NDS_ENOMEM;
     nds_chunk_lock_entry *lock = nds_chunk_lock(&a->locks, key);
     if (!lock) return NDS_ENOMEM;
-    rc = update_locked(a, cell, key, whole, merge, ctx, chunk, NULL);
+    rc = update_locked(a, cell, key, whole, merge, ctx, chunk, sc);
     nds_chunk_unlock(&a->locks, lock);
     return rc;
 }
 
-/* Stages one chunk of a batched write: merged and encoded under the chunk's lock like
- * nds_array_update_chunk, then handed to the batch after the lock is released (the batch may
- * publish, and a conflicted chunk's redo takes its lock: never while holding another). */
+int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge,
+                           void *ctx) {
+    return update_chunk(a, cell, whole, merge, ctx, NULL);
+}
+
+/* Stages one chunk of a batched write, then hands it to the batch after the chunk's lock is
+ * released (the batch may publish, and a conflicted chunk's redo takes its lock: never while
+ * holding another). */
 static int stage_chunk(nds_array *a, const uint64_t *cell, size_t cell_index, int whole,
                        nds_merge_fn merge, void *ctx, nds_write_batch *batch) {
-    char key[KEY_MAX];
-    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
-    if (rc) return rc;
-    uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes);
-    if (!chunk) return NDS_ENOMEM;
-    nds_chunk_lock_entry *lock = nds_chunk_lock(&a->locks, key);
-    if (!lock) return NDS_ENOMEM;
     staged_chunk sc = {NULL, {NDS_GEN_NONE, {0}}};
-    rc = update_locked(a, cell, key, whole, merge, ctx, chunk, &sc);
-    nds_chunk_unlock(&a->locks, lock);
+    int rc = update_chunk(a, cell, whole, merge, ctx, &sc);
     if (rc || !sc.value) return rc;
     return nds_write_batch_add(batch, sc.value, &sc.cond, cell_index);
 }
