@@ -36,7 +36,8 @@ import bench_zarr_python as zp
 
 CODECS = [('none', 'none'), ('zstd-1', 'zstd:1'), ('blosc-lz4', 'blosc:lz4:5:shuffle'),
           ('gzip-1', 'gzip:1')]
-CACHE_BYTES = 256 << 20
+CACHE_BYTES = 256 << 20  # "cache on": about half of a full-size array's decoded chunks
+CACHE_ALL_BYTES = 1 << 30  # "cache = array": every decoded chunk of a full-size array fits
 SEED = 7
 MIB = 1 << 20
 
@@ -188,6 +189,8 @@ class Workload:
         r['nds_rand_on'] = repeat(a, lambda: self.nds('random', '--cache-bytes', str(CACHE_BYTES)),
                                   by_rate)
         r['nds_rand_off'] = repeat(a, lambda: self.nds('random'), by_rate)
+        r['nds_rand_all'] = repeat(
+            a, lambda: self.nds('random', '--cache-bytes', str(CACHE_ALL_BYTES)), by_rate)
         if scaling:
             r['nds_read_1'] = repeat(a, lambda: self.nds('read', '--threads', '1'), by_secs)
             r['nds_write_1'] = repeat(a, lambda: self.nds('write', '--threads', '1'), by_secs)
@@ -285,15 +288,17 @@ def print_tables(done, cores):
            'bound: %d x 2 chunks MiB' % cores], rows)
     print('### Random non-chunk-aligned region reads, %g s each (64^3, or 512^2 for float32)\n'
           % done[0].args.seconds)
-    table(['workload', 'ndstore cache on regions/s', 'ndstore cache off regions/s',
-           'zarr-python regions/s', 'ratio on', 'ratio off',
-           'MB/s on / off / zarr-python', 'peak RSS MiB on / off / zarr-python'],
-          [[w.name, '%.0f' % rps(r['nds_rand_on']), '%.0f' % rps(r['nds_rand_off']),
-            '%.1f' % rps(r['z_rand']), '%.1f' % (rps(r['nds_rand_on']) / rps(r['z_rand'])),
-            '%.1f' % (rps(r['nds_rand_off']) / rps(r['z_rand'])),
-            ' / '.join('%.0f' % mbs(r[k]) for k in ('nds_rand_on', 'nds_rand_off', 'z_rand')),
-            ' / '.join('%.0f' % mib(r[k]['rss_kib'])
-                       for k in ('nds_rand_on', 'nds_rand_off', 'z_rand'))]
+    print('"cache on": a %d MiB chunk cache (about half the array); "cache = array": %d MiB, which '
+          'holds every chunk, filling up during the phase.\n' % (CACHE_BYTES >> 20, CACHE_ALL_BYTES >> 20))
+    keys = ('nds_rand_on', 'nds_rand_all', 'nds_rand_off', 'z_rand')
+    table(['workload', 'ndstore cache on regions/s', 'ndstore cache = array regions/s',
+           'ndstore cache off regions/s', 'zarr-python regions/s', 'ratio on', 'ratio = array',
+           'ratio off', 'MB/s on / = array / off / zarr-python',
+           'peak RSS MiB on / = array / off / zarr-python'],
+          [[w.name] + ['%.0f' % rps(r[k]) for k in keys[:3]] + ['%.1f' % rps(r['z_rand'])] +
+           ['%.1f' % (rps(r[k]) / rps(r['z_rand'])) for k in keys[:3]] +
+           [' / '.join('%.0f' % mbs(r[k]) for k in keys),
+            ' / '.join('%.0f' % mib(r[k]['rss_kib']) for k in keys)]
            for w, r in ((w, w.r) for w in done)])
     print_limits(done)
     print_scaling(done)
