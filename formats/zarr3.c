@@ -207,6 +207,13 @@ static int zarr3_decode_chunk(void *state, const uint64_t *cell, const uint8_t *
     return nds_z3_chain_decode(z->m.chain, data, len, out);
 }
 
+static int zarr3_decode_chunk_part(void *state, const uint64_t *cell, const uint8_t *data,
+                                   size_t len, uint8_t *out, size_t begin, size_t end) {
+    const zarr3 *z = state;
+    (void)cell;
+    return nds_z3_chain_decode_part(z->m.chain, data, len, out, begin, end);
+}
+
 static int zarr3_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,
                               nds_buf *out) {
     const zarr3 *z = state;
@@ -413,6 +420,7 @@ const nds_format nds_format_zarr3 = {
     .chunk_key = zarr3_chunk_key,
     .parse_chunk_key = zarr3_parse_chunk_key,
     .decode_chunk = zarr3_decode_chunk,
+    .decode_chunk_part = zarr3_decode_chunk_part,
     .encode_chunk = zarr3_encode_chunk,
     .metadata_json = zarr3_metadata_json,
     .resize = zarr3_resize,

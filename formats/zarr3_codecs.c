@@ -24,6 +24,7 @@
 #include "internal/codec_spec.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/json_util.h"
 #include "internal/strided.h"
 #include "internal/util.h"
@@ -579,6 +580,21 @@ int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, ui
     free(tbuf);
     free(bufs[0]);
     free(bufs[1]);
+    return rc;
+}
+
+int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out,
+                             size_t begin, size_t end) {
+    /* One bytes-to-bytes codec straight over the bytes of the canonical order: the part of the
+     * decoded bytes is the part of the chunk. */
+    if (c->ab != AB_BYTES || c->transpose || c->n_bb != 1 || c->bb[0].crc) return NDS_EUNSUPPORTED;
+    int rc = nds_codec_decode_part(c->bb[0].codec, c->bb[0].state, in, len, out, c->nbytes, begin,
+                                   end);
+    if (rc == 0 && c->swap) {
+        size_t unit = nds_dtype_swap_unit(c->arr.dtype);
+        size_t lo = begin / unit * unit, hi = (end + unit - 1) / unit * unit;
+        nds_byteswap(out + lo, (hi - lo) / unit, unit);
+    }
     return rc;
 }
 

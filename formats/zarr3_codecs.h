@@ -67,6 +67,11 @@ const nds_z3_array *nds_z3_chain_array(const nds_z3_chain *c);
 
 /** Decodes in[0..len) into out (nds_z3_chain_nbytes bytes, canonical). Corrupt input: ECORRUPT. */
 int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out);
+/** Decodes at least bytes [begin, end) of the canonical chunk into out, decoding only what holds
+ *  them, when the chain is one codec that can (blosc) over the bytes codec; else NDS_EUNSUPPORTED
+ *  (no message). */
+int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out,
+                             size_t begin, size_t end);
 /** Encodes a canonical array into out (replacing its contents; out->len set). */
 int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out);
 

@@ -130,6 +130,30 @@ nds_array *open_expect_npy(const char *url, const char *npy, const char *name) {
     return a;
 }
 
+void assert_random_boxes_u16(nds_array *a, const uint16_t *v, const uint64_t *shape, int n,
+                             const char *name) {
+    uint16_t *out = malloc(sizeof(uint16_t) * shape[0] * shape[1] * shape[2]);
+    ck_assert_ptr_nonnull(out);
+    for (int k = 0; k < n; k++) {
+        nds_box box = {.rank = 3};
+        for (int d = 0; d < 3; d++) {
+            uint64_t a0 = (uint64_t)rand() % shape[d], a1 = (uint64_t)rand() % shape[d];
+            box.start[d] = a0 < a1 ? a0 : a1;
+            box.stop[d] = (a0 < a1 ? a1 : a0) + 1;
+            box.step[d] = 1 + (uint64_t)(rand() % 3 == 0) * (uint64_t)(rand() % 4);
+        }
+        NDS_OK(nds_array_read(a, &box, out, NULL));
+        size_t i = 0;
+        for (uint64_t x = box.start[0]; x < box.stop[0]; x += box.step[0])
+            for (uint64_t y = box.start[1]; y < box.stop[1]; y += box.step[1])
+                for (uint64_t z = box.start[2]; z < box.stop[2]; z += box.step[2], i++)
+                    ck_assert_msg(out[i] == v[(x * shape[1] + y) * shape[2] + z],
+                                  "%s: [%llu,%llu,%llu]", name, (unsigned long long)x,
+                                  (unsigned long long)y, (unsigned long long)z);
+    }
+    free(out);
+}
+
 /* ---- the racy kvstore: every method forwards to the memory driver ---- */
 
 const char *race_doc;

@@ -37,6 +37,11 @@ void nds_test_fixtures_dir(char *buf, size_t cap);
  * every byte; name labels failures); returns it open. */
 nds_array *open_expect_npy(const char *url, const char *npy, const char *name);
 
+/** Reads n random boxes (steps included) of the 3-d uint16 array a and asserts each against v, its
+ *  elements (shape[0..3), C order); name labels failures. */
+void assert_random_boxes_u16(nds_array *a, const uint16_t *v, const uint64_t *shape, int n,
+                             const char *name);
+
 /* The "racy" kvstore driver: racy://x/ names the keys of memory://x/, and a competing writer may
  * act right before a write or delete of a key ending in race_suffix (a metadata document):
  * - with a create-only write and race_doc set, it creates the key holding race_doc first (race_doc

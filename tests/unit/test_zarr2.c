@@ -353,7 +353,7 @@ END_TEST
 START_TEST(blosc_partial_reads) {
     static const char *const dtypes[] = {"<u2", ">u2"};
     enum { X = 40, Y = 50, Z = 300 };
-    uint16_t *v = malloc(sizeof(uint16_t) * X * Y * Z), *out = malloc(sizeof(uint16_t) * X * Y * Z);
+    uint16_t *v = malloc(sizeof(uint16_t) * X * Y * Z);
     for (size_t i = 0; i < (size_t)X * Y * Z; i++) v[i] = (uint16_t)(i * 7 + i / 300);
     for (int t = 0; t < 2; t++) {
         char path[32], meta[256];
@@ -365,27 +365,10 @@ START_TEST(blosc_partial_reads) {
         nds_array *a = create_meta(path, meta);
         write_all(a, v);
         uint64_t shape[3] = {X, Y, Z};
-        for (int k = 0; k < 60; k++) {
-            nds_box box = {.rank = 3};
-            for (int d = 0; d < 3; d++) {
-                uint64_t a0 = (uint64_t)rand() % shape[d], a1 = (uint64_t)rand() % shape[d];
-                box.start[d] = a0 < a1 ? a0 : a1;
-                box.stop[d] = (a0 < a1 ? a1 : a0) + 1;
-                box.step[d] = 1 + (uint64_t)(rand() % 3 == 0) * (uint64_t)(rand() % 4);
-            }
-            NDS_OK(nds_array_read(a, &box, out, NULL));
-            size_t n = 0;
-            for (uint64_t i = box.start[0]; i < box.stop[0]; i += box.step[0])
-                for (uint64_t j = box.start[1]; j < box.stop[1]; j += box.step[1])
-                    for (uint64_t l = box.start[2]; l < box.stop[2]; l += box.step[2], n++)
-                        ck_assert_msg(out[n] == v[(i * Y + j) * Z + l], "%s: [%llu,%llu,%llu]",
-                                      dtypes[t], (unsigned long long)i, (unsigned long long)j,
-                                      (unsigned long long)l);
-        }
+        assert_random_boxes_u16(a, v, shape, 60, dtypes[t]);
         nds_array_free(a);
     }
     free(v);
-    free(out);
 }
 END_TEST
 

@@ -100,6 +100,31 @@ static uint32_t crc_bitwise(const uint8_t *p, size_t n) {
     return ~c;
 }
 
+/* Regions of blosc chunks decode only the blocks that hold them (decode_chunk_part), with either
+ * byte order of the bytes codec. */
+START_TEST(blosc_partial_reads) {
+    static const char *const endian[] = {"little", "big"};
+    enum { X = 40, Y = 50, Z = 300 };
+    uint16_t *v = malloc(sizeof(uint16_t) * X * Y * Z);
+    for (size_t i = 0; i < (size_t)X * Y * Z; i++) v[i] = (uint16_t)(i * 5 + i / 77);
+    for (int t = 0; t < 2; t++) {
+        char path[32], codecs[256];
+        snprintf(path, sizeof path, "part/%d", t);
+        snprintf(codecs, sizeof codecs,
+                 "[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"%s\"}},{\"name\":\"blosc\","
+                 "\"configuration\":{\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":\"shuffle\","
+                 "\"typesize\":2,\"blocksize\":4096}}]",
+                 endian[t]);
+        nds_array *a = create_doc(path, array_doc("[40,50,300]", "uint16", "[16,20,256]", "0", codecs));
+        write_all(a, v);
+        uint64_t shape[3] = {X, Y, Z};
+        assert_random_boxes_u16(a, v, shape, 60, endian[t]);
+        nds_array_free(a);
+    }
+    free(v);
+}
+END_TEST
+
 START_TEST(crc32c_vectors) {
     uint8_t zeros[32] = {0}, ones[32], inc[32];
     memset(ones, 0xff, sizeof ones);
@@ -1218,6 +1243,7 @@ int main(void) {
     tcase_add_test(tc, crc32c_vectors);
     tcase_add_test(tc, crc32c_codec);
     tcase_add_test(tc, dtypes_round_trip);
+    tcase_add_test(tc, blosc_partial_reads);
     tcase_add_test(tc, stored_byte_layout);
     tcase_add_test(tc, fill_values);
     tcase_add_test(tc, chunk_keys);
