@@ -41,6 +41,7 @@
 #include "internal/error.h"
 #include "internal/util.h"
 #include "file_lock.h"
+#include "file_readbuf.h"
 #include "file_sync.h"
 
 #define TMP_MARK ".__tmp."
@@ -223,13 +224,15 @@ static nds_read_state file_read_state(const nds_read_options *opts, const nds_ge
     return cur->kind == NDS_GEN_ABSENT ? NDS_READ_MISSING : NDS_READ_VALUE;
 }
 
-/* Reads len bytes at off of the open value into a new buffer owned by out. */
+/* Reads len bytes at off of the open value into a buffer owned by out (the thread's reusable one
+ * when free: file_readbuf.h). */
 static int file_pread_value(int fd, const char *key, uint64_t off, uint64_t len,
                             nds_read_result *out) {
     if (len > SIZE_MAX - 1)
         return nds_err(NDS_ELIMIT, "file: read %s: %llu bytes do not fit in memory", key,
                        (unsigned long long)len);
-    uint8_t *buf = malloc(len ? (size_t)len : 1);
+    nds_bytes value;
+    uint8_t *buf = nds_file_readbuf_take((size_t)len, &value);
     if (!buf)
         return nds_err(NDS_ENOMEM, "file: read %s: out of memory for %llu bytes", key,
                        (unsigned long long)len);
@@ -239,14 +242,14 @@ static int file_pread_value(int fd, const char *key, uint64_t off, uint64_t len,
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            free(buf);
+            nds_bytes_release(&value);
             if (n == 0)
                 return nds_err(NDS_EIO, "file: read %s: file shrank while reading", key);
             return file_err(errno, "read", key);
         }
         done += (size_t)n;
     }
-    nds_bytes_take(&out->value, buf, (size_t)len);
+    out->value = value;
     return 0;
 }
 

@@ -423,6 +423,59 @@ START_TEST(file_lock_env_is_checked) {
 }
 END_TEST
 
+/* ---- file: reusable read buffers (file_readbuf.c) ---- */
+
+typedef struct reader_arg {
+    nds_kvstore *kv;
+    nds_read_result r[2];
+} reader_arg;
+
+/* Reads "big" twice without releasing the first: the second cannot share the thread's buffer. */
+static void *read_twice_and_exit(void *p) {
+    reader_arg *a = p;
+    NDS_OK(nds_kvstore_read(a->kv, "big", NULL, &a->r[0]));
+    NDS_OK(nds_kvstore_read(a->kv, "big", NULL, &a->r[1]));
+    return NULL;
+}
+
+static void assert_pattern(const nds_read_result *r, size_t n) {
+    ck_assert_uint_eq(r->value.len, n);
+    for (size_t i = 0; i < n; i += 4093) ck_assert_uint_eq(r->value.data[i], (uint8_t)(i * 7));
+}
+
+/* Values read on a thread stay valid after it exits and may be released by another thread; a value
+ * still held keeps the next read of that thread from reusing its buffer. (ASan checks the frees.) */
+START_TEST(file_read_buffers_outlive_their_thread) {
+    nds_kvstore *kv = open_store(file_url());
+    enum { N = 3 << 20 };
+    uint8_t *v = malloc(N);
+    for (size_t i = 0; i < N; i++) v[i] = (uint8_t)(i * 7);
+    NDS_OK(nds_kvstore_write(kv, "big", v, N, NULL, NULL));
+    for (int round = 0; round < 3; round++) {
+        reader_arg a = {kv, {{0}}};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, read_twice_and_exit, &a), 0);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_ptr_ne(a.r[0].value.data, a.r[1].value.data);
+        assert_pattern(&a.r[0], N);
+        assert_pattern(&a.r[1], N);
+        nds_read_result_dispose(&a.r[round % 2]); /* the thread's own buffer, released after its exit */
+        nds_read_result_dispose(&a.r[1 - round % 2]);
+    }
+    /* On one thread, a released buffer serves the next read. */
+    nds_read_result r1, r2;
+    NDS_OK(nds_kvstore_read(kv, "big", NULL, &r1));
+    const uint8_t *first = r1.value.data;
+    nds_read_result_dispose(&r1);
+    NDS_OK(nds_kvstore_read(kv, "big", NULL, &r2));
+    ck_assert_ptr_eq(r2.value.data, first);
+    assert_pattern(&r2, N);
+    nds_read_result_dispose(&r2);
+    free(v);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 /* ---- file: two-phase writes (stage, then publish together) ---- */
 
 static nds_kv_staged *stage_text(nds_kvstore *kv, const char *key, const char *value) {
@@ -925,6 +978,7 @@ int main(void) {
     tcase_set_timeout(file, 300);
     tcase_add_test(file, file_leaves_no_temp_or_lock_files);
     tcase_add_test(file, file_staged_values_publish_together);
+    tcase_add_test(file, file_read_buffers_outlive_their_thread);
     tcase_add_test(file, file_stage_refuses_reserved_names);
     tcase_add_test(file, file_dir_syncs_are_grouped);
     tcase_add_test(file, file_hides_and_refuses_reserved_names);
