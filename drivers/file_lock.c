@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include "file_lock.h"
+#include "file_sync.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -146,18 +147,10 @@ static int lock_fd_attempt(nds_file_lock *lk, const char *path, atomic_int *mode
 
 /* ---- dir: flock on the key's directory ---- */
 
-/* malloc'd directory part of a lock path ("." when it has no slash, "/" for the root). */
-static char *lock_dir_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        return nds_strdup(".");
-    return strndup(path, slash == path ? 1 : (size_t)(slash - path));
-}
-
 /* One attempt with dir. @return 0 locked, 1 retry (directory replaced or mode downgraded), or an
  * error */
 static int lock_dir_attempt(nds_file_lock *lk, const char *path, atomic_int *mode, int m) {
-    char *dir = lock_dir_of(path);
+    char *dir = nds_file_dir_of(path);
     if (!dir)
         return nds_err(NDS_ENOMEM, "file: out of memory locking %s", path);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;

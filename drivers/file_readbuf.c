@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "ndstore/sys/kv_driver.h"
+
 /* A thread's buffer. Only its thread lends it (IDLE -> LENT); a release gives it back
  * (LENT -> IDLE); the thread's exit frees it when IDLE, else marks it ORPHANED so that the release
  * frees it. */
@@ -44,11 +46,6 @@ static void release_lent(void *ctx, const uint8_t *data) {
     readbuf *b = ctx;
     int lent = BUF_LENT;
     if (!atomic_compare_exchange_strong(&b->state, &lent, BUF_IDLE)) readbuf_free(b); /* orphaned */
-}
-
-static void release_malloced(void *ctx, const uint8_t *data) {
-    (void)ctx;
-    free((void *)data);
 }
 
 /* Capacity for len: a quarter of its power of two, rounded up, so values a few percent apart
@@ -94,6 +91,6 @@ uint8_t *nds_file_readbuf_take(size_t len, nds_bytes *out) {
         return b->data;
     }
     uint8_t *p = malloc(len ? len : 1);
-    if (p) *out = (nds_bytes){p, len, release_malloced, NULL};
+    if (p) nds_bytes_take(out, p, len);
     return p;
 }

@@ -1,6 +1,9 @@
 /* Grouped directory fsyncs: see file_sync.h. Tickets order events in the process: a caller takes
  * one after its rename; a sync takes one when it starts. A completed sync that started with ticket
  * S covers every caller whose ticket is below S. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -95,4 +98,14 @@ void nds_file_sync_counts(uint64_t *calls, uint64_t *fsyncs) {
     *calls = sync_calls;
     *fsyncs = sync_fsyncs;
     pthread_mutex_unlock(&sync_mu);
+}
+
+size_t nds_file_dir_len(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+}
+
+char *nds_file_dir_of(const char *path) {
+    size_t n = nds_file_dir_len(path);
+    return n ? strndup(path, n) : strdup(".");
 }

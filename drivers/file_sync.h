@@ -14,9 +14,16 @@
 #ifndef NDS_DRIVERS_FILE_SYNC_H
 #define NDS_DRIVERS_FILE_SYNC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define NDS_FILE_SYNC_SLOTS 64
+
+/** malloc'd directory part of path, as the driver names directories: "." when path has no slash,
+ *  "/" for an entry in the root. NULL when out of memory. */
+char *nds_file_dir_of(const char *path);
+/** Length of path's directory part as nds_file_dir_of returns it (the name itself when "."). */
+size_t nds_file_dir_len(const char *path);
 
 /** Makes every rename/unlink done in dir before this call durable. A directory that no longer
  *  exists needs nothing (0): its removal (delete_range prunes only empty directories) came later and

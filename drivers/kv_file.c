@@ -110,26 +110,13 @@ static int file_stat_gen(const char *key, nds_generation *g, struct stat *st) {
     return 0;
 }
 
-/* malloc'd "<dir of key>" ("." when key has no slash, "/" for a key in the root). */
-static char *file_parent(const char *key) {
-    const char *slash = strrchr(key, '/');
-    if (!slash)
-        return nds_strdup(".");
-    size_t n = slash == key ? 1 : (size_t)(slash - key);
-    char *dir = malloc(n + 1);
-    if (dir) {
-        memcpy(dir, key, n);
-        dir[n] = '\0';
-    }
-    return dir;
-}
 
 /* fsyncs a directory so that a rename or unlink in it is durable; concurrent callers share one
  * fsync (file_sync.h). @return 0 or an errno */
 static int file_sync_dir(const char *dir) { return nds_file_sync_dir(dir); }
 
 static int file_sync_parent_of(const char *path) {
-    char *dir = file_parent(path);
+    char *dir = nds_file_dir_of(path);
     if (!dir)
         return ENOMEM;
     int err = file_sync_dir(dir);
@@ -294,7 +281,7 @@ static int file_read(void *state, const char *key, const nds_read_options *opts,
 
 /* Creates a new temp file next to key (creating parent directories). @return fd, or -errno */
 static int file_create_temp(const char *key, char **tmp_out) {
-    char *dir = file_parent(key);
+    char *dir = nds_file_dir_of(key);
     int fd = -ENOMEM;
     /* A concurrent delete_range may remove a directory we just made: retry a few times. */
     for (int attempt = 0; dir && attempt < 16; attempt++) {
@@ -484,15 +471,13 @@ static int sync_applied_dirs(nds_kv_staged **staged, nds_kv_publish *res, size_t
     for (size_t i = 0; i < n; i++) {
         if (res[i].status != 0)
             continue;
-        char *dir = file_parent(staged[i]->key);
+        const char *key = staged[i]->key;
+        size_t n = nds_file_dir_len(key);
         bool seen = false;
-        for (size_t j = 0; dir && j < i && !seen; j++) {
-            char *other = res[j].status == 0 ? file_parent(staged[j]->key) : NULL;
-            seen = other && strcmp(other, dir) == 0;
-            free(other);
-        }
-        int err = !dir ? ENOMEM : seen ? 0 : file_sync_dir(dir);
-        free(dir);
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = res[j].status == 0 && nds_file_dir_len(staged[j]->key) == n &&
+                   memcmp(staged[j]->key, key, n) == 0;
+        int err = seen ? 0 : file_sync_parent_of(key);
         if (err == 0)
             continue;
         res[i].status = file_err(err, "sync directory of", staged[i]->key);
@@ -738,10 +723,10 @@ static bool dir_in_range(const char *dir, const char *begin, const char *end) {
 
 /* Removes the directories of key left empty, walking up while they lie in the range. */
 static void prune_dirs(const char *key, const char *begin, const char *end) {
-    char *dir = file_parent(key);
+    char *dir = nds_file_dir_of(key);
     while (dir && strcmp(dir, ".") != 0 && strcmp(dir, "/") != 0 && dir_in_range(dir, begin, end) &&
            rmdir(dir) == 0) {
-        char *up = file_parent(dir);
+        char *up = nds_file_dir_of(dir);
         free(dir);
         dir = up;
     }
@@ -755,7 +740,7 @@ static int delete_keys(file_state *s, key_vec *v) {
     for (size_t i = 0; i < v->n && rc == 0; i++) {
         bool removed;
         rc = file_remove(s, v->keys[i], NULL, &removed);
-        char *dir = removed ? file_parent(v->keys[i]) : NULL;
+        char *dir = removed ? nds_file_dir_of(v->keys[i]) : NULL;
         if (dir && (!synced || strcmp(dir, synced) != 0)) {
             int err = file_sync_dir(dir);
             if (err != 0 && err != ENOENT)

@@ -264,11 +264,7 @@ static int zarr2_decode_chunk_part(void *state, const uint64_t *cell, const uint
     if (!z->codec || z->m.fortran) return NDS_EUNSUPPORTED;
     int rc = nds_codec_decode_part(z->codec, z->codec_state, data, len, out, z->m.chunk_nbytes,
                                    begin, end);
-    if (rc == 0 && z->swap) {
-        size_t unit = nds_dtype_swap_unit(z->m.dtype);
-        size_t lo = begin / unit * unit, hi = (end + unit - 1) / unit * unit;
-        nds_byteswap(out + lo, (hi - lo) / unit, unit);
-    }
+    if (rc == 0 && z->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(z->m.dtype));
     return rc;
 }
 

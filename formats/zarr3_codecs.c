@@ -590,11 +590,7 @@ int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t le
     if (c->ab != AB_BYTES || c->transpose || c->n_bb != 1 || c->bb[0].crc) return NDS_EUNSUPPORTED;
     int rc = nds_codec_decode_part(c->bb[0].codec, c->bb[0].state, in, len, out, c->nbytes, begin,
                                    end);
-    if (rc == 0 && c->swap) {
-        size_t unit = nds_dtype_swap_unit(c->arr.dtype);
-        size_t lo = begin / unit * unit, hi = (end + unit - 1) / unit * unit;
-        nds_byteswap(out + lo, (hi - lo) / unit, unit);
-    }
+    if (rc == 0 && c->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(c->arr.dtype));
     return rc;
 }
 

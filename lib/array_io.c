@@ -287,12 +287,11 @@ static int read_cached(io_call *c, const uint64_t *cell, const chunk_sel *s,
         if (!rc) rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, fresh);
         data = fresh;
     }
-    uint8_t *bp = sel_buffer(c, s);
     if (!rc && data)
-        nds_strided_copy(a->meta.rank, s->extent, a->elem, bp, c->buf_stride,
-                         data + sel_chunk_offset(c, s), c->chunk_stride);
+        scatter(c, s, data);
     else if (!rc)
-        nds_strided_fill(a->meta.rank, s->extent, a->elem, bp, c->buf_stride, a->meta.fill_value);
+        nds_strided_fill(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride,
+                         a->meta.fill_value);
     nds_cache_release(cache, hit);
     if (fresh) /* the new entry (a failed decode or a missing chunk drops the stale one) */
         nds_cache_put_owned(cache, url, rc ? NULL : fresh, a->chunk_bytes, &r.generation);
@@ -373,12 +372,11 @@ static int read_task(void *ctx, size_t i) {
     }
     if ((rc = load_for_read(c, cell, chunk, &present))) return rc;
     if (c->txn && (rc = overlay_staged(c, cell, chunk, &present))) return rc;
-    uint8_t *bp, *cp;
-    sel_pointers(c, &s, chunk, &bp, &cp);
     if (present)
-        nds_strided_copy(a->meta.rank, s.extent, a->elem, bp, c->buf_stride, cp, c->chunk_stride);
+        scatter(c, &s, chunk);
     else
-        nds_strided_fill(a->meta.rank, s.extent, a->elem, bp, c->buf_stride, a->meta.fill_value);
+        nds_strided_fill(a->meta.rank, s.extent, a->elem, sel_buffer(c, &s), c->buf_stride,
+                         a->meta.fill_value);
     nds_scratch_trim(NDS_SCRATCH_CHUNK); /* do not pin huge chunks per thread */
     return 0;
 }
@@ -583,30 +581,29 @@ static int stage_write(io_call *c, const uint64_t *cell, const chunk_sel *s) {
     return 0;
 }
 
-static int write_task(void *ctx, size_t i) {
-    io_call *c = ctx;
+/* Writes cell i of the call: staged in the transaction, staged into batch, or (batch NULL) by the
+ * one-chunk path. */
+static int write_cell(io_call *c, size_t i, nds_write_batch *batch) {
     uint64_t cell[NDS_MAX_RANK];
     chunk_sel s;
     grid_cell(&c->grid, i, cell);
     if (!select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, &s)) return 0;
     if (c->txn) return stage_write(c, cell, &s);
     write_merge w = {c, &s};
-    int rc = c->batch ? stage_chunk(c->a, cell, i, s.whole, merge_from_buffer, &w, c->batch)
-                      : nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
+    return batch ? stage_chunk(c->a, cell, i, s.whole, merge_from_buffer, &w, batch)
+                 : nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
+}
+
+static int write_task(void *ctx, size_t i) {
+    io_call *c = ctx;
+    int rc = write_cell(c, i, c->batch);
     nds_scratch_trim(NDS_SCRATCH_CHUNK); /* do not pin huge chunks per thread */
     return rc;
 }
 
-/* A chunk whose batched publish conflicted: written again by the one-key path (re-read, re-merge). */
-static int redo_chunk(void *ctx, size_t i) {
-    io_call *c = ctx;
-    uint64_t cell[NDS_MAX_RANK];
-    chunk_sel s;
-    grid_cell(&c->grid, i, cell);
-    if (!select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, &s)) return 0;
-    write_merge w = {c, &s};
-    return nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
-}
+/* A chunk whose batched publish conflicted: written again by the one-chunk path (re-read,
+ * re-merge). */
+static int redo_chunk(void *ctx, size_t i) { return write_cell(ctx, i, NULL); }
 
 /* Runs the chunk writes of a call: staged and published in batches where the store can stage,
  * else one conditional write per chunk. */

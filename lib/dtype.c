@@ -88,6 +88,11 @@ void nds_byteswap(void *data, size_t n, size_t unit) {
     }
 }
 
+void nds_byteswap_span(uint8_t *data, size_t begin, size_t end, size_t unit) {
+    size_t lo = begin / unit * unit, hi = (end + unit - 1) / unit * unit;
+    if (hi > lo) nds_byteswap(data + lo, (hi - lo) / unit, unit);
+}
+
 float nds_half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
     if (exp == 0x1f) {

@@ -11,6 +11,9 @@
 
 /** Reverses the byte order of n units of unit bytes each (unit 1: no-op). */
 void nds_byteswap(void *data, size_t n_units, size_t unit);
+/** nds_byteswap of the whole units of data that overlap bytes [begin, end) (a decoded part of a
+ *  chunk whose units start at data). */
+void nds_byteswap_span(uint8_t *data, size_t begin, size_t end, size_t unit);
 /** 1 on a big-endian host. */
 static inline bool nds_host_is_big_endian(void) {
     const uint16_t one = 1;
