@@ -104,6 +104,34 @@ void nds_strided_copy(size_t rank, const uint64_t *extent, size_t elem, uint8_t 
     copy_level(&l, 0, elem, dst, src);
 }
 
+/* One outer index of nds_strided_copy_rows: row i of every piece, side by side. */
+static void copy_piece_rows(size_t pieces, int64_t doff, int64_t soff, uint8_t *const *dst,
+                            const uint8_t *const *src, const size_t *row_bytes) {
+    for (size_t j = 0; j < pieces; j++) copy_run(dst[j] + doff, src[j] + soff, row_bytes[j]);
+}
+
+void nds_strided_copy_rows(size_t rank, const uint64_t *extent, const int64_t *dst_stride,
+                           const int64_t *src_stride, size_t pieces, uint8_t *const *dst,
+                           const uint8_t *const *src, const size_t *row_bytes) {
+    uint64_t idx[NDS_MAX_RANK] = {0};
+    for (size_t d = 0; d < rank; d++)
+        if (extent[d] == 0) return;
+    int64_t doff = 0, soff = 0;
+    for (;;) {
+        copy_piece_rows(pieces, doff, soff, dst, src, row_bytes);
+        size_t d = rank;
+        while (d-- > 0) { /* odometer: the innermost outer index moves fastest */
+            doff += dst_stride[d];
+            soff += src_stride[d];
+            if (++idx[d] < extent[d]) break;
+            doff -= dst_stride[d] * (int64_t)extent[d];
+            soff -= src_stride[d] * (int64_t)extent[d];
+            idx[d] = 0;
+        }
+        if (d == (size_t)-1) return;
+    }
+}
+
 void nds_strided_fill(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,
                       const int64_t *dst_stride, const uint8_t *value) {
     for (size_t d = 0; d < rank; d++)

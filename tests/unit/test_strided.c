@@ -66,6 +66,54 @@ START_TEST(rows_of_every_length) {
 }
 END_TEST
 
+/* Pieces side by side in an output row (the chunks of a run along the last dimension): every
+ * piece lands where a copy of each alone would put it, for 0 to 3 outer dimensions, 1 to 8 pieces
+ * and rows of 1 to 700 bytes; bytes between and around the pieces stay untouched. */
+START_TEST(copy_rows_places_every_piece) {
+    srand(11);
+    for (int iter = 0; iter < 400; iter++) {
+        size_t rank = (size_t)rand() % 4, pieces = 1 + (size_t)rand() % 8;
+        uint64_t outer[3], total = 1;
+        size_t row[8], at[8], width = 0;
+        for (size_t d = 0; d < rank; d++) total *= outer[d] = 1 + (uint64_t)rand() % 5;
+        for (size_t j = 0; j < pieces; j++) {
+            row[j] = 1 + (size_t)rand() % (rand() % 4 ? 200 : 700);
+            at[j] = width + (size_t)rand() % 3; /* a gap of 0 to 2 bytes before each piece */
+            width = at[j] + row[j];
+        }
+        int64_t ds[3], ss[3];
+        uint64_t dfull[4], sfull[4]; /* row-major: outer dimensions, then the row's bytes */
+        for (size_t d = 0; d < rank; d++) dfull[d] = sfull[d] = outer[d] + (uint64_t)(rand() % 2);
+        dfull[rank] = width + 1;
+        sfull[rank] = 701;
+        int64_t dst4[4], src4[4];
+        nds_c_strides(rank + 1, dfull, 1, dst4);
+        nds_c_strides(rank + 1, sfull, 1, src4);
+        memcpy(ds, dst4, rank * sizeof *ds);
+        memcpy(ss, src4, rank * sizeof *ss);
+        size_t dbytes = (size_t)(dst4[0] * (int64_t)dfull[0]), sbytes = (size_t)(src4[0] * (int64_t)sfull[0]);
+        uint8_t *out = calloc(1, dbytes), *want = calloc(1, dbytes), *dst[8];
+        const uint8_t *src[8];
+        uint8_t *in[8];
+        for (size_t j = 0; j < pieces; j++) {
+            in[j] = malloc(sbytes);
+            for (size_t i = 0; i < sbytes; i++) in[j][i] = (uint8_t)rand();
+            src[j] = in[j] + j; /* each piece from its own source, at its own offset */
+            dst[j] = out + at[j];
+            uint64_t ext[4];
+            memcpy(ext, outer, rank * sizeof *ext);
+            ext[rank] = row[j];
+            naive_copy(rank + 1, ext, 1, want + at[j], dst4, in[j] + j, src4);
+        }
+        nds_strided_copy_rows(rank, outer, ds, ss, pieces, dst, src, row);
+        ck_assert_msg(memcmp(out, want, dbytes) == 0, "iteration %d (rank %zu, %zu pieces, %llu rows)",
+                      iter, rank, pieces, (unsigned long long)total);
+        for (size_t j = 0; j < pieces; j++) free(in[j]);
+        free(out), free(want);
+    }
+}
+END_TEST
+
 START_TEST(fill_sets_only_the_block) {
     uint16_t buf[4][5];
     memset(buf, 0, sizeof buf);
@@ -97,6 +145,7 @@ int main(void) {
     TCase *tc = tcase_create("strided");
     tcase_add_test(tc, random_layouts_match_reference);
     tcase_add_test(tc, rows_of_every_length);
+    tcase_add_test(tc, copy_rows_places_every_piece);
     tcase_add_test(tc, fill_sets_only_the_block);
     tcase_add_test(tc, zero_extent_and_rank_zero);
     suite_add_tcase(s, tc);

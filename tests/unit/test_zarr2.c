@@ -372,6 +372,57 @@ START_TEST(blosc_partial_reads) {
 }
 END_TEST
 
+/* Reads whose box spans a few chunks along the last dimension decode them together and write
+ * whole output rows (lib/array_io.c read_run): full reads and random boxes (with and without
+ * steps) against the values written, with chunks missing in the middle of runs (fill value),
+ * partial edge chunks, whole and partial (blosc) decodes; a corrupt chunk in a run is an error
+ * that names it. */
+START_TEST(reads_in_runs_along_rows) {
+    static const char *const compressors[] = {
+        "{\"id\":\"zstd\",\"level\":1}",
+        "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":1,\"blocksize\":1024}"};
+    static const char *const missing[] = {"0.0.0", "2.3.1", "5.5.4", "3.0.2"};
+    enum { X = 24, Y = 30, Z = 200 };
+    uint64_t shape[3] = {X, Y, Z};
+    uint16_t *v = malloc(sizeof(uint16_t) * X * Y * Z), *out = malloc(sizeof(uint16_t) * X * Y * Z);
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; i < (size_t)X * Y * Z; i++) v[i] = (uint16_t)(i * 13 + i / 200);
+        char path[32], url[64], meta[384];
+        snprintf(path, sizeof path, "runs/%d", t);
+        snprintf(url, sizeof url, "memory://%s/", path);
+        snprintf(meta, sizeof meta,
+                 "\"shape\":[%d,%d,%d],\"chunks\":[4,5,48],\"dtype\":\"<u2\",\"fill_value\":9,"
+                 "\"compressor\":%s",
+                 X, Y, Z, compressors[t]);
+        nds_array *a = create_meta(path, meta);
+        write_all(a, v);
+        nds_kvstore *kv;
+        NDS_OK(nds_kvstore_open(&kv, url, NULL));
+        for (size_t m = 0; m < sizeof missing / sizeof *missing; m++) {
+            unsigned cx, cy, cz;
+            sscanf(missing[m], "%u.%u.%u", &cx, &cy, &cz);
+            NDS_OK(nds_kvstore_delete(kv, missing[m], NULL));
+            for (unsigned x = cx * 4; x < cx * 4 + 4; x++)
+                for (unsigned y = cy * 5; y < cy * 5 + 5; y++)
+                    for (unsigned z = cz * 48; z < cz * 48 + 48 && z < Z; z++)
+                        v[((size_t)x * Y + y) * Z + z] = 9;
+        }
+        read_all(a, out);
+        ck_assert_msg(memcmp(out, v, sizeof(uint16_t) * X * Y * Z) == 0, "%s: full read",
+                      compressors[t]);
+        assert_random_boxes_u16(a, v, shape, 80, compressors[t]);
+        NDS_OK(nds_kvstore_write(kv, "4.2.3", "garbage", 7, NULL, NULL));
+        nds_box box;
+        nds_box_full(&box, 3, shape);
+        EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "4.2.3");
+        nds_kvstore_free(kv);
+        nds_array_free(a);
+    }
+    free(v);
+    free(out);
+}
+END_TEST
+
 START_TEST(slash_separator) {
     nds_array *a = create_meta("sep/slash", "\"shape\":[4,4],\"chunks\":[2,2],\"dtype\":\"|u1\","
                                             "\"dimension_separator\":\"/\"");
@@ -1290,6 +1341,7 @@ int main(void) {
     tcase_add_test(tc, hostile_zarray);
     tcase_add_test(tc, hostile_deep_nesting);
     tcase_add_test(tc, corrupt_chunks);
+    tcase_add_test(tc, reads_in_runs_along_rows);
     tcase_add_test(tc, bool_bytes_kept);
     tcase_add_test(tc, open_modes);
     tcase_add_test(tc, open_checks_members);
