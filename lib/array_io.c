@@ -383,7 +383,7 @@ static size_t read_run_length(const io_call *c, size_t threads) {
         return 1;
     uint64_t k = c->grid.count[last];
     if (k < 2 || k > RUN_MAX || k * c->grid_bytes > RUN_BUDGET) return 1;
-    return c->grid.total / k >= 2 * threads ? (size_t)k : 1;
+    return c->grid.total / k >= 4 * threads ? (size_t)k : 1;
 }
 
 /* Decodes the chunks of a run into consecutive chunk buffers, then copies them out one output row
