@@ -4,8 +4,8 @@
  * (3); "checksum": bool, default false}. Encode writes one frame with the content size
  * (ZSTD_compress2), as numcodecs does. Decode accepts one or more concatenated frames, with or
  * without a content size, with or without a checksum; a declared content size larger than out_cap
- * is refused before decoding. Omits: dictionaries, streaming (the caller always knows the decoded
- * size bound).
+ * is refused before decoding. decode_part decodes a frame's start only (as far as a region
+ * needs). Omits: dictionaries, streaming (the caller always knows the decoded size bound).
  *
  * Threading: an instance is immutable. ZSTD contexts are cached per thread (pthread key, freed at
  * thread exit) so repeated calls allocate nothing; parameters are set on each call because one
@@ -167,6 +167,46 @@ static int zstd_decode(void *state, const uint8_t *in, size_t len, uint8_t *out,
     return 0;
 }
 
+/* Decodes the start of a frame, up to at least byte end (zstd cannot start in the middle: a region
+ * near the end of a chunk still decodes it all). Input goes in 16 KiB slices so the decoder stops
+ * within a block (128 KiB of output at most) past end; decoding writes straight into out. Only a
+ * single frame that declares exactly out_len bytes is decoded in part, anything else in full (which
+ * checks it whole); a cut-short or corrupt frame is still an error when the damage lies in the part
+ * decoded, and goes unnoticed past it, as for blosc's blocks. */
+#define PART_SLICE 16384
+
+static int zstd_decode_part(void *state, const uint8_t *in, size_t len, uint8_t *out,
+                            size_t out_len, size_t begin, size_t end) {
+    size_t got;
+    (void)begin;
+    unsigned long long declared = ZSTD_getFrameContentSize(in, len);
+    size_t frame = ZSTD_findFrameCompressedSize(in, len);
+    if (declared != out_len || ZSTD_isError(frame) || frame != len || end >= out_len)
+        return zstd_decode(state, in, len, out, out_len, &got);
+    zstd_tls *t = tls_get();
+    if (t && !t->dctx) t->dctx = ZSTD_createDCtx();
+    if (!t || !t->dctx)
+        return nds_err(NDS_ENOMEM, "zstd: out of memory creating a decompression context");
+    ZSTD_DCtx_reset(t->dctx, ZSTD_reset_session_only);
+    ZSTD_inBuffer ib = {in, 0, 0};
+    ZSTD_outBuffer ob = {out, out_len, 0};
+    while (ob.pos < end) {
+        size_t before = ob.pos, had = ib.pos;
+        ib.size = len - ib.size > PART_SLICE ? ib.size + PART_SLICE : len;
+        size_t zrc = ZSTD_decompressStream(t->dctx, &ob, &ib);
+        if (ZSTD_isError(zrc)) {
+            ZSTD_DCtx_reset(t->dctx, ZSTD_reset_session_only);
+            return zstd_fail(NDS_ECORRUPT, zrc, "decoding");
+        }
+        if (zrc == 0 || (ib.size == len && ob.pos == before && ib.pos == had)) break;
+    }
+    ZSTD_DCtx_reset(t->dctx, ZSTD_reset_session_only);
+    if (ob.pos < end)
+        return nds_err(NDS_ECORRUPT, "zstd: frame ends after %zu of the %zu bytes it declares",
+                       ob.pos, out_len);
+    return 0;
+}
+
 static int zstd_config_json(void *state, struct json_object **out) {
     const zstd_state *s = state;
     json_object *o = json_object_new_object();
@@ -188,4 +228,5 @@ const nds_codec nds_codec_zstd = {
     .encode = zstd_encode,
     .decode = zstd_decode,
     .config_json = zstd_config_json,
+    .decode_part = zstd_decode_part,
 };

@@ -699,6 +699,54 @@ START_TEST(test_blosc_decode_part) {
 }
 END_TEST
 
+/* zstd decodes a frame's start only, as far as the part asked for: the bytes asked for come back as
+ * a whole decode gives them, nothing is written past the value; a value of another size, two
+ * frames, a cut-short frame fall back to (and fail as) a whole decode. */
+START_TEST(test_zstd_decode_part) {
+    enum { N = 600000 }; /* several 128 KiB zstd blocks */
+    uint8_t *data = malloc(N), *whole = malloc(N);
+    static const char *const configs[] = {"{\"level\": 1}", "{\"level\": 3, \"checksum\": true}"};
+    for (int ci = 0; ci < 2; ci++) {
+        void *st = make(&nds_codec_zstd, configs[ci], 1);
+        nds_buf enc = {0}, two = {0};
+        encode_filled(&nds_codec_zstd, st, data, N, ci + 1, &enc);
+        for (int k = 0; k < 60; k++) {
+            size_t a = rnd() % (N + 1), b = rnd() % (N + 1);
+            size_t begin = a < b ? a : b, end = a < b ? b : a;
+            uint8_t *out = guarded(N);
+            ck_assert_int_eq(nds_codec_zstd.decode_part(st, enc.data, enc.len, out, N, begin, end),
+                             0);
+            ck_assert_msg(memcmp(out + begin, data + begin, end - begin) == 0,
+                          "%s: bytes %zu..%zu differ", configs[ci], begin, end);
+            check_guard(out, N, "zstd decode_part");
+            free(out);
+        }
+        assert_error(nds_codec_zstd.decode_part(st, enc.data, enc.len, whole, N - 1, 0, 8),
+                     NDS_ECORRUPT, "zstd", "decode_part size");
+        assert_error(nds_codec_zstd.decode_part(st, enc.data, enc.len / 2, whole, N, 0, 8),
+                     NDS_ECORRUPT, "zstd", "decode_part truncated");
+        /* Two frames of N/2 bytes each: the part is decoded from the whole value. */
+        ck_assert_int_eq(nds_codec_zstd.encode(st, data, N / 2, &two), 0);
+        size_t first = two.len;
+        ck_assert_int_eq(nds_buf_reserve(&two, first * 2 + enc.len), 0);
+        nds_buf second = {0};
+        ck_assert_int_eq(nds_codec_zstd.encode(st, data + N / 2, N / 2, &second), 0);
+        memcpy(two.data + first, second.data, second.len);
+        two.len = first + second.len;
+        ck_assert_int_eq(nds_codec_zstd.decode_part(st, two.data, two.len, whole, N, N / 2 - 5,
+                                                    N / 2 + 5),
+                         0);
+        ck_assert_int_eq(memcmp(whole, data, N), 0);
+        nds_buf_dispose(&second);
+        nds_buf_dispose(&two);
+        nds_buf_dispose(&enc);
+        nds_codec_zstd.destroy(st);
+    }
+    free(data);
+    free(whole);
+}
+END_TEST
+
 /* Sizes past a library's limit are refused before the input is read (so a tiny buffer suffices). */
 START_TEST(test_encode_limits) {
     uint8_t tiny[16] = {0};
@@ -1328,6 +1376,7 @@ static Suite *codecs_suite(void) {
     tcase_add_test(tc, test_blosc_matrix);
     tcase_add_test(tc, test_blosc_header);
     tcase_add_test(tc, test_blosc_decode_part);
+    tcase_add_test(tc, test_zstd_decode_part);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("config");
