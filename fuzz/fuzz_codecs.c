@@ -5,7 +5,7 @@
  * rest is the payload, decoded with the chosen out_cap: decode must succeed within out_cap or fail
  * with NDS_ECORRUPT, never crash or write past out_cap (checked with a guard area). In round-trip
  * mode the payload is encoded and decoded back and must come back unchanged. Codecs with decode_part
- * (blosc) also decode the middle third of out_cap bytes under the same contract.
+ * (blosc, zstd) also decode the middle third of out_cap bytes under the same contract.
  * Run: fuzz_codecs -max_len=70000 fuzz/corpus/fuzz_codecs/ ; replayed in CI by replay_main.c.
  */
 #include <stdint.h>
@@ -98,7 +98,7 @@ static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size
         abort();
     }
     if (rc == 0 && got > cap) abort();
-    /* decode_part (blosc) of the middle third, under the same contract. */
+    /* decode_part (blosc, zstd) of the middle third, under the same contract. */
     if (c->version >= 2 && c->decode_part) {
         memset(out + cap, 0xA5, GUARD);
         rc = c->decode_part(st, in, n, cap ? out : NULL, cap, cap / 3, cap - cap / 3);

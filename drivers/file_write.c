@@ -1,0 +1,367 @@
+/* Writes and deletes of the file kvstore driver (the layout, locking and durability rules are in
+ * drivers/kv_file.c's header): a value goes to a temp file next to its key, is fsynced and renamed
+ * over the key under the key's lock when its condition still holds, and the directory is fsynced.
+ * Two-phase writes split this: stage writes a temp file and starts its writeback; publish fsyncs a
+ * batch of them back to back, renames each under its lock and condition, and fsyncs each directory
+ * once.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ndstore/sys/kv_driver.h"
+#include "internal/error.h"
+#include "internal/util.h"
+#include "file_internal.h"
+#include "file_lock.h"
+#include "file_sync.h"
+
+/* The current generation of key by stat (ABSENT when missing or a directory). @return 0 or error */
+static int file_stat_gen(const char *key, nds_generation *g, struct stat *st) {
+    if (stat(key, st) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR)
+            return nds_file_err(errno, "stat", key);
+        nds_file_gen_absent(g);
+        return 0;
+    }
+    if (S_ISDIR(st->st_mode))
+        nds_file_gen_absent(g);
+    else
+        nds_file_gen(st, g);
+    return 0;
+}
+
+/* fsyncs the directory holding path, so a rename or unlink in it is durable (concurrent callers
+ * share one fsync: file_sync.h). @return 0 or an errno */
+static int file_sync_parent_of(const char *path) {
+    char *dir = nds_file_dir_of(path);
+    if (!dir)
+        return ENOMEM;
+    int err = nds_file_sync_dir(dir);
+    free(dir);
+    return err;
+}
+
+/* mkdir -p of dir (modified temporarily); each directory created is made durable in its parent.
+ * @return 0 or an errno */
+static int file_mkdirs(char *dir) {
+    if (mkdir(dir, 0777) == 0)
+        return file_sync_parent_of(dir);
+    if (errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return errno;
+    char *slash = strrchr(dir, '/');
+    while (slash && slash > dir && slash[1] == '\0') { /* skip trailing slashes */
+        *slash = '\0';
+        char *prev = strrchr(dir, '/');
+        *slash = '/';
+        slash = prev;
+    }
+    if (!slash || slash == dir)
+        return ENOENT;
+    *slash = '\0';
+    int err = file_mkdirs(dir);
+    *slash = '/';
+    if (err != 0)
+        return err;
+    if (mkdir(dir, 0777) == 0)
+        return file_sync_parent_of(dir);
+    return errno == EEXIST ? 0 : errno;
+}
+
+/* Creates a new temp file next to key (creating parent directories). @return fd, or -errno */
+static int file_create_temp(const char *key, char **tmp_out) {
+    char *dir = nds_file_dir_of(key);
+    int fd = -ENOMEM;
+    /* A concurrent delete_range may remove a directory we just made: retry a few times. */
+    for (int attempt = 0; dir && attempt < 16; attempt++) {
+        char *tmp = nds_asprintf("%s%s%d.%016llx", key, TMP_MARK, (int)getpid(),
+                                 (unsigned long long)nds_random_u64());
+        if (!tmp) {
+            fd = -ENOMEM;
+            break;
+        }
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            *tmp_out = tmp;
+            break;
+        }
+        fd = -errno;
+        free(tmp);
+        if (fd == -EINTR || fd == -EEXIST)
+            continue;
+        if (fd != -ENOENT)
+            break;
+        int err = file_mkdirs(dir);
+        if (err != 0 && err != ENOENT) { /* ENOENT: a parent just made was removed: go again */
+            fd = -err;
+            break;
+        }
+    }
+    free(dir);
+    return fd;
+}
+
+/* Writes all of data to fd (not synced). @return 0 or an errno */
+static int file_write_all(int fd, const uint8_t *data, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? errno : EIO;
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static bool mtime_after(const struct stat *a, const struct stat *b) {
+    return a->st_mtim.tv_sec > b->st_mtim.tv_sec ||
+           (a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec > b->st_mtim.tv_nsec);
+}
+
+/* Makes the new version's mtime later than the current one's (cur), in the smallest step the
+ * filesystem keeps (1 ns, 1 us, 1 ms, 1 s), so generations of a key never repeat. Updates *st. */
+static int file_bump_mtime(int fd, struct stat *st, const struct stat *cur) {
+    for (long step = 1; !mtime_after(st, cur) && step <= 1000000000L; step *= 1000) {
+        struct timespec ts[2] = {{0, UTIME_OMIT}, cur->st_mtim};
+        ts[1].tv_nsec += step;
+        if (ts[1].tv_nsec >= 1000000000L) {
+            ts[1].tv_sec += ts[1].tv_nsec / 1000000000L;
+            ts[1].tv_nsec %= 1000000000L;
+        }
+        if (futimens(fd, ts) != 0 || fstat(fd, st) != 0)
+            return errno;
+    }
+    return 0;
+}
+
+/* The locked part of a write: re-check the condition, stamp, rename. Returns with the lock held. */
+static int file_commit_temp(const char *key, int fd, const char *tmp, const nds_write_options *opts,
+                            nds_generation *new_gen) {
+    struct stat cur, st;
+    nds_generation cur_gen;
+    int rc = file_stat_gen(key, &cur_gen, &cur);
+    if (rc != 0)
+        return rc;
+    if (opts && !nds_generation_satisfies(&opts->if_equal, &cur_gen))
+        return nds_err(NDS_ECONFLICT, "file: write %s: generation changed", key);
+    int err = fstat(fd, &st) != 0 ? errno : 0;
+    if (err == 0 && cur_gen.kind == NDS_GEN_VALUE)
+        err = file_bump_mtime(fd, &st, &cur);
+    if (err != 0)
+        return nds_file_err(err, "stamp", tmp);
+    if (rename(tmp, key) != 0)
+        return nds_file_err(errno, "rename onto", key);
+    nds_file_gen(&st, new_gen);
+    return 0;
+}
+
+/* Renames a fully written and synced temp file over key under the key's lock, if the key still
+ * satisfies opts. The directory is not synced (the caller does). */
+static int file_apply_temp(file_state *s, const char *key, int fd, const char *tmp,
+                           const nds_write_options *opts, nds_generation *new_gen) {
+    char *lock_path = nds_asprintf("%s%s", key, LOCK_SUFFIX);
+    if (!lock_path)
+        return nds_err(NDS_ENOMEM, "file: write %s: out of memory", key);
+    nds_file_lock lk = {-1, 0, 0, 0};
+    int rc = nds_file_lock_acquire(&lk, lock_path, &s->lock_mode);
+    if (rc == NDS_ENOTFOUND)
+        rc = nds_err(NDS_EIO, "file: write %s: directory vanished", key);
+    if (rc == 0)
+        rc = file_commit_temp(key, fd, tmp, opts, new_gen);
+    nds_file_lock_release(&lk, lock_path);
+    free(lock_path);
+    return rc;
+}
+
+static int file_put(file_state *s, const char *key, const uint8_t *data, size_t len,
+                    const nds_write_options *opts, nds_generation *new_gen) {
+    char *tmp = NULL;
+    int fd = file_create_temp(key, &tmp);
+    if (fd < 0)
+        return nds_file_err(-fd, "create temp file for", key);
+    int err = file_write_all(fd, data, len);
+    if (err == 0 && fsync(fd) != 0)
+        err = errno;
+    int rc = err ? nds_file_err(err, "write", tmp) : 0;
+    nds_generation gen;
+    if (rc == 0)
+        rc = file_apply_temp(s, key, fd, tmp, opts, &gen);
+    close(fd);
+    if (rc != 0)
+        unlink(tmp); /* harmless after a successful rename: never reached then */
+    if (rc == 0 && (err = file_sync_parent_of(key)) != 0)
+        rc = nds_file_err(err, "sync directory of", key);
+    if (rc == 0 && new_gen)
+        *new_gen = gen;
+    free(tmp);
+    return rc;
+}
+
+/* ---- two-phase writes: stage many, then sync and publish them together ---- */
+
+/** A staged value: its temp file, written but not yet synced nor renamed. */
+struct nds_kv_staged {
+    int fd;
+    char *key, *tmp;
+};
+
+static void staged_free(nds_kv_staged *st, bool unlink_tmp) {
+    if (st->fd >= 0)
+        close(st->fd);
+    if (unlink_tmp && st->tmp)
+        unlink(st->tmp);
+    free(st->key);
+    free(st->tmp);
+    free(st);
+}
+
+int nds_file_stage(void *state, const char *key, const uint8_t *data, size_t len,
+                      nds_kv_staged **out) {
+    (void)state;
+    *out = NULL;
+    int rc = nds_file_check_key(key, "write");
+    if (rc != 0)
+        return rc;
+    nds_kv_staged *st = calloc(1, sizeof *st);
+    if (!st || !(st->key = nds_strdup(key))) {
+        free(st);
+        return nds_err(NDS_ENOMEM, "file: write %s: out of memory", key);
+    }
+    st->fd = file_create_temp(key, &st->tmp);
+    if (st->fd < 0) {
+        rc = nds_file_err(-st->fd, "create temp file for", key);
+        staged_free(st, false);
+        return rc;
+    }
+    int err = file_write_all(st->fd, data, len);
+    if (err != 0) {
+        rc = nds_file_err(err, "write", st->tmp);
+        staged_free(st, true);
+        return rc;
+    }
+    /* Start the writeback now: the data goes to disk while the caller stages more, so publish's
+     * fsync mostly waits for the journal commit. Failures surface there. */
+    (void)sync_file_range(st->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    *out = st;
+    return 0;
+}
+
+void nds_file_discard(void *state, nds_kv_staged *st) {
+    (void)state;
+    staged_free(st, true);
+}
+
+/* fsyncs every directory holding a key applied (status 0), once each; a failure turns the status
+ * of the keys in that directory into the error. @return 0 or the first error */
+static int sync_applied_dirs(nds_kv_staged **staged, nds_kv_publish *res, size_t n) {
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].status != 0)
+            continue;
+        const char *key = staged[i]->key;
+        size_t n = nds_file_dir_len(key);
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = res[j].status == 0 && nds_file_dir_len(staged[j]->key) == n &&
+                   memcmp(staged[j]->key, key, n) == 0;
+        int err = seen ? 0 : file_sync_parent_of(key);
+        if (err == 0)
+            continue;
+        res[i].status = nds_file_err(err, "sync directory of", staged[i]->key);
+        rc = rc ? rc : res[i].status;
+    }
+    return rc;
+}
+
+/* The data of every staged file is made durable first (one fsync each, issued back to back so
+ * the filesystem commits them together), then each is renamed under its key's lock, then each
+ * directory is fsynced once. A crash at any point leaves every key old or new. */
+int nds_file_publish(void *state, nds_kv_staged **staged, nds_kv_publish *res, size_t n) {
+    file_state *s = state;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (fsync(staged[i]->fd) != 0)
+            rc = nds_file_err(errno, "sync", staged[i]->tmp);
+    for (size_t i = 0; i < n; i++) {
+        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+        wo.if_equal = res[i].if_equal;
+        res[i].status = rc ? rc
+                           : file_apply_temp(s, staged[i]->key, staged[i]->fd, staged[i]->tmp, &wo,
+                                             &res[i].new_generation);
+        if (res[i].status != 0 && res[i].status != NDS_ECONFLICT && rc == 0)
+            rc = res[i].status;
+    }
+    int err = sync_applied_dirs(staged, res, n);
+    rc = rc ? rc : err;
+    for (size_t i = 0; i < n; i++)
+        staged_free(staged[i], res[i].status != 0);
+    return rc;
+}
+
+/* Deletes key under its lock when it satisfies opts. *removed tells whether a file was unlinked
+ * (its directory then needs an fsync, left to the caller). */
+int nds_file_remove(file_state *s, const char *key, const nds_write_options *opts,
+                       bool *removed) {
+    *removed = false;
+    struct stat st;
+    nds_generation cur;
+    int rc = file_stat_gen(key, &cur, &st);
+    /* Absent now: the delete takes effect at this stat, no lock needed. */
+    if (rc != 0 || cur.kind == NDS_GEN_ABSENT) {
+        if (rc == 0 && opts && !nds_generation_satisfies(&opts->if_equal, &cur))
+            rc = nds_err(NDS_ECONFLICT, "file: delete %s: generation changed", key);
+        return rc;
+    }
+    char *lock_path = nds_asprintf("%s%s", key, LOCK_SUFFIX);
+    if (!lock_path)
+        return nds_err(NDS_ENOMEM, "file: delete %s: out of memory", key);
+    nds_file_lock lk = {-1, 0, 0, 0};
+    rc = nds_file_lock_acquire(&lk, lock_path, &s->lock_mode);
+    if (rc == NDS_ENOTFOUND) { /* the directory went away: the key with it */
+        rc = 0;
+        nds_file_gen_absent(&cur);
+    } else if (rc == 0) {
+        rc = file_stat_gen(key, &cur, &st);
+    }
+    if (rc == 0 && opts && !nds_generation_satisfies(&opts->if_equal, &cur))
+        rc = nds_err(NDS_ECONFLICT, "file: delete %s: generation changed", key);
+    if (rc == 0 && cur.kind == NDS_GEN_VALUE) {
+        if (unlink(key) == 0)
+            *removed = true;
+        else if (errno != ENOENT)
+            rc = nds_file_err(errno, "delete", key);
+    }
+    nds_file_lock_release(&lk, lock_path);
+    free(lock_path);
+    return rc;
+}
+
+int nds_file_write(void *state, const char *key, const uint8_t *data, size_t len,
+                      const nds_write_options *opts, nds_generation *new_gen) {
+    int rc = nds_file_check_key(key, data ? "write" : "delete");
+    if (rc != 0)
+        return rc;
+    if (data)
+        return file_put(state, key, data, len, opts, new_gen);
+    bool removed;
+    rc = nds_file_remove(state, key, opts, &removed);
+    int err = rc == 0 && removed ? file_sync_parent_of(key) : 0;
+    if (err != 0)
+        rc = nds_file_err(err, "sync directory of", key);
+    if (rc == 0 && new_gen)
+        nds_file_gen_absent(new_gen);
+    return rc;
+}
