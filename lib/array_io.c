@@ -1,7 +1,7 @@
 /* Array reads and writes: chunk-grid iteration over a box, chunks decoded and copied on the thread
  * pool, and the per-chunk optimistic write protocol (read chunk + generation, merge, conditional
- * write, retry). Each thread holds one chunk at a time, so a call's memory is (threads x chunk)
- * plus the caller's buffer. */
+ * write, retry). Each thread holds one chunk at a time (a read run: up to RUN_BUDGET bytes of
+ * them), so a call's memory is (threads x chunk) plus the caller's buffer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
