@@ -604,12 +604,12 @@ int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_me
 /* Stages one chunk of a batched write, then hands it to the batch after the chunk's lock is
  * released (the batch may publish, and a conflicted chunk's redo takes its lock: never while
  * holding another). */
-static int stage_chunk(nds_array *a, const uint64_t *cell, size_t cell_index, int whole,
-                       nds_merge_fn merge, void *ctx, nds_write_batch *batch) {
+int nds_array_stage_update(nds_array *a, const uint64_t *cell, size_t index, int whole,
+                           nds_merge_fn merge, void *ctx, nds_write_batch *batch) {
     staged_chunk sc = {NULL, {NDS_GEN_NONE, {0}}};
     int rc = update_chunk(a, cell, whole, merge, ctx, &sc);
     if (rc || !sc.value) return rc;
-    return nds_write_batch_add(batch, sc.value, &sc.cond, cell_index);
+    return nds_write_batch_add(batch, sc.value, &sc.cond, index);
 }
 
 /* The merge of a write: copy the box's elements of this chunk from the caller's buffer. */
@@ -657,7 +657,7 @@ static int write_cell(io_call *c, size_t i, nds_write_batch *batch) {
     if (!select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, &s)) return 0;
     if (c->txn) return stage_write(c, cell, &s);
     write_merge w = {c, &s};
-    return batch ? stage_chunk(c->a, cell, i, s.whole, merge_from_buffer, &w, batch)
+    return batch ? nds_array_stage_update(c->a, cell, i, s.whole, merge_from_buffer, &w, batch)
                  : nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
 }
 

@@ -15,6 +15,7 @@
 #include "internal/kvstore_internal.h"
 #include "internal/txn_internal.h"
 #include "internal/util.h"
+#include "internal/write_batch.h"
 
 #define TXN_BUCKETS 4096
 #define TXN_DEFAULT_LIMIT ((size_t)1 << 30)
@@ -194,9 +195,16 @@ bool nds_txn_touches(nds_txn *t, const nds_array *a) {
     return hit;
 }
 
+/* Copies runs of written elements (mask bytes are 0 or 1): a chunk written whole is one memcpy. */
 void nds_txn_overlay(const nds_txn_chunk *c, uint8_t *chunk, size_t elems, size_t elem) {
-    for (size_t i = 0; i < elems; i++)
-        if (c->mask[i]) memcpy(chunk + i * elem, c->data + i * elem, elem);
+    for (size_t i = 0; i < elems;) {
+        const uint8_t *first = memchr(c->mask + i, 1, elems - i);
+        if (!first) return;
+        size_t s = (size_t)(first - c->mask);
+        const uint8_t *stop = memchr(first, 0, elems - s);
+        i = stop ? (size_t)(stop - c->mask) : elems;
+        memcpy(chunk + s * elem, c->data + s * elem, (i - s) * elem);
+    }
 }
 
 static txn_key *find_key(nds_txn *t, const char *id) {
@@ -320,17 +328,66 @@ typedef struct commit_call {
     nds_kvstore **kvs; /* atomic: the handle of each op */
 } commit_call;
 
+/* The chunks of one array in an isolated commit: cc->chunks[first ..]. */
+typedef struct array_chunks {
+    commit_call *cc;
+    size_t first;
+    nds_write_batch *batch; /* NULL: written one by one */
+} array_chunks;
+
+static int isolated_update(nds_txn_chunk *c) {
+    return nds_array_update_chunk(c->a, c->cell, every_element_written(c), merge_staged, c);
+}
+
 static int isolated_task(void *ctx, size_t i) {
-    commit_call *cc = ctx;
-    nds_txn_chunk *c = cc->chunks[i];
-    pthread_rwlock_rdlock(&c->a->meta_lock);
-    int rc = nds_array_update_chunk(c->a, c->cell, every_element_written(c), merge_staged, c);
-    pthread_rwlock_unlock(&c->a->meta_lock);
+    array_chunks *g = ctx;
+    nds_txn_chunk *c = g->cc->chunks[g->first + i];
+    int rc = g->batch ? nds_array_stage_update(c->a, c->cell, i, every_element_written(c),
+                                               merge_staged, c, g->batch)
+                      : isolated_update(c);
+    nds_scratch_trim(NDS_SCRATCH_CHUNK); /* do not pin huge chunks per thread */
     return rc;
 }
 
+/* A chunk whose batched publish conflicted: re-read, re-merged and written on its own. */
+static int isolated_redo(void *ctx, size_t i) {
+    array_chunks *g = ctx;
+    return isolated_update(g->cc->chunks[g->first + i]);
+}
+
+/* Commits the n chunks of one array from cc->chunks[first]: staged and published in batches where
+ * its store can stage (as nds_array_write does: one durability cost per batch), else one
+ * conditional write each. The array's metadata stays unchanged meanwhile (read lock). */
+static int commit_array_chunks(commit_call *cc, size_t first, size_t n) {
+    nds_array *a = cc->chunks[first]->a;
+    array_chunks g = {cc, first, NULL};
+    nds_write_batch batch;
+    pthread_rwlock_rdlock(&a->meta_lock);
+    if (nds_kvstore_can_stage(a->kv)) {
+        nds_write_batch_init(&batch, a->kv, isolated_redo, &g);
+        g.batch = &batch;
+    }
+    int rc = nds_pool_for(nds_context_pool(NULL), n, 0, isolated_task, &g);
+    if (g.batch && !rc) rc = nds_write_batch_finish(&batch);
+    if (g.batch) nds_write_batch_dispose(&batch);
+    pthread_rwlock_unlock(&a->meta_lock);
+    return rc;
+}
+
+static int by_array(const void *x, const void *y) {
+    uintptr_t a = (uintptr_t)(*(nds_txn_chunk *const *)x)->a;
+    uintptr_t b = (uintptr_t)(*(nds_txn_chunk *const *)y)->a;
+    return a < b ? -1 : a > b;
+}
+
+/* Each staged chunk by the per-chunk protocol, array by array; then the raw keys, one by one. */
 static int commit_isolated(nds_txn *t, commit_call *cc) {
-    int rc = nds_pool_for(nds_context_pool(NULL), t->nchunks, 0, isolated_task, cc);
+    int rc = 0;
+    qsort(cc->chunks, t->nchunks, sizeof *cc->chunks, by_array);
+    for (size_t first = 0, n; first < t->nchunks && !rc; first += n) {
+        for (n = 1; first + n < t->nchunks && cc->chunks[first + n]->a == cc->chunks[first]->a;) n++;
+        rc = commit_array_chunks(cc, first, n);
+    }
     for (txn_key *k = t->keys; k && !rc; k = k->next) {
         nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
         wo.if_equal = k->if_equal;

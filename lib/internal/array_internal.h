@@ -48,6 +48,12 @@ int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *k
 typedef void (*nds_merge_fn)(void *ctx, const uint64_t *cell, uint8_t *chunk);
 int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge,
                            void *ctx);
+struct nds_write_batch;
+/** As nds_array_update_chunk, but the merged chunk is staged and added to batch under index (the
+ * batch's redo rewrites it by index when its publish conflicts; a delete is done at once). Only
+ * for a->kv that can stage (nds_kvstore_can_stage). */
+int nds_array_stage_update(nds_array *a, const uint64_t *cell, size_t index, int whole,
+                           nds_merge_fn merge, void *ctx, struct nds_write_batch *batch);
 
 /* ---- grouped writes (meta.grouped: objects holding several chunks that are not a box) ---- */
 

@@ -1065,6 +1065,41 @@ START_TEST(staged_write_conflict_is_redone) {
 }
 END_TEST
 
+/* The same race against an isolated transaction's commit, which stages and publishes its chunks in
+ * batches too: the chunk is re-read and re-merged, both writes survive. */
+START_TEST(staged_txn_commit_conflict_is_redone) {
+    racy_register("/.zarray");
+    nds_array *a;
+    NDS_OK(open_spec(&a, "{\"driver\":\"zarr\",\"kvstore\":\"racy://publish/t/\",\"metadata\":"
+                         "{\"shape\":[16],\"chunks\":[8],\"dtype\":\"<i2\",\"compressor\":null},"
+                         "\"create\":true}"));
+    int16_t init[16], ones[4] = {1, 1, 1, 1}, threes[8] = {3, 3, 3, 3, 3, 3, 3, 3}, got[16];
+    for (int i = 0; i < 16; i++) init[i] = 9;
+    write_all(a, init);
+    NDS_OK(open_spec(&g_competitor, "racy://publish/t/|zarr:"));
+    nds_txn *t;
+    NDS_OK(nds_txn_begin(&t, NULL));
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.txn = t;
+    nds_box box;
+    uint64_t shape[1] = {16};
+    NDS_OK(nds_box_parse(&box, "[0:4]", 1, shape)); /* part of chunk 0, shared with the competitor */
+    NDS_OK(nds_array_write(a, &box, ones, &io));
+    NDS_OK(nds_box_parse(&box, "[8:16]", 1, shape)); /* all of chunk 1 */
+    NDS_OK(nds_array_write(a, &box, threes, &io));
+    race_before_publish = write_second_half;
+    race_writes = 0;
+    NDS_OK(nds_txn_commit(t));
+    nds_txn_free(t);
+    ck_assert_ptr_null(race_before_publish); /* the competitor ran */
+    ck_assert_int_eq(race_writes, 4); /* the competitor's, our two chunks, chunk 0 redone */
+    read_all(a, got);
+    for (int i = 0; i < 16; i++) ck_assert_int_eq(got[i], i < 4 ? 1 : i < 8 ? 2 : 3);
+    nds_array_free(g_competitor);
+    nds_array_free(a);
+}
+END_TEST
+
 typedef struct race_arg {
     int rc;
     char msg[256];
@@ -1350,6 +1385,7 @@ int main(void) {
     tcase_add_test(tc, create_race_loser_opens);
     tcase_add_test(tc, blosc_partial_reads);
     tcase_add_test(tc, staged_write_conflict_is_redone);
+    tcase_add_test(tc, staged_txn_commit_conflict_is_redone);
     tcase_add_test(tc, create_race_threads);
     tcase_add_test(tc, resize_rewrites_shape);
     tcase_add_test(tc, resize_keeps_unknown_members);
