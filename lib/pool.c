@@ -29,6 +29,7 @@ struct nds_pool {
     pthread_cond_t done; /* a thread left a job */
     job *queue;          /* jobs that still want helpers */
     int threads;
+    int waiting; /* workers that have reached their wait for work (see nds_pool_new) */
     int shutdown;
     pthread_t *tid;
 };
@@ -62,6 +63,8 @@ static void unlink_job(nds_pool *p, job *j) {
 static void *worker(void *arg) {
     nds_pool *p = arg;
     pthread_mutex_lock(&p->mu);
+    p->waiting++;
+    pthread_cond_broadcast(&p->done);
     for (;;) {
         while (!p->queue && !p->shutdown) pthread_cond_wait(&p->work, &p->mu);
         if (p->shutdown) break;
@@ -93,6 +96,12 @@ int nds_pool_new(nds_pool **out, int threads) {
         if (pthread_create(&p->tid[i], NULL, worker, p) != 0) break;
         p->threads++;
     }
+    /* Return only once every worker waits for work, touching nothing: a process may then fork()
+     * safely (no worker is half-way through its start, e.g. inside an allocator that has no fork
+     * handler, as AddressSanitizer's: a child inherited its lock held and hung). */
+    pthread_mutex_lock(&p->mu);
+    while (p->waiting < p->threads) pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
     *out = p;
     return 0;
 }
