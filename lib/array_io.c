@@ -385,8 +385,9 @@ static size_t read_run_length(const io_call *c, size_t threads) {
         a->meta.stored_canonical)
         return 1;
     uint64_t k = c->grid.count[last];
+    if (k < 2 || k > RUN_MAX) return 1;
     bool fits = k * c->grid_bytes <= RUN_BUDGET || (k == 2 && c->grid_bytes <= RUN_PAIR_MAX);
-    if (k < 2 || k > RUN_MAX || !fits) return 1;
+    if (!fits) return 1;
     return c->grid.total / k >= 4 * threads ? (size_t)k : 1;
 }
 
