@@ -125,6 +125,39 @@ START_TEST(blosc_partial_reads) {
 }
 END_TEST
 
+/* Sharded arrays read through their inner-chunk grid, in runs along the last dimension (4 inner
+ * chunks of a shard per task): full reads and random boxes against the values written, with one
+ * shard missing (fill value) and partial shards at the edges. */
+START_TEST(sharded_reads_in_runs) {
+    enum { X = 20, Y = 18, Z = 60 };
+    uint16_t *v = malloc(sizeof(uint16_t) * X * Y * Z), *out = malloc(sizeof(uint16_t) * X * Y * Z);
+    for (size_t i = 0; i < (size_t)X * Y * Z; i++) v[i] = (uint16_t)(i * 3 + i / 60);
+    nds_array *a = create_doc(
+        "runs/sharded",
+        array_doc("[20,18,60]", "uint16", "[8,8,64]", "7",
+                  "[{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[4,4,16],"
+                  "\"codecs\":[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}},"
+                  "{\"name\":\"zstd\",\"configuration\":{\"level\":1,\"checksum\":false}}],"
+                  "\"index_codecs\":[{\"name\":\"bytes\",\"configuration\":{\"endian\":"
+                  "\"little\"}},{\"name\":\"crc32c\"}]}}]"));
+    write_all(a, v);
+    nds_kvstore *kv;
+    NDS_OK(nds_kvstore_open(&kv, "memory://runs/sharded/", NULL));
+    NDS_OK(nds_kvstore_delete(kv, "c/1/0/0", NULL));
+    nds_kvstore_free(kv);
+    for (int x = 8; x < 16; x++)
+        for (int y = 0; y < 8; y++)
+            for (int z = 0; z < Z; z++) v[((size_t)x * Y + y) * Z + z] = 7;
+    read_all(a, out);
+    ck_assert_int_eq(memcmp(out, v, sizeof(uint16_t) * X * Y * Z), 0);
+    uint64_t shape[3] = {X, Y, Z};
+    assert_random_boxes_u16(a, v, shape, 60, "sharded");
+    nds_array_free(a);
+    free(v);
+    free(out);
+}
+END_TEST
+
 START_TEST(crc32c_vectors) {
     uint8_t zeros[32] = {0}, ones[32], inc[32];
     memset(ones, 0xff, sizeof ones);
@@ -1244,6 +1277,7 @@ int main(void) {
     tcase_add_test(tc, crc32c_codec);
     tcase_add_test(tc, dtypes_round_trip);
     tcase_add_test(tc, blosc_partial_reads);
+    tcase_add_test(tc, sharded_reads_in_runs);
     tcase_add_test(tc, stored_byte_layout);
     tcase_add_test(tc, fill_values);
     tcase_add_test(tc, chunk_keys);
