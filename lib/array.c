@@ -138,6 +138,25 @@ static void array_destroy(nds_array *a) {
     free(a);
 }
 
+/* Whether a kvstore path names the root of its store: nothing but "/" and "." segments. */
+static bool is_store_root(const char *path) {
+    for (const char *p = path; *p; p++)
+        if (*p != '/' && !(*p == '.' && (p == path || p[-1] == '/') && (p[1] == '/' || !p[1])))
+            return false;
+    return true;
+}
+
+/* delete_existing empties the array's path: at a store's root that is the whole store (file:///
+ * is the whole file system), which no one means by replacing an array. */
+static int delete_existing(nds_array *a) {
+    if (is_store_root(nds_kvstore_path(a->kv)))
+        return nds_err(NDS_EINVAL,
+                       "delete_existing: refusing to delete everything in %s, the root of its store; "
+                       "give the array a path below it",
+                       nds_kvstore_url(a->kv));
+    return nds_kvstore_delete_range(a->kv, "", "");
+}
+
 static int open_with_spec(nds_array *a, json_object *spec, unsigned mode) {
     int rc = open_array_kvstore(spec, a->ctx, &a->kv);
     if (!rc && a->txn) { /* inside a transaction: see and stage through its staging handle */
@@ -150,7 +169,7 @@ static int open_with_spec(nds_array *a, json_object *spec, unsigned mode) {
         }
     }
     if (!rc) rc = resolve_format(spec, a->kv, mode, &a->format);
-    if (!rc && (mode & NDS_OPEN_DELETE_EXISTING)) rc = nds_kvstore_delete_range(a->kv, "", "");
+    if (!rc && (mode & NDS_OPEN_DELETE_EXISTING)) rc = delete_existing(a);
     if (rc) return rc;
     const nds_format *f = a->format;
     a->format =

@@ -457,6 +457,36 @@ START_TEST(open_errors) {
 }
 END_TEST
 
+/* delete_existing at the root of a store (file:/// would be the whole file system) is refused before
+ * anything is deleted; one path segment below the root is an array's place like any other. Only
+ * memory stores here: a broken guard must not be able to empty a real disk. */
+START_TEST(delete_existing_refuses_a_store_root) {
+    static const char *const roots[] = {"memory://", "memory:///", "memory://./", "memory:////.//"};
+    nds_kvstore *kv;
+    NDS_OK(nds_kvstore_open(&kv, "memory://", NULL));
+    NDS_OK(nds_kvstore_write(kv, "keep/me", "x", 1, NULL, NULL));
+    for (size_t i = 0; i < sizeof roots / sizeof *roots; i++) {
+        char spec[256];
+        snprintf(spec, sizeof spec,
+                 "{\"driver\":\"testfmt\",\"kvstore\":\"%s\",\"create\":true,\"delete_existing\":"
+                 "true,\"metadata\":{\"shape\":[4],\"chunks\":[2],\"fill\":0}}",
+                 roots[i]);
+        nds_array *a = NULL;
+        ck_assert_int_eq(nds_array_open(&a, spec, NULL), NDS_EINVAL);
+        ck_assert_msg(strstr(nds_error_last()->message, "root of its store"), "%s: %s", roots[i],
+                      nds_error_last()->message);
+        ck_assert_ptr_null(a);
+    }
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, "keep/me", NULL, &r));
+    ck_assert_int_eq(r.state, NDS_READ_VALUE); /* nothing was deleted */
+    nds_read_result_dispose(&r);
+    nds_kvstore_free(kv);
+    nds_array *a = create(".x", "[4]", "[2]", 0); /* a name that starts with a dot is not the root */
+    nds_array_free(a);
+}
+END_TEST
+
 START_TEST(cache_hits_are_revalidated) {
     nds_context *ctx;
     nds_context_options co = NDS_CONTEXT_OPTIONS_INIT;
@@ -580,6 +610,7 @@ int main(void) {
     tcase_add_test(tc, resize_deletes_and_clears);
     tcase_add_test(tc, verify_and_read_report_corrupt_chunks);
     tcase_add_test(tc, open_errors);
+    tcase_add_test(tc, delete_existing_refuses_a_store_root);
     tcase_add_test(tc, rank_zero_array);
     tcase_add_test(tc, resize_refused_before_touching_chunks);
     tcase_add_test(tc, cache_hits_are_revalidated);
