@@ -32,7 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,6 +211,84 @@ static int file_read(void *state, const char *key, const nds_read_options *opts,
     }
     if (fd >= 0)
         close(fd);
+    return rc;
+}
+
+/* preadv of all of iov from off, in batches of IOV_MAX, resuming after short reads. iov is
+ * copied per batch (a short read advances into an entry). @return 0, NDS_ERANGE when the file ends
+ * first, or the read error */
+static int file_preadv_all(int fd, const char *key, uint64_t off, const struct iovec *iov,
+                           size_t n) {
+    struct iovec batch[IOV_MAX];
+    size_t next = 0, in_batch = 0, first = 0;
+    while (next < n || in_batch > first) {
+        if (first == in_batch) { /* take the next batch */
+            in_batch = n - next < IOV_MAX ? n - next : IOV_MAX;
+            memcpy(batch, iov + next, in_batch * sizeof *batch);
+            next += in_batch;
+            first = 0;
+        }
+        ssize_t got = preadv(fd, batch + first, (int)(in_batch - first), (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return nds_file_err(errno, "read", key);
+        if (got == 0)
+            return nds_err(NDS_ERANGE, "file: read %s: value ends at %llu, before the span read",
+                           key, (unsigned long long)off);
+        off += (uint64_t)got;
+        for (size_t left = (size_t)got; left > 0;) { /* skip what was filled */
+            size_t take = left < batch[first].iov_len ? left : batch[first].iov_len;
+            batch[first].iov_base = (uint8_t *)batch[first].iov_base + take;
+            batch[first].iov_len -= take;
+            left -= take;
+            if (batch[first].iov_len == 0)
+                first++;
+        }
+        while (first < in_batch && batch[first].iov_len == 0)
+            first++;
+    }
+    return 0;
+}
+
+static int file_read_into(void *state, const char *key, uint64_t offset, const struct iovec *iov,
+                          size_t iovcnt, nds_read_result *out) {
+    (void)state;
+    memset(out, 0, sizeof *out);
+    int rc = nds_file_check_key(key, "read");
+    if (rc != 0)
+        return rc;
+    int fd = open(key, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0) {
+        if (errno != ENOENT && errno != ENOTDIR)
+            return nds_file_err(errno, "open", key);
+        nds_file_gen_absent(&out->generation);
+        out->state = NDS_READ_MISSING;
+        return 0;
+    }
+    uint64_t span = 0;
+    for (size_t i = 0; i < iovcnt; i++)
+        span += iov[i].iov_len;
+    if (fstat(fd, &st) != 0) {
+        rc = nds_file_err(errno, "stat", key);
+    } else if (S_ISDIR(st.st_mode)) {
+        nds_file_gen_absent(&out->generation);
+        out->state = NDS_READ_MISSING;
+    } else if (!S_ISREG(st.st_mode)) {
+        rc = nds_err(NDS_EIO, "file: read %s: not a regular file", key);
+    } else {
+        nds_file_gen(&st, &out->generation);
+        out->total_size = (uint64_t)st.st_size;
+        out->state = NDS_READ_VALUE;
+        if (offset > out->total_size || span > out->total_size - offset)
+            rc = nds_err(NDS_ERANGE, "file: read %s: %llu bytes at %llu, past its %llu", key,
+                         (unsigned long long)span, (unsigned long long)offset,
+                         (unsigned long long)out->total_size);
+        else
+            rc = file_preadv_all(fd, key, offset, iov, iovcnt);
+    }
+    close(fd);
     return rc;
 }
 
@@ -450,4 +530,5 @@ const nds_kv_driver nds_kv_driver_file = {
     .stage = nds_file_stage,
     .publish = nds_file_publish,
     .discard = nds_file_discard,
+    .read_into = file_read_into,
 };

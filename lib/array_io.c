@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "internal/array_internal.h"
 #include "internal/chunk_cache.h"
@@ -226,10 +227,75 @@ static void sel_byte_span(const io_call *c, const chunk_sel *s, uint64_t *lo, ui
     *hi = (uint64_t)last + c->a->elem;
 }
 
+/* Chunk rows at least this long are read straight into the caller's buffer (read_into); shorter
+ * ones cost more as scattered reads than one read and a copy. */
+#define READ_INTO_MIN_ROW 1024
+
+static bool chunk_crosses_edge(const nds_array *a, const uint64_t *cell);
+
+/* Whether a canonical chunk can be read straight into place: read whole (so every stored byte has
+ * its place in the caller's buffer: not an edge chunk, whose stored rows run past the array), by a
+ * driver that can (file), with rows long enough to be worth a scattered read. */
+static bool reads_into_place(const io_call *c, const uint64_t *cell, const chunk_sel *s) {
+    const nds_array *a = c->a;
+    return s->whole && !chunk_crosses_edge(a, cell) && nds_kvstore_can_read_into(a->kv) &&
+           a->meta.chunk_shape[a->meta.rank - 1] * a->elem >= READ_INTO_MIN_ROW;
+}
+
+/* The places of a whole chunk's rows in the caller's buffer, in stored (C) order; rows that follow
+ * each other there too are merged. @return the number of entries */
+static size_t chunk_row_places(const io_call *c, const chunk_sel *s, struct iovec *iov) {
+    const nds_array *a = c->a;
+    size_t last = a->meta.rank - 1, row = a->meta.chunk_shape[last] * a->elem, n = 0;
+    size_t rows = a->chunk_elems / a->meta.chunk_shape[last];
+    uint64_t idx[NDS_MAX_RANK] = {0};
+    uint8_t *base = sel_buffer(c, s);
+    int64_t off = 0;
+    for (size_t r = 0; r < rows; r++) {
+        uint8_t *p = base + off;
+        if (n > 0 && (uint8_t *)iov[n - 1].iov_base + iov[n - 1].iov_len == p)
+            iov[n - 1].iov_len += row;
+        else
+            iov[n++] = (struct iovec){p, row};
+        for (size_t d = last; d-- > 0;) { /* next row: odometer over the outer dimensions */
+            off += c->buf_stride[d];
+            if (++idx[d] < a->meta.chunk_shape[d]) break;
+            off -= c->buf_stride[d] * (int64_t)a->meta.chunk_shape[d];
+            idx[d] = 0;
+        }
+    }
+    return n;
+}
+
+/* Reads a whole canonical chunk straight into the caller's buffer: one scattered read, no copy. */
+static int read_into_place(io_call *c, const uint64_t *cell, const chunk_sel *s) {
+    nds_array *a = c->a;
+    char key[KEY_MAX];
+    nds_read_result r;
+    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    if (rc) return rc;
+    size_t rows = a->chunk_elems / a->meta.chunk_shape[a->meta.rank - 1];
+    struct iovec *iov = malloc(rows * sizeof *iov);
+    if (!iov) return nds_err(NDS_ENOMEM, "out of memory");
+    rc = nds_kvstore_read_into(a->kv, key, 0, iov, chunk_row_places(c, s, iov), &r);
+    free(iov);
+    if (rc == NDS_ERANGE || (!rc && r.state == NDS_READ_VALUE && r.total_size != a->chunk_bytes))
+        rc = nds_err(NDS_ECORRUPT, "%s: chunk %s of %s: expected %zu bytes, found %llu",
+                     a->format->name, key, nds_kvstore_url(a->kv), a->chunk_bytes,
+                     (unsigned long long)r.total_size);
+    else if (rc)
+        rc = nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+    else if (r.state != NDS_READ_VALUE)
+        nds_strided_fill(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride,
+                         a->meta.fill_value);
+    return rc;
+}
+
 /* Reads a chunk whose stored bytes are its canonical form: copied straight from the stored value
  * into the caller's buffer, with no decode and no chunk buffer. Only the span of bytes holding
  * the selection is read (a region straddling chunks needs a fraction of each). */
 static int read_in_place(io_call *c, const uint64_t *cell, const chunk_sel *s) {
+    if (reads_into_place(c, cell, s)) return read_into_place(c, cell, s);
     nds_array *a = c->a;
     char key[KEY_MAX];
     nds_read_result r;

@@ -231,6 +231,20 @@ int nds_kvstore_delete(nds_kvstore *kv, const char *key, const nds_write_options
     return rc;
 }
 
+bool nds_kvstore_can_read_into(const nds_kvstore *kv) {
+    const nds_kv_driver *d = kv->inst->driver;
+    return d->version >= 3 && d->read_into;
+}
+
+int nds_kvstore_read_into(nds_kvstore *kv, const char *key, uint64_t offset, const struct iovec *iov,
+                          size_t iovcnt, nds_read_result *out) {
+    memset(out, 0, sizeof *out);
+    int rc;
+    WITH_FULL_KEY(kv, key, full,
+                  rc = kv->inst->driver->read_into(kv->inst->state, full, offset, iov, iovcnt, out));
+    return rc;
+}
+
 bool nds_kvstore_can_stage(const nds_kvstore *kv) {
     const nds_kv_driver *d = kv->inst->driver;
     return d->version >= 2 && d->stage && !(d->capabilities & NDS_KV_CAP_READ_ONLY);

@@ -34,6 +34,11 @@ nds_context *nds_kvstore_context(const nds_kvstore *kv);
 
 /** Whether the handle's driver offers two-phase writes (stage + publish, kv_driver.h). */
 bool nds_kvstore_can_stage(const nds_kvstore *kv);
+/** Whether kv's driver reads values straight into the caller's buffers (kv_driver.h read_into). */
+bool nds_kvstore_can_read_into(const nds_kvstore *kv);
+/** kv_driver.h read_into for a key relative to kv; only where nds_kvstore_can_read_into. */
+int nds_kvstore_read_into(nds_kvstore *kv, const char *key, uint64_t offset, const struct iovec *iov,
+                          size_t iovcnt, nds_read_result *out);
 /** Stages a value for key (relative to the handle) where no reader sees it. Only when
  *  nds_kvstore_can_stage. */
 int nds_kvstore_stage(nds_kvstore *kv, const char *key, const void *data, size_t len,

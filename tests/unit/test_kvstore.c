@@ -287,6 +287,43 @@ START_TEST(file_generation_is_stat_identity) {
 }
 END_TEST
 
+/* read_into: a value's span lands in scattered buffers (more of them than one preadv takes), with
+ * read's generation and size; a span past the value is NDS_ERANGE; a missing key touches nothing. */
+START_TEST(file_read_into_scatters_a_span) {
+    const char *dir = temp_dir();
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "file://%s/", dir), 0);
+    nds_kvstore *kv = open_store(url);
+    ck_assert(nds_kvstore_can_read_into(kv));
+    enum { N = 3000, PIECES = 1500 }; /* pieces of 2 bytes: two preadv batches of IOV_MAX */
+    uint8_t value[N + 10], out[2 * N];
+    for (size_t i = 0; i < sizeof value; i++) value[i] = (uint8_t)(i * 7 + 1);
+    nds_generation g;
+    NDS_OK(nds_kvstore_write(kv, "v", value, sizeof value, NULL, &g));
+    struct iovec iov[PIECES];
+    memset(out, 0xEE, sizeof out);
+    for (size_t i = 0; i < PIECES; i++) iov[i] = (struct iovec){out + 4 * i, 2}; /* every other pair */
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read_into(kv, "v", 5, iov, PIECES, &r));
+    ck_assert_int_eq(r.state, NDS_READ_VALUE);
+    ck_assert_uint_eq(r.total_size, sizeof value);
+    ck_assert(nds_generation_equal(&r.generation, &g));
+    ck_assert_uint_eq(r.value.len, 0);
+    for (size_t i = 0; i < PIECES; i++) {
+        ck_assert_int_eq(out[4 * i], value[5 + 2 * i]);
+        ck_assert_int_eq(out[4 * i + 1], value[5 + 2 * i + 1]);
+        ck_assert_int_eq(out[4 * i + 2], 0xEE); /* the gaps are untouched */
+    }
+    ck_assert_int_eq(nds_kvstore_read_into(kv, "v", 20, iov, PIECES, &r), NDS_ERANGE);
+    memset(out, 0xEE, sizeof out);
+    NDS_OK(nds_kvstore_read_into(kv, "missing", 0, iov, PIECES, &r));
+    ck_assert_int_eq(r.state, NDS_READ_MISSING);
+    ck_assert_int_eq(out[0], 0xEE);
+    free(url);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 START_TEST(file_directories_and_odd_files) {
     const char *dir = temp_dir();
     char *url = NULL, *p;
@@ -984,6 +1021,7 @@ int main(void) {
     tcase_add_test(file, file_hides_and_refuses_reserved_names);
     tcase_add_test(file, file_list_reaps_temp_files_of_dead_writers);
     tcase_add_test(file, file_generation_is_stat_identity);
+    tcase_add_test(file, file_read_into_scatters_a_span);
     tcase_add_test(file, file_directories_and_odd_files);
     tcase_add_test(file, file_delete_range_prunes_empty_dirs);
     tcase_add_test(file, file_write_races_directory_removal);

@@ -8,6 +8,8 @@
 #ifndef NDSTORE_SYS_KV_DRIVER_H
 #define NDSTORE_SYS_KV_DRIVER_H
 
+#include <sys/uio.h>
+
 #include "ndstore/kvstore.h"
 
 #ifdef __cplusplus
@@ -16,8 +18,9 @@ extern "C" {
 
 struct json_object;
 
-/* 2 added stage/publish/discard; drivers built as version 1 still register (without them). */
-#define NDS_KV_DRIVER_VERSION 2
+/* 2 added stage/publish/discard; 3 added read_into. Drivers built for an older version still
+ * register (without those). */
+#define NDS_KV_DRIVER_VERSION 3
 
 /** One write of a multi-key commit. */
 typedef struct nds_kv_op {
@@ -88,6 +91,16 @@ typedef struct nds_kv_driver {
                  nds_kv_staged **out);
     int (*publish)(void *state, nds_kv_staged **staged, nds_kv_publish *results, size_t n);
     void (*discard)(void *state, nds_kv_staged *staged);
+    /* ---- version 3 ---- */
+    /**
+     * Optional: reads bytes [offset, offset + the iov lengths' sum) of a full key's value straight
+     * into the caller's buffers (a value stored as it is used lands in place, with no copy in
+     * between). out gets state (VALUE or MISSING), generation and total_size as read sets them, and
+     * no value. A value too short for the span is NDS_ERANGE. The buffers are untouched for a
+     * missing key and undefined after an error.
+     */
+    int (*read_into)(void *state, const char *key, uint64_t offset, const struct iovec *iov,
+                     size_t iovcnt, nds_read_result *out);
 } nds_kv_driver;
 
 /** Registers a driver (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
