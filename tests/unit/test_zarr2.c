@@ -437,11 +437,16 @@ START_TEST(uncompressed_reads_into_place) {
     NDS_OK(open_spec(&a, "{\"driver\":\"zarr\",\"kvstore\":\"%s\",\"metadata\":{\"shape\":[%d,%d],"
                          "\"chunks\":[4,512],\"dtype\":\"<f4\",\"compressor\":null,\"fill_value\":-1},"
                          "\"create\":true}", url, X, Y));
-    float *v = malloc(sizeof(float) * X * Y), *out = malloc(sizeof(float) * X * Y);
+    /* Rows go straight into place only into a buffer whose rows start on cache lines: out is one,
+     * out + 4 (16 bytes further, where malloc puts large blocks) is read and copied. */
+    float *v = malloc(sizeof(float) * X * Y), *base = aligned_alloc(64, sizeof(float) * (X * Y + 16));
+    float *out = base;
     for (size_t i = 0; i < (size_t)X * Y; i++) v[i] = (float)i * 0.5f;
     write_all(a, v);
     read_all(a, out);
     ck_assert_int_eq(memcmp(out, v, sizeof(float) * X * Y), 0);
+    read_all(a, base + 4);
+    ck_assert_int_eq(memcmp(base + 4, v, sizeof(float) * X * Y), 0);
     nds_box box;
     uint64_t shape[2] = {X, Y};
     NDS_OK(nds_box_parse(&box, "[3:9, 100:1400]", 2, shape));
@@ -474,7 +479,7 @@ START_TEST(uncompressed_reads_into_place) {
     nds_kvstore_free(kv);
     rmdir(dir);
     free(v);
-    free(out);
+    free(base);
 }
 END_TEST
 
