@@ -1,5 +1,5 @@
-/* The array object shared by lib/array.c (open, metadata, attributes), lib/array_io.c (read, write)
- * and lib/array_maint.c (resize, stats, verify). */
+/* The array object shared by lib/array.c (open, metadata, attributes), lib/array_read.c and
+ * lib/array_io.c (read, write) and lib/array_maint.c (resize, stats, verify). */
 #ifndef NDS_INTERNAL_ARRAY_H
 #define NDS_INTERNAL_ARRAY_H
 

@@ -1,0 +1,152 @@
+/* What the read side (lib/array_read.c) and the write side (lib/array_io.c) of the array engine
+ * share: the chunk grid a box touches, what of the box lies in each chunk, and the state of one
+ * read or write call (io_call). */
+#ifndef NDS_INTERNAL_ARRAY_IO_H
+#define NDS_INTERNAL_ARRAY_IO_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "internal/array_internal.h"
+#include "internal/kvstore_internal.h"
+#include "internal/strided.h"
+#include "internal/util.h"
+#include "internal/write_batch.h"
+
+#define KEY_MAX 512
+
+/* The cache key of a chunk: its full URL. */
+static inline void cache_url(const nds_array *a, const char *key, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s%s", nds_kvstore_url(a->kv), key);
+}
+
+/* ---- chunk grid iteration ---- */
+
+/* The chunks a box touches: first[d] .. first[d] + count[d] - 1 in each dimension. */
+typedef struct grid_range {
+    size_t rank;
+    uint64_t first[NDS_MAX_RANK], count[NDS_MAX_RANK];
+    uint64_t total;
+} grid_range;
+
+/* grid: the chunk shape of the grid iterated (the storage chunks, or the finer read chunks). */
+static inline void grid_range_of(size_t rank, const uint64_t *grid, const nds_box *box, grid_range *g) {
+    g->rank = rank;
+    g->total = 1;
+    for (size_t d = 0; d < rank; d++) {
+        uint64_t ext = nds_box_extent(box, d);
+        if (ext == 0) {
+            g->total = 0;
+            return;
+        }
+        uint64_t last = box->start[d] + (ext - 1) * box->step[d];
+        g->first[d] = box->start[d] / grid[d];
+        g->count[d] = last / grid[d] - g->first[d] + 1;
+        g->total *= g->count[d]; /* bounded by the element count of the box, which fits */
+    }
+}
+
+static inline void grid_cell(const grid_range *g, size_t i, uint64_t *cell) {
+    for (size_t d = g->rank; d-- > 0;) {
+        cell[d] = g->first[d] + i % g->count[d];
+        i /= g->count[d];
+    }
+}
+
+/* What of a box lies in one chunk: per dimension the first selected index inside the chunk (as an
+ * offset in the chunk), its position in the box (0-based), and how many are selected. */
+typedef struct chunk_sel {
+    uint64_t in_chunk[NDS_MAX_RANK], in_box[NDS_MAX_RANK], extent[NDS_MAX_RANK];
+    int whole; /* the selection is every element of the chunk that lies inside the array */
+} chunk_sel;
+
+static inline bool select_in_chunk(const nds_array_meta *m, const uint64_t *grid, const nds_box *box,
+                            const uint64_t *cell, chunk_sel *s) {
+    s->whole = 1;
+    for (size_t d = 0; d < m->rank; d++) {
+        uint64_t c0 = cell[d] * grid[d], c1 = c0 + grid[d];
+        uint64_t hi = nds_min_u64(c1, box->stop[d]), lo = nds_max_u64(c0, box->start[d]);
+        uint64_t k0 = nds_ceil_div(lo - box->start[d], box->step[d]);
+        uint64_t i0 = box->start[d] + k0 * box->step[d];
+        if (i0 >= hi) return false;
+        s->in_chunk[d] = i0 - c0;
+        s->in_box[d] = k0;
+        s->extent[d] = nds_ceil_div(hi - i0, box->step[d]);
+        uint64_t inside = nds_min_u64(c1, m->shape[d]) - c0;
+        if (box->step[d] != 1 || s->in_chunk[d] != 0 || s->extent[d] != inside) s->whole = 0;
+    }
+    return true;
+}
+
+/* Byte strides of the box's dense buffer and of the canonical chunk stepped by the box's steps. */
+typedef struct io_call {
+    nds_array *a;
+    const nds_box *box;
+    const uint64_t *grid_shape; /* chunk shape of the grid iterated */
+    size_t grid_bytes;          /* canonical bytes of one chunk of that grid */
+    grid_range grid;
+    uint8_t *buf; /* caller's buffer (read: destination; write: source, not modified) */
+    nds_txn *txn; /* staging / overlay transaction, or NULL */
+    nds_write_batch *batch; /* write: chunks staged and published in batches, or NULL */
+    int64_t buf_stride[NDS_MAX_RANK];
+    int64_t chunk_stride[NDS_MAX_RANK]; /* canonical chunk strides x box step */
+    size_t run; /* read: chunks one task decodes and copies (all those along the last dimension) */
+} io_call;
+
+/* fine: iterate the read-chunk grid (when the format has one) instead of the storage chunks. */
+static inline void io_call_init(io_call *c, nds_array *a, const nds_box *box, const void *buf, bool fine) {
+    uint64_t ext[NDS_MAX_RANK];
+    c->a = a;
+    c->box = box;
+    c->buf = (uint8_t *)buf;
+    c->txn = NULL;
+    c->batch = NULL;
+    c->run = 1;
+    c->grid_shape = fine ? a->meta.read_chunk_shape : a->meta.chunk_shape;
+    c->grid_bytes = fine ? a->read_chunk_bytes : a->chunk_bytes;
+    for (size_t d = 0; d < box->rank; d++) ext[d] = nds_box_extent(box, d);
+    nds_c_strides(box->rank, ext, a->elem, c->buf_stride);
+    nds_c_strides(box->rank, c->grid_shape, a->elem, c->chunk_stride);
+    for (size_t d = 0; d < box->rank; d++) c->chunk_stride[d] *= (int64_t)box->step[d];
+    grid_range_of(box->rank, c->grid_shape, box, &c->grid);
+}
+
+/* Where the selection of a chunk starts in the caller's buffer, and its byte offset in the chunk.
+ */
+static inline uint8_t *sel_buffer(const io_call *c, const chunk_sel *s) {
+    int64_t bo = 0;
+    for (size_t d = 0; d < c->box->rank; d++) bo += (int64_t)s->in_box[d] * c->buf_stride[d];
+    return c->buf + bo;
+}
+
+static inline int64_t sel_chunk_offset(const io_call *c, const chunk_sel *s) {
+    int64_t co = 0;
+    for (size_t d = 0; d < c->box->rank; d++)
+        co += (int64_t)s->in_chunk[d] * (c->chunk_stride[d] / (int64_t)c->box->step[d]);
+    return co;
+}
+
+static inline void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, uint8_t **bp,
+                         uint8_t **cp) {
+    *bp = sel_buffer(c, s);
+    *cp = chunk + sel_chunk_offset(c, s);
+}
+
+/* Whether a chunk reaches past the array's shape (its stored rows are longer than the array's). */
+static inline bool chunk_crosses_edge(const nds_array *a, const uint64_t *cell) {
+    for (size_t d = 0; d < a->meta.rank; d++)
+        if ((cell[d] + 1) * a->meta.chunk_shape[d] > a->meta.shape[d]) return true;
+    return false;
+}
+
+static inline size_t call_threads(const nds_io_options *opts) {
+    return opts && opts->threads > 0 ? (size_t)opts->threads : 0;
+}
+
+/* The transaction of a call: the options', else the one the array was opened in. */
+static inline nds_txn *call_txn(const nds_array *a, const nds_io_options *opts) {
+    nds_txn *t = opts && opts->version >= 2 ? opts->txn : NULL;
+    return t ? t : a->txn;
+}
+
+#endif
