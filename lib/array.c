@@ -1,5 +1,5 @@
-/* Opening arrays, their metadata, attributes, and groups. The I/O path is in array_read.c and array_io.c, resize /
- * stats / verify in array_maint.c. */
+/* Opening arrays, their metadata, attributes, and groups. The I/O path is in array_read.c and
+ * array_io.c, resize / stats / verify in array_maint.c. */
 #include <stdlib.h>
 #include <string.h>
 
