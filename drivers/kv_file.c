@@ -177,29 +177,45 @@ static int file_pread_value(int fd, const char *key, uint64_t off, uint64_t len,
     return 0;
 }
 
-static int file_read(void *state, const char *key, const nds_read_options *opts,
-                     nds_read_result *out) {
-    (void)state;
+/* Opens key's value for reading: *fd (-1 when there is none), out->generation and total_size.
+ * A missing key or a directory is ABSENT; a fifo, socket or device is an error. The one place
+ * read and read_into look a value up, so both report the same generations. */
+static int file_open_value(const char *key, int *fd, nds_read_result *out) {
     memset(out, 0, sizeof *out);
+    *fd = -1;
     int rc = nds_file_check_key(key, "read");
     if (rc != 0)
         return rc;
-    int fd = open(key, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* O_NONBLOCK: never hang on a fifo */
+    int f = open(key, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* O_NONBLOCK: never hang on a fifo */
     struct stat st;
-    if (fd < 0) {
+    if (f < 0) {
         if (errno != ENOENT && errno != ENOTDIR)
             return nds_file_err(errno, "open", key);
         nds_file_gen_absent(&out->generation);
-    } else if (fstat(fd, &st) != 0) {
+        return 0;
+    }
+    if (fstat(f, &st) != 0)
         rc = nds_file_err(errno, "stat", key);
-    } else if (S_ISDIR(st.st_mode)) {
+    else if (S_ISDIR(st.st_mode))
         nds_file_gen_absent(&out->generation);
-    } else if (!S_ISREG(st.st_mode)) {
+    else if (!S_ISREG(st.st_mode))
         rc = nds_err(NDS_EIO, "file: read %s: not a regular file", key);
-    } else {
+    else {
         nds_file_gen(&st, &out->generation);
         out->total_size = (uint64_t)st.st_size;
     }
+    if (rc == 0 && out->generation.kind == NDS_GEN_VALUE)
+        *fd = f;
+    else
+        close(f);
+    return rc;
+}
+
+static int file_read(void *state, const char *key, const nds_read_options *opts,
+                     nds_read_result *out) {
+    (void)state;
+    int fd;
+    int rc = file_open_value(key, &fd, out);
     if (rc == 0)
         out->state = file_read_state(opts, &out->generation);
     if (rc == 0 && out->state == NDS_READ_VALUE) {
@@ -214,80 +230,59 @@ static int file_read(void *state, const char *key, const nds_read_options *opts,
     return rc;
 }
 
-/* preadv of all of iov from off, in batches of IOV_MAX, resuming after short reads. iov is
- * copied per batch (a short read advances into an entry). @return 0, NDS_ERANGE when the file ends
- * first, or the read error */
+/* preadv of all of iov (n entries, copied: a short read advances into an entry) from off, at most
+ * IOV_MAX entries per call. @return 0, NDS_ERANGE when the file ends first, or the read error */
 static int file_preadv_all(int fd, const char *key, uint64_t off, const struct iovec *iov,
                            size_t n) {
-    struct iovec batch[IOV_MAX];
-    size_t next = 0, in_batch = 0, first = 0;
-    while (next < n || in_batch > first) {
-        if (first == in_batch) { /* take the next batch */
-            in_batch = n - next < IOV_MAX ? n - next : IOV_MAX;
-            memcpy(batch, iov + next, in_batch * sizeof *batch);
-            next += in_batch;
-            first = 0;
-        }
-        ssize_t got = preadv(fd, batch + first, (int)(in_batch - first), (off_t)off);
+    struct iovec *left = malloc((n ? n : 1) * sizeof *left);
+    if (!left)
+        return nds_err(NDS_ENOMEM, "file: read %s: out of memory", key);
+    memcpy(left, iov, n * sizeof *left);
+    int rc = 0;
+    for (size_t i = 0; rc == 0;) {
+        while (i < n && left[i].iov_len == 0)
+            i++;
+        if (i == n)
+            break;
+        ssize_t got = preadv(fd, left + i, (int)(n - i < IOV_MAX ? n - i : IOV_MAX), (off_t)off);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
-            return nds_file_err(errno, "read", key);
-        if (got == 0)
-            return nds_err(NDS_ERANGE, "file: read %s: value ends at %llu, before the span read",
-                           key, (unsigned long long)off);
-        off += (uint64_t)got;
-        for (size_t left = (size_t)got; left > 0;) { /* skip what was filled */
-            size_t take = left < batch[first].iov_len ? left : batch[first].iov_len;
-            batch[first].iov_base = (uint8_t *)batch[first].iov_base + take;
-            batch[first].iov_len -= take;
-            left -= take;
-            if (batch[first].iov_len == 0)
-                first++;
+            rc = nds_file_err(errno, "read", key);
+        else if (got == 0)
+            rc = nds_err(NDS_ERANGE, "file: read %s: value ends at %llu, before the span read",
+                         key, (unsigned long long)off);
+        off += got > 0 ? (uint64_t)got : 0;
+        for (size_t done = got > 0 ? (size_t)got : 0; done > 0; i++) { /* skip what was filled */
+            size_t take = done < left[i].iov_len ? done : left[i].iov_len;
+            left[i].iov_base = (uint8_t *)left[i].iov_base + take;
+            left[i].iov_len -= take;
+            done -= take;
+            if (left[i].iov_len > 0)
+                break;
         }
-        while (first < in_batch && batch[first].iov_len == 0)
-            first++;
     }
-    return 0;
+    free(left);
+    return rc;
 }
 
 static int file_read_into(void *state, const char *key, uint64_t offset, const struct iovec *iov,
                           size_t iovcnt, nds_read_result *out) {
     (void)state;
-    memset(out, 0, sizeof *out);
-    int rc = nds_file_check_key(key, "read");
-    if (rc != 0)
+    int fd;
+    int rc = file_open_value(key, &fd, out);
+    out->state = out->generation.kind == NDS_GEN_VALUE ? NDS_READ_VALUE : NDS_READ_MISSING;
+    if (rc != 0 || fd < 0)
         return rc;
-    int fd = open(key, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat st;
-    if (fd < 0) {
-        if (errno != ENOENT && errno != ENOTDIR)
-            return nds_file_err(errno, "open", key);
-        nds_file_gen_absent(&out->generation);
-        out->state = NDS_READ_MISSING;
-        return 0;
-    }
     uint64_t span = 0;
     for (size_t i = 0; i < iovcnt; i++)
         span += iov[i].iov_len;
-    if (fstat(fd, &st) != 0) {
-        rc = nds_file_err(errno, "stat", key);
-    } else if (S_ISDIR(st.st_mode)) {
-        nds_file_gen_absent(&out->generation);
-        out->state = NDS_READ_MISSING;
-    } else if (!S_ISREG(st.st_mode)) {
-        rc = nds_err(NDS_EIO, "file: read %s: not a regular file", key);
-    } else {
-        nds_file_gen(&st, &out->generation);
-        out->total_size = (uint64_t)st.st_size;
-        out->state = NDS_READ_VALUE;
-        if (offset > out->total_size || span > out->total_size - offset)
-            rc = nds_err(NDS_ERANGE, "file: read %s: %llu bytes at %llu, past its %llu", key,
-                         (unsigned long long)span, (unsigned long long)offset,
-                         (unsigned long long)out->total_size);
-        else
-            rc = file_preadv_all(fd, key, offset, iov, iovcnt);
-    }
+    if (offset > out->total_size || span > out->total_size - offset)
+        rc = nds_err(NDS_ERANGE, "file: read %s: %llu bytes at %llu, past its %llu", key,
+                     (unsigned long long)span, (unsigned long long)offset,
+                     (unsigned long long)out->total_size);
+    else
+        rc = file_preadv_all(fd, key, offset, iov, iovcnt);
     close(fd);
     return rc;
 }

@@ -256,7 +256,8 @@ static int zarr2_decode_chunk(void *state, const uint64_t *cell, const uint8_t *
     return rc;
 }
 
-/* C-order chunks with a compressor that can decode a part (blosc) decode only the bytes asked for. */
+/* C-order chunks with a compressor that can decode a part (blosc, zstd) decode only the bytes
+ * asked for. */
 static int zarr2_decode_chunk_part(void *state, const uint64_t *cell, const uint8_t *data,
                                    size_t len, uint8_t *out, size_t begin, size_t end) {
     const zarr2 *z = state;

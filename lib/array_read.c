@@ -26,6 +26,21 @@ static void scatter(const io_call *c, const chunk_sel *s, const uint8_t *chunk) 
                      chunk + sel_chunk_offset(c, s), c->chunk_stride);
 }
 
+/* Fills the selection of a chunk that is missing with the fill value. */
+static void fill_selection(const io_call *c, const chunk_sel *s) {
+    const nds_array *a = c->a;
+    nds_strided_fill(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride,
+                     a->meta.fill_value);
+}
+
+/* The error of an uncompressed chunk whose stored size is not the chunk's: found bytes (or, when
+ * a ranged read fell short, found or fewer). */
+static int wrong_size(const nds_array *a, const char *key, uint64_t found, bool or_fewer) {
+    return nds_err(NDS_ECORRUPT, "%s: chunk %s of %s: expected %zu bytes, found %llu%s",
+                   a->format->name, key, nds_kvstore_url(a->kv), a->chunk_bytes,
+                   (unsigned long long)found, or_fewer ? " or fewer" : "");
+}
+
 /* ---- read ---- */
 
 /* Reads through a transaction see its staged elements over the stored chunk. */
@@ -69,7 +84,8 @@ static void sel_byte_span(const io_call *c, const chunk_sel *s, uint64_t *lo, ui
 
 /* Whether a canonical chunk can be read straight into place: read whole (so every stored byte has
  * its place in the caller's buffer: not an edge chunk, whose stored rows run past the array), by a
- * driver that can (file), with rows long enough to be worth a scattered read and 64-byte aligned. */
+ * driver that can (file), with rows long enough to be worth a scattered read and 64-byte
+ * aligned. */
 static bool reads_into_place(const io_call *c, const uint64_t *cell, const chunk_sel *s) {
     const nds_array *a = c->a;
     if (!s->whole || chunk_crosses_edge(a, cell) || !nds_kvstore_can_read_into(a->kv) ||
@@ -121,14 +137,11 @@ static int read_into_place(io_call *c, const uint64_t *cell, const chunk_sel *s)
     rc = nds_kvstore_read_into(a->kv, key, 0, iov, chunk_row_places(c, s, iov), &r);
     free(iov);
     if (rc == NDS_ERANGE || (!rc && r.state == NDS_READ_VALUE && r.total_size != a->chunk_bytes))
-        rc = nds_err(NDS_ECORRUPT, "%s: chunk %s of %s: expected %zu bytes, found %llu",
-                     a->format->name, key, nds_kvstore_url(a->kv), a->chunk_bytes,
-                     (unsigned long long)r.total_size);
+        rc = wrong_size(a, key, r.total_size, false);
     else if (rc)
         rc = nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
     else if (r.state != NDS_READ_VALUE)
-        nds_strided_fill(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride,
-                         a->meta.fill_value);
+        fill_selection(c, s);
     return rc;
 }
 
@@ -148,22 +161,17 @@ static int read_in_place(io_call *c, const uint64_t *cell, const chunk_sel *s) {
     int rc = nds_array_chunk_key(a, cell, key, sizeof key);
     if (rc) return rc;
     if ((rc = nds_kvstore_read(a->kv, key, &ro, &r)) == NDS_ERANGE) /* shorter than the span */
-        return nds_err(NDS_ECORRUPT, "%s: chunk %s of %s: expected %zu bytes, found %llu or fewer",
-                       a->format->name, key, nds_kvstore_url(a->kv), a->chunk_bytes,
-                       (unsigned long long)lo);
+        return wrong_size(a, key, lo, true);
     if (rc)
         return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
                               nds_kvstore_url(a->kv));
-    uint8_t *bp = sel_buffer(c, s);
     if (r.state != NDS_READ_VALUE)
-        nds_strided_fill(a->meta.rank, s->extent, a->elem, bp, c->buf_stride, a->meta.fill_value);
+        fill_selection(c, s);
     else if (r.total_size != a->chunk_bytes || r.value.len != hi - lo)
-        rc = nds_err(NDS_ECORRUPT, "%s: chunk %s of %s: expected %zu bytes, found %llu",
-                     a->format->name, key, nds_kvstore_url(a->kv), a->chunk_bytes,
-                     (unsigned long long)r.total_size);
+        rc = wrong_size(a, key, r.total_size, false);
     else
-        nds_strided_copy(a->meta.rank, s->extent, a->elem, bp, c->buf_stride, r.value.data,
-                         c->chunk_stride);
+        nds_strided_copy(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride,
+                         r.value.data, c->chunk_stride);
     nds_read_result_dispose(&r);
     return rc;
 }
@@ -199,8 +207,7 @@ static int read_cached(io_call *c, const uint64_t *cell, const chunk_sel *s,
     if (!rc && data)
         scatter(c, s, data);
     else if (!rc)
-        nds_strided_fill(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride,
-                         a->meta.fill_value);
+        fill_selection(c, s);
     nds_cache_release(cache, hit);
     if (fresh) /* the new entry (a failed decode or a missing chunk drops the stale one) */
         nds_cache_put_owned(cache, url, rc ? NULL : fresh, a->chunk_bytes, &r.generation);
@@ -223,9 +230,10 @@ static bool reads_in_place(const io_call *c) {
             (nds_kvstore_capabilities(c->a->kv) & NDS_KV_CAP_LOCAL));
 }
 
-/* Whether the part of a chunk a selection needs can be decoded alone: a format that can (blosc
- * chunks of zarr v2: only the blocks holding it), the storage grid, nothing to overlay, no cache
- * to fill with whole chunks, and a selection that is not the whole chunk. */
+/* Whether the part of a chunk a selection needs can be decoded alone: a format that can (zarr v2
+ * and v3 with blosc: only the blocks holding it; zstd: the frame up to it), the storage grid,
+ * nothing to overlay, no cache to fill with whole chunks, and a selection that is not the whole
+ * chunk. */
 static bool reads_part(const io_call *c, const chunk_sel *s) {
     const nds_format *f = c->a->format;
     return f->version >= 2 && f->decode_chunk_part && !s->whole &&
@@ -317,8 +325,7 @@ static int read_run(io_call *c, size_t t) {
         uint8_t *chunk = chunks + pieces * c->grid_bytes;
         if ((rc = load_selection(c, cell, &s, chunk, &present))) break;
         if (!present) {
-            nds_strided_fill(a->meta.rank, s.extent, a->elem, sel_buffer(c, &s), c->buf_stride,
-                             a->meta.fill_value);
+            fill_selection(c, &s);
             continue;
         }
         s0 = s;
@@ -351,8 +358,7 @@ static int read_task(void *ctx, size_t i) {
     if (!rc && present)
         scatter(c, &s, chunk);
     else if (!rc)
-        nds_strided_fill(a->meta.rank, s.extent, a->elem, sel_buffer(c, &s), c->buf_stride,
-                         a->meta.fill_value);
+        fill_selection(c, &s);
     nds_scratch_trim(NDS_SCRATCH_CHUNK); /* do not pin huge chunks per thread */
     return rc;
 }

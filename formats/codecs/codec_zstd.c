@@ -146,17 +146,22 @@ static int check_declared_size(const uint8_t *in, size_t len, size_t out_cap) {
     return 0;
 }
 
+/* The calling thread's decompression context, created on first use; NULL when out of memory. */
+static ZSTD_DCtx *dctx_get(void) {
+    zstd_tls *t = tls_get();
+    if (t && !t->dctx) t->dctx = ZSTD_createDCtx();
+    return t ? t->dctx : NULL;
+}
+
 static int zstd_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
                        size_t *out_len) {
     (void)state;
     int rc = check_declared_size(in, len, out_cap);
     if (rc) return rc;
-    zstd_tls *t = tls_get();
-    if (t && !t->dctx) t->dctx = ZSTD_createDCtx();
-    if (!t || !t->dctx)
-        return nds_err(NDS_ENOMEM, "zstd: out of memory creating a decompression context");
+    ZSTD_DCtx *dctx = dctx_get();
+    if (!dctx) return nds_err(NDS_ENOMEM, "zstd: out of memory creating a decompression context");
     uint8_t dummy;
-    size_t zrc = ZSTD_decompressDCtx(t->dctx, out ? out : &dummy, out ? out_cap : 0, in, len);
+    size_t zrc = ZSTD_decompressDCtx(dctx, out ? out : &dummy, out ? out_cap : 0, in, len);
     if (ZSTD_isError(zrc)) {
         if (ZSTD_getErrorCode(zrc) == ZSTD_error_dstSize_tooSmall)
             return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_ZSTD, (long)ZSTD_getErrorCode(zrc),
@@ -183,24 +188,22 @@ static int zstd_decode_part(void *state, const uint8_t *in, size_t len, uint8_t 
     size_t frame = ZSTD_findFrameCompressedSize(in, len);
     if (declared != out_len || ZSTD_isError(frame) || frame != len || end >= out_len)
         return zstd_decode(state, in, len, out, out_len, &got);
-    zstd_tls *t = tls_get();
-    if (t && !t->dctx) t->dctx = ZSTD_createDCtx();
-    if (!t || !t->dctx)
-        return nds_err(NDS_ENOMEM, "zstd: out of memory creating a decompression context");
-    ZSTD_DCtx_reset(t->dctx, ZSTD_reset_session_only);
+    ZSTD_DCtx *dctx = dctx_get();
+    if (!dctx) return nds_err(NDS_ENOMEM, "zstd: out of memory creating a decompression context");
+    ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
     ZSTD_inBuffer ib = {in, 0, 0};
     ZSTD_outBuffer ob = {out, out_len, 0};
     while (ob.pos < end) {
         size_t before = ob.pos, had = ib.pos;
         ib.size = len - ib.size > PART_SLICE ? ib.size + PART_SLICE : len;
-        size_t zrc = ZSTD_decompressStream(t->dctx, &ob, &ib);
+        size_t zrc = ZSTD_decompressStream(dctx, &ob, &ib);
         if (ZSTD_isError(zrc)) {
-            ZSTD_DCtx_reset(t->dctx, ZSTD_reset_session_only);
+            ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
             return zstd_fail(NDS_ECORRUPT, zrc, "decoding");
         }
         if (zrc == 0 || (ib.size == len && ob.pos == before && ib.pos == had)) break;
     }
-    ZSTD_DCtx_reset(t->dctx, ZSTD_reset_session_only);
+    ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
     if (ob.pos < end)
         return nds_err(NDS_ECORRUPT, "zstd: frame ends after %zu of the %zu bytes it declares",
                        ob.pos, out_len);

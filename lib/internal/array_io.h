@@ -30,7 +30,8 @@ typedef struct grid_range {
 } grid_range;
 
 /* grid: the chunk shape of the grid iterated (the storage chunks, or the finer read chunks). */
-static inline void grid_range_of(size_t rank, const uint64_t *grid, const nds_box *box, grid_range *g) {
+static inline void grid_range_of(size_t rank, const uint64_t *grid, const nds_box *box,
+                                 grid_range *g) {
     g->rank = rank;
     g->total = 1;
     for (size_t d = 0; d < rank; d++) {
@@ -60,8 +61,8 @@ typedef struct chunk_sel {
     int whole; /* the selection is every element of the chunk that lies inside the array */
 } chunk_sel;
 
-static inline bool select_in_chunk(const nds_array_meta *m, const uint64_t *grid, const nds_box *box,
-                            const uint64_t *cell, chunk_sel *s) {
+static inline bool select_in_chunk(const nds_array_meta *m, const uint64_t *grid,
+                                   const nds_box *box, const uint64_t *cell, chunk_sel *s) {
     s->whole = 1;
     for (size_t d = 0; d < m->rank; d++) {
         uint64_t c0 = cell[d] * grid[d], c1 = c0 + grid[d];
@@ -94,7 +95,8 @@ typedef struct io_call {
 } io_call;
 
 /* fine: iterate the read-chunk grid (when the format has one) instead of the storage chunks. */
-static inline void io_call_init(io_call *c, nds_array *a, const nds_box *box, const void *buf, bool fine) {
+static inline void io_call_init(io_call *c, nds_array *a, const nds_box *box, const void *buf,
+                                bool fine) {
     uint64_t ext[NDS_MAX_RANK];
     c->a = a;
     c->box = box;

@@ -154,6 +154,14 @@ void assert_random_boxes_u16(nds_array *a, const uint16_t *v, const uint64_t *sh
     free(out);
 }
 
+void set_box_u16(uint16_t *v, const uint64_t *shape, const uint64_t *lo, const uint64_t *hi,
+                 uint16_t value) {
+    for (uint64_t x = lo[0]; x < hi[0] && x < shape[0]; x++)
+        for (uint64_t y = lo[1]; y < hi[1] && y < shape[1]; y++)
+            for (uint64_t z = lo[2]; z < hi[2] && z < shape[2]; z++)
+                v[(x * shape[1] + y) * shape[2] + z] = value;
+}
+
 /* ---- the racy kvstore: every method forwards to the memory driver ---- */
 
 const char *race_doc;

@@ -42,6 +42,11 @@ nds_array *open_expect_npy(const char *url, const char *npy, const char *name);
 void assert_random_boxes_u16(nds_array *a, const uint16_t *v, const uint64_t *shape, int n,
                              const char *name);
 
+/** Sets the elements of the 3-d C-order array v (shape[0..3)) in the box [lo, hi) (clipped to the
+ *  shape) to value: what a read sees where a chunk is missing. */
+void set_box_u16(uint16_t *v, const uint64_t *shape, const uint64_t *lo, const uint64_t *hi,
+                 uint16_t value);
+
 /* The "racy" kvstore driver: racy://x/ names the keys of memory://x/, and a competing writer may
  * act right before a write or delete of a key ending in race_suffix (a metadata document):
  * - with a create-only write and race_doc set, it creates the key holding race_doc first (race_doc

@@ -375,9 +375,9 @@ START_TEST(blosc_partial_reads) {
 END_TEST
 
 /* Reads whose box spans a few chunks along the last dimension decode them together and write
- * whole output rows (lib/array_io.c read_run): full reads and random boxes (with and without
+ * whole output rows (lib/array_read.c read_run): full reads and random boxes (with and without
  * steps) against the values written, with chunks missing in the middle of runs (fill value),
- * partial edge chunks, whole and partial (blosc) decodes; a corrupt chunk in a run is an error
+ * partial edge chunks, whole and partial (blosc, zstd) decodes; a corrupt chunk in a run is an error
  * that names it. */
 START_TEST(reads_in_runs_along_rows) {
     static const char *const compressors[] = {
@@ -404,10 +404,8 @@ START_TEST(reads_in_runs_along_rows) {
             unsigned cx, cy, cz;
             sscanf(missing[m], "%u.%u.%u", &cx, &cy, &cz);
             NDS_OK(nds_kvstore_delete(kv, missing[m], NULL));
-            for (unsigned x = cx * 4; x < cx * 4 + 4; x++)
-                for (unsigned y = cy * 5; y < cy * 5 + 5; y++)
-                    for (unsigned z = cz * 48; z < cz * 48 + 48 && z < Z; z++)
-                        v[((size_t)x * Y + y) * Z + z] = 9;
+            uint64_t lo[3] = {cx * 4, cy * 5, cz * 48}, hi[3] = {lo[0] + 4, lo[1] + 5, lo[2] + 48};
+            set_box_u16(v, shape, lo, hi, 9);
         }
         read_all(a, out);
         ck_assert_msg(memcmp(out, v, sizeof(uint16_t) * X * Y * Z) == 0, "%s: full read",
