@@ -19,11 +19,22 @@
 #include "internal/txn_internal.h"
 #include "internal/util.h"
 
+/* Copies a selection from its place in a canonical chunk into the caller's buffer (bypassing the
+ * cache when the buffer is larger than it). */
+static void copy_out(const io_call *c, const chunk_sel *s, const uint8_t *from,
+                     const int64_t *from_stride) {
+    const nds_array *a = c->a;
+    if (c->stream)
+        nds_strided_copy_streaming(a->meta.rank, s->extent, a->elem, sel_buffer(c, s),
+                                   c->buf_stride, from, from_stride);
+    else
+        nds_strided_copy(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride, from,
+                         from_stride);
+}
+
 /* Copies the selection of a canonical chunk into the caller's buffer. */
 static void scatter(const io_call *c, const chunk_sel *s, const uint8_t *chunk) {
-    const nds_array *a = c->a;
-    nds_strided_copy(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride,
-                     chunk + sel_chunk_offset(c, s), c->chunk_stride);
+    copy_out(c, s, chunk + sel_chunk_offset(c, s), c->chunk_stride);
 }
 
 /* Fills the selection of a chunk that is missing with the fill value. */
@@ -170,8 +181,7 @@ static int read_in_place(io_call *c, const uint64_t *cell, const chunk_sel *s) {
     else if (r.total_size != a->chunk_bytes || r.value.len != hi - lo)
         rc = wrong_size(a, key, r.total_size, false);
     else
-        nds_strided_copy(a->meta.rank, s->extent, a->elem, sel_buffer(c, s), c->buf_stride,
-                         r.value.data, c->chunk_stride);
+        copy_out(c, s, r.value.data, c->chunk_stride);
     nds_read_result_dispose(&r);
     return rc;
 }
@@ -335,7 +345,7 @@ static int read_run(io_call *c, size_t t) {
     }
     if (!rc && pieces)
         nds_strided_copy_rows(last, s0.extent, c->buf_stride, c->chunk_stride, pieces, dst, src,
-                              row_bytes);
+                              row_bytes, c->stream);
     nds_scratch_trim(NDS_SCRATCH_CHUNK);
     return rc;
 }
@@ -375,6 +385,7 @@ int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_opt
         bool staged = txn && nds_txn_touches(txn, a);
         io_call_init(&c, a, box, out, a->read_chunk_bytes != 0 && !staged);
         c.txn = staged ? txn : NULL;
+        c.stream = nds_box_count(box) * a->elem >= nds_stream_threshold();
         size_t threads = call_threads(opts);
         if (threads == 0 && (nds_kvstore_capabilities(a->kv) & NDS_KV_CAP_LOCAL))
             threads = (size_t)nds_context_local_read_threads(a->ctx);

@@ -92,6 +92,7 @@ typedef struct io_call {
     int64_t buf_stride[NDS_MAX_RANK];
     int64_t chunk_stride[NDS_MAX_RANK]; /* canonical chunk strides x box step */
     size_t run; /* read: chunks one task decodes and copies (all those along the last dimension) */
+    bool stream; /* read: copies into buf bypass the cache (buf is larger than the cache) */
 } io_call;
 
 /* fine: iterate the read-chunk grid (when the format has one) instead of the storage chunks. */
@@ -104,6 +105,7 @@ static inline void io_call_init(io_call *c, nds_array *a, const nds_box *box, co
     c->txn = NULL;
     c->batch = NULL;
     c->run = 1;
+    c->stream = false;
     c->grid_shape = fine ? a->meta.read_chunk_shape : a->meta.chunk_shape;
     c->grid_bytes = fine ? a->read_chunk_bytes : a->chunk_bytes;
     for (size_t d = 0; d < box->rank; d++) ext[d] = nds_box_extent(box, d);

@@ -2,6 +2,7 @@
 #ifndef NDS_INTERNAL_STRIDED_H
 #define NDS_INTERNAL_STRIDED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,17 +15,28 @@
 void nds_strided_copy(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,
                       const int64_t *dst_stride, const uint8_t *src, const int64_t *src_stride);
 /**
+ * nds_strided_copy with non-temporal stores (x86-64; ordinary stores elsewhere) for the whole
+ * cache lines of each run: for a destination too large to stay in the cache (see
+ * nds_stream_threshold), whose lines ordinary stores would first read from memory. Nothing of
+ * the destination is left in the cache. Every store is visible to other threads on return.
+ */
+void nds_strided_copy_streaming(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,
+                                const int64_t *dst_stride, const uint8_t *src,
+                                const int64_t *src_stride);
+/** The destination size in bytes from which streaming copies pay: the last-level cache's size. */
+size_t nds_stream_threshold(void);
+/**
  * Copies several pieces that share one layout of rows: for every index of the rank outer
  * dimensions (extent, with byte strides dst_stride / src_stride common to all pieces), the row of
  * row_bytes[j] contiguous bytes of piece j, from src[j] + offset to dst[j] + offset, for j in
  * 0..pieces-1 before the next index. Pieces side by side in dst (the chunks along the last
  * dimension of an array) are then written one whole destination row at a time, which the memory
  * system takes about twice as fast as one piece after the other when rows are short. rank 0
- * copies one row of each piece.
+ * copies one row of each piece. stream: non-temporal stores, as nds_strided_copy_streaming.
  */
 void nds_strided_copy_rows(size_t rank, const uint64_t *extent, const int64_t *dst_stride,
                            const int64_t *src_stride, size_t pieces, uint8_t *const *dst,
-                           const uint8_t *const *src, const size_t *row_bytes);
+                           const uint8_t *const *src, const size_t *row_bytes, bool stream);
 /** Fills an N-d strided block with one element value (elem bytes). */
 void nds_strided_fill(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,
                       const int64_t *dst_stride, const uint8_t *value);

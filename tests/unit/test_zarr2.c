@@ -20,6 +20,7 @@
 #include "ndstore/sys/codec.h"
 #include "ndstore/sys/format.h"
 #include "../../formats/zarr2_metadata.h"
+#include "internal/strided.h"
 
 extern const nds_format nds_format_zarr2;
 
@@ -420,6 +421,50 @@ START_TEST(reads_in_runs_along_rows) {
     }
     free(v);
     free(out);
+}
+END_TEST
+
+/* A read whose output is larger than the last-level cache copies with non-temporal stores: runs
+ * of chunks along rows (blosc), whole chunks scattered (zstd) and uncompressed chunks copied from
+ * their stored values all land where they belong, with missing chunks filled, into a buffer on a
+ * cache line and one 16 bytes off it. */
+START_TEST(reads_past_the_cache_stream) {
+    static const char *const layouts[] = {
+        "\"chunks\":[8,16,64],\"compressor\":{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":1,"
+        "\"shuffle\":1}",
+        "\"chunks\":[8,16,256],\"compressor\":{\"id\":\"zstd\",\"level\":1}",
+        "\"chunks\":[8,16,256],\"compressor\":null"};
+    enum { Y = 64, Z = 256 };
+    size_t x = nds_stream_threshold() / (Y * Z * 2) + 3, n = x * Y * Z; /* past the threshold */
+    uint64_t shape[3] = {x, Y, Z};
+    uint16_t *v = malloc(n * 2), *base = aligned_alloc(64, n * 2 + 64);
+    for (size_t t = 0; t < sizeof layouts / sizeof *layouts; t++) {
+        for (size_t i = 0; i < n; i++) v[i] = (uint16_t)(i * 7 + i / 1000);
+        char path[32], url[64], meta[384];
+        snprintf(path, sizeof path, "stream/%zu", t);
+        snprintf(url, sizeof url, "memory://%s/", path);
+        snprintf(meta, sizeof meta, "\"shape\":[%zu,%d,%d],\"dtype\":\"<u2\",\"fill_value\":5,%s", x,
+                 Y, Z, layouts[t]);
+        nds_array *a = create_meta(path, meta);
+        write_all(a, v);
+        nds_kvstore *kv;
+        NDS_OK(nds_kvstore_open(&kv, url, NULL));
+        /* A chunk missing (filled): for the runs, one between two others along the row. */
+        NDS_OK(nds_kvstore_delete(kv, t == 0 ? "3.1.1" : "3.1.0", NULL));
+        uint64_t lo[3] = {24, 16, t == 0 ? 64 : 0}, hi[3] = {32, 32, t == 0 ? 128 : 256};
+        set_box_u16(v, shape, lo, hi, 5);
+        for (size_t off = 0; off <= 8; off += 8) {
+            memset(base, 0, n * 2 + 64);
+            nds_box box;
+            nds_box_full(&box, 3, shape);
+            NDS_OK(nds_array_read(a, &box, base + off, NULL));
+            ck_assert_msg(memcmp(base + off, v, n * 2) == 0, "layout %zu, offset %zu", t, off * 2);
+        }
+        nds_kvstore_free(kv);
+        nds_array_free(a);
+    }
+    free(v);
+    free(base);
 }
 END_TEST
 
@@ -1436,6 +1481,7 @@ int main(void) {
     tcase_add_test(tc, corrupt_chunks);
     tcase_add_test(tc, reads_in_runs_along_rows);
     tcase_add_test(tc, uncompressed_reads_into_place);
+    tcase_add_test(tc, reads_past_the_cache_stream);
     tcase_add_test(tc, bool_bytes_kept);
     tcase_add_test(tc, open_modes);
     tcase_add_test(tc, open_checks_members);
