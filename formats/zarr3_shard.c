@@ -6,9 +6,10 @@
  * fixed-size "index_codecs" (bytes, transpose, crc32c), index_location "start" or "end", empty
  * inner chunks as offset = nbytes = 2^64-1. Validation of an index is complete: every entry lies
  * inside the shard and clear of the index, and no two overlap (identical ranges excepted), so a
- * hostile index can neither crash us nor make us read or allocate beyond the shard. Omits: partial
- * writes of a shard (a write re-encodes the whole shard, once per write call: the core groups
- * writes per shard), and partial reads when codecs follow sharding_indexed in the chain.
+ * hostile index can neither crash us nor make us read or allocate beyond the shard. A write that
+ * changes part of a shard re-encodes only the inner chunks it touches; the others keep their
+ * stored bytes (nds_z3_shard_encode_update; the core still decodes the whole shard first, once per
+ * write call). Omits: partial reads when codecs follow sharding_indexed in the chain.
  *
  * Threading: a parsed codec is immutable; the index cache has one mutex, held only to look up,
  * store or drop an entry (never across I/O or decoding). Ownership: the codec owns its nested
@@ -357,7 +358,33 @@ static int put_index(const nds_z3_shard *s, const uint64_t *e, nds_buf *out) {
     return rc;
 }
 
-int nds_z3_shard_encode(const nds_z3_shard *s, const uint8_t *chunk, nds_buf *out) {
+/* Whether inner chunk i lies wholly outside the box (shard coordinates; its steps ignored, so a
+ * strided box counts every inner chunk its bounds reach). */
+static bool outside_box(const nds_z3_shard *s, uint64_t i, const nds_box *box) {
+    uint64_t coord[NDS_MAX_RANK];
+    inner_coords(s, i, coord);
+    for (size_t d = 0; d < s->shard.rank; d++) {
+        uint64_t lo = coord[d] * s->chunk[d];
+        if (box->stop[d] <= lo || box->start[d] >= lo + s->chunk[d]) return true;
+    }
+    return false;
+}
+
+/* Appends inner chunk i's stored bytes from the old shard (old_e its decoded index) unchanged and
+ * sets its index entry. */
+static int keep_one(uint64_t i, const uint8_t *old, const uint64_t *old_e, nds_buf *out,
+                    uint64_t *e) {
+    e[2 * i] = e[2 * i + 1] = EMPTY;
+    if (old_e[2 * i] == EMPTY) return 0;
+    e[2 * i] = out->len;
+    e[2 * i + 1] = old_e[2 * i + 1];
+    return nds_buf_append(out, old + old_e[2 * i], (size_t)old_e[2 * i + 1]);
+}
+
+/* Encodes a shard; with old (its stored bytes, old_e their decoded index), the inner chunks wholly
+ * outside changed keep their stored bytes. */
+static int encode_shard(const nds_z3_shard *s, const uint8_t *chunk, const uint8_t *old,
+                        const uint64_t *old_e, const nds_box *changed, nds_buf *out) {
     nds_buf tmp = {0};
     uint64_t *e = entries_new(s);
     uint8_t *inner = e ? malloc(s->inner_nbytes) : NULL;
@@ -369,12 +396,31 @@ int nds_z3_shard_encode(const nds_z3_shard *s, const uint8_t *chunk, nds_buf *ou
         out->len = s->index_nbytes;
     }
     for (uint64_t i = 0; !rc && i < s->count; i++)
-        rc = encode_one(s, i, chunk, inner, &tmp, out, e);
+        rc = old && outside_box(s, i, changed) ? keep_one(i, old, old_e, out, e)
+                                               : encode_one(s, i, chunk, inner, &tmp, out, e);
     if (!rc) rc = put_index(s, e, out);
     free(inner);
     free(e);
     nds_buf_dispose(&tmp);
     return rc == NDS_ENOMEM ? nds_err(NDS_ENOMEM, "zarr3: out of memory encoding a shard") : rc;
+}
+
+int nds_z3_shard_encode(const nds_z3_shard *s, const uint8_t *chunk, nds_buf *out) {
+    return encode_shard(s, chunk, NULL, NULL, NULL, out);
+}
+
+int nds_z3_shard_encode_update(const nds_z3_shard *s, const uint8_t *chunk, const uint8_t *old,
+                               size_t old_len, const nds_box *changed, nds_buf *out) {
+    if (old_len < s->index_nbytes)
+        return nds_err(NDS_ECORRUPT, "shard of %zu bytes is too short for its %zu-byte index",
+                       old_len, s->index_nbytes);
+    uint64_t *old_e = entries_new(s);
+    if (!old_e) return NDS_ENOMEM;
+    const uint8_t *ix = s->index_at_start ? old : old + old_len - s->index_nbytes;
+    int rc = nds_z3_shard_index_parse(s, ix, s->index_nbytes, old_len, old_e);
+    if (!rc) rc = encode_shard(s, chunk, old, old_e, changed, out);
+    free(old_e);
+    return rc;
 }
 
 /* ---- the index cache ------------------------------------------------------------------------- */

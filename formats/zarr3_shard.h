@@ -46,6 +46,11 @@ int nds_z3_shard_decode(const nds_z3_shard *s, const uint8_t *in, size_t len, ui
 /** Encodes a canonical shard into out (replacing its contents). Inner chunks that are all fill
  *  value are not stored (their index entry is empty). */
 int nds_z3_shard_encode(const nds_z3_shard *s, const uint8_t *chunk, nds_buf *out);
+/** Encodes a shard that a write changed only inside changed (shard coordinates): inner chunks
+ *  wholly outside it keep their stored bytes from old[0..old_len) (the shard the write read and
+ *  decoded), the rest are encoded from chunk. A corrupt old shard index: NDS_ECORRUPT. */
+int nds_z3_shard_encode_update(const nds_z3_shard *s, const uint8_t *chunk, const uint8_t *old,
+                               size_t old_len, const nds_box *changed, nds_buf *out);
 
 /**
  * Decodes and validates an encoded index (index_nbytes bytes) of a shard of total bytes into

@@ -84,11 +84,63 @@ int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *k
               : 0;
 }
 
+/* Whether a write that changes only part of a chunk lets the format keep the stored encoding of
+ * the rest (nds_format.encode_chunk_update). */
+static bool reuses_encoding(const nds_array *a, const nds_box *changed) {
+    return changed && a->format->version >= 3 && a->format->encode_chunk_update &&
+           !a->meta.stored_canonical;
+}
+
+/* Loads a chunk for a write that may reuse its stored encoding: read past the cache (a cached
+ * chunk has no stored bytes to reuse), decoded, and the stored bytes kept in *old (state MISSING
+ * when there are none; disposed by the caller, also after an error). */
+static int load_keeping(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk,
+                        int *present, nds_generation *gen, nds_read_result *old) {
+    int rc = nds_kvstore_read(a->kv, key, NULL, old);
+    if (!rc) {
+        *gen = old->generation;
+        *present = old->state == NDS_READ_VALUE;
+        if (*present)
+            rc = a->format->decode_chunk(a->state, cell, old->value.data, old->value.len, chunk);
+        else
+            nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+    }
+    return rc ? nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                               nds_kvstore_url(a->kv))
+              : 0;
+}
+
+/* What a write changed of a chunk it loaded: the box, and the stored bytes it read (old.state
+ * MISSING when none were kept). */
+typedef struct chunk_change {
+    const nds_box *box;
+    nds_read_result old;
+} chunk_change;
+
+/* Encodes a merged chunk, keeping the stored encoding of what the write left alone where the
+ * format can (else as nds_array_encode_for_store). */
+static int encode_changed(nds_array *a, const uint64_t *cell, const char *key,
+                          const uint8_t *chunk, const chunk_change *chg, nds_buf *out,
+                          int *all_fill) {
+    if (!chg || chg->old.state != NDS_READ_VALUE)
+        return nds_array_encode_for_store(a, cell, key, chunk, out, all_fill);
+    *all_fill = nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+    if (*all_fill) return 0;
+    out->len = 0;
+    int rc = a->format->encode_chunk_update(a->state, cell, chunk, chg->old.value.data,
+                                            chg->old.value.len, chg->box, out);
+    if (rc == NDS_EUNSUPPORTED) return nds_array_encode_for_store(a, cell, key, chunk, out, all_fill);
+    return rc ? nds_err_prefix(rc, "%s: encoding chunk %s of %s", a->format->name, key,
+                               nds_kvstore_url(a->kv))
+              : 0;
+}
+
 /* Stores a merged chunk: deleted when all fill, else encoded and written; both under if_equal.
  * With staged non-NULL a value is staged instead of written (*staged set; the caller publishes it
- * under cond); deletes are never staged. */
+ * under cond); deletes are never staged. chg (or NULL) lets the encode keep stored bytes. */
 static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
-                       const nds_generation *cond, int was_present, nds_kv_staged **staged) {
+                       const nds_generation *cond, int was_present, const chunk_change *chg,
+                       nds_kv_staged **staged) {
     nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
     wo.if_equal = *cond;
     nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
@@ -99,7 +151,7 @@ static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, cons
     if (a->meta.stored_canonical) {
         all_fill = nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
     } else {
-        rc = nds_array_encode_for_store(a, cell, key, chunk, enc, &all_fill);
+        rc = encode_changed(a, cell, key, chunk, chg, enc, &all_fill);
         bytes = enc->data;
         len = enc->len;
     }
@@ -133,22 +185,38 @@ typedef struct staged_chunk {
     nds_generation cond;
 } staged_chunk;
 
+/* Loads a chunk before a write changes it: with its stored bytes kept in chg->old when the format
+ * can reuse their encoding, else through the cache. */
+static int load_for_write(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk,
+                          int *present, nds_generation *cond, chunk_change *chg) {
+    if (reuses_encoding(a, chg->box))
+        return load_keeping(a, cell, key, chunk, present, cond, &chg->old);
+    return nds_array_load_chunk(a, cell, key, chunk, present, cond, true);
+}
+
 /* Read (unless whole), merge, store; retried on conflict. With sc, a value is staged, not
- * written. */
+ * written. changed: the box of the chunk the merge changes (NULL: unknown). */
 static int update_locked(nds_array *a, const uint64_t *cell, const char *key, int whole,
-                         nds_merge_fn merge, void *ctx, uint8_t *chunk, staged_chunk *sc) {
+                         const nds_box *changed, nds_merge_fn merge, void *ctx, uint8_t *chunk,
+                         staged_chunk *sc) {
     for (int attempt = 0;; attempt++) {
         nds_generation cond = {NDS_GEN_NONE, {0}};
+        chunk_change chg = {changed, {0}};
+        chg.old.state = NDS_READ_MISSING;
         int present = 1, rc = 0;
         /* A whole write overwrites every element inside the array; only an edge chunk's part beyond
          * the array's shape needs the fill value first. */
         if (!whole)
-            rc = nds_array_load_chunk(a, cell, key, chunk, &present, &cond, true);
+            rc = load_for_write(a, cell, key, chunk, &present, &cond, &chg);
         else if (chunk_crosses_edge(a, cell))
             nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
-        if (rc) return rc;
+        if (rc) {
+            nds_read_result_dispose(&chg.old);
+            return rc;
+        }
         merge(ctx, cell, chunk);
-        rc = store_chunk(a, cell, key, chunk, &cond, present, sc ? &sc->value : NULL);
+        rc = store_chunk(a, cell, key, chunk, &cond, present, &chg, sc ? &sc->value : NULL);
+        nds_read_result_dispose(&chg.old);
         if (sc) sc->cond = cond;
         if (rc != NDS_ECONFLICT) {
             if (rc)
@@ -164,8 +232,8 @@ static int update_locked(nds_array *a, const uint64_t *cell, const char *key, in
 }
 
 /* Runs update_locked under the chunk's in-process lock (sc: stage instead of writing). */
-static int update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge,
-                        void *ctx, staged_chunk *sc) {
+static int update_chunk(nds_array *a, const uint64_t *cell, int whole, const nds_box *changed,
+                        nds_merge_fn merge, void *ctx, staged_chunk *sc) {
     char key[KEY_MAX];
     int rc = nds_array_chunk_key(a, cell, key, sizeof key);
     if (rc) return rc;
@@ -173,23 +241,24 @@ static int update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge
     if (!chunk) return NDS_ENOMEM;
     nds_chunk_lock_entry *lock = nds_chunk_lock(&a->locks, key);
     if (!lock) return NDS_ENOMEM;
-    rc = update_locked(a, cell, key, whole, merge, ctx, chunk, sc);
+    rc = update_locked(a, cell, key, whole, changed, merge, ctx, chunk, sc);
     nds_chunk_unlock(&a->locks, lock);
     return rc;
 }
 
-int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge,
-                           void *ctx) {
-    return update_chunk(a, cell, whole, merge, ctx, NULL);
+int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, const nds_box *changed,
+                           nds_merge_fn merge, void *ctx) {
+    return update_chunk(a, cell, whole, changed, merge, ctx, NULL);
 }
 
 /* Stages one chunk of a batched write, then hands it to the batch after the chunk's lock is
  * released (the batch may publish, and a conflicted chunk's redo takes its lock: never while
  * holding another). */
 int nds_array_stage_update(nds_array *a, const uint64_t *cell, size_t index, int whole,
-                           nds_merge_fn merge, void *ctx, nds_write_batch *batch) {
+                           const nds_box *changed, nds_merge_fn merge, void *ctx,
+                           nds_write_batch *batch) {
     staged_chunk sc = {NULL, {NDS_GEN_NONE, {0}}};
-    int rc = update_chunk(a, cell, whole, merge, ctx, &sc);
+    int rc = update_chunk(a, cell, whole, changed, merge, ctx, &sc);
     if (rc || !sc.value) return rc;
     return nds_write_batch_add(batch, sc.value, &sc.cond, index);
 }
@@ -239,8 +308,17 @@ static int write_cell(io_call *c, size_t i, nds_write_batch *batch) {
     if (!select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, &s)) return 0;
     if (c->txn) return stage_write(c, cell, &s);
     write_merge w = {c, &s};
-    return batch ? nds_array_stage_update(c->a, cell, i, s.whole, merge_from_buffer, &w, batch)
-                 : nds_array_update_chunk(c->a, cell, s.whole, merge_from_buffer, &w);
+    nds_box changed; /* what of the chunk the merge overwrites */
+    changed.rank = c->box->rank;
+    for (size_t d = 0; d < changed.rank; d++) {
+        changed.start[d] = s.in_chunk[d];
+        changed.stop[d] = s.in_chunk[d] + (s.extent[d] - 1) * c->box->step[d] + 1;
+        changed.step[d] = c->box->step[d];
+    }
+    changed.dropped = 0;
+    return batch ? nds_array_stage_update(c->a, cell, i, s.whole, &changed, merge_from_buffer, &w,
+                                          batch)
+                 : nds_array_update_chunk(c->a, cell, s.whole, &changed, merge_from_buffer, &w);
 }
 
 static int write_task(void *ctx, size_t i) {

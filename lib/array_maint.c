@@ -170,7 +170,7 @@ static int resize_task(void *ctx, size_t i) {
                                    r->list->keys[i])
                   : 0;
     }
-    return edge ? nds_array_update_chunk(a, cell, 0, fill_beyond, a) : 0;
+    return edge ? nds_array_update_chunk(a, cell, 0, NULL, fill_beyond, a) : 0;
 }
 
 int nds_array_resize(nds_array *a, const uint64_t *new_shape) {

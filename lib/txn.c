@@ -336,13 +336,13 @@ typedef struct array_chunks {
 } array_chunks;
 
 static int isolated_update(nds_txn_chunk *c) {
-    return nds_array_update_chunk(c->a, c->cell, every_element_written(c), merge_staged, c);
+    return nds_array_update_chunk(c->a, c->cell, every_element_written(c), NULL, merge_staged, c);
 }
 
 static int isolated_task(void *ctx, size_t i) {
     array_chunks *g = ctx;
     nds_txn_chunk *c = g->cc->chunks[g->first + i];
-    int rc = g->batch ? nds_array_stage_update(c->a, c->cell, i, every_element_written(c),
+    int rc = g->batch ? nds_array_stage_update(c->a, c->cell, i, every_element_written(c), NULL,
                                                merge_staged, c, g->batch)
                       : isolated_update(c);
     nds_scratch_trim(NDS_SCRATCH_CHUNK); /* do not pin huge chunks per thread */

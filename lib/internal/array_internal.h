@@ -44,16 +44,19 @@ int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *k
 
 /** Changes chunk cell under its in-process lock with the optimistic protocol: load (unless whole is
  * set, meaning merge overwrites every element), merge(ctx, chunk), store conditionally, retry on
- * conflict. A chunk left all fill is deleted. */
+ * conflict. A chunk left all fill is deleted. changed: the box (chunk coordinates) outside which
+ * merge changes nothing, so the format may keep the stored encoding there
+ * (nds_format.encode_chunk_update); NULL when unknown. */
 typedef void (*nds_merge_fn)(void *ctx, const uint64_t *cell, uint8_t *chunk);
-int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, nds_merge_fn merge,
-                           void *ctx);
+int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, const nds_box *changed,
+                           nds_merge_fn merge, void *ctx);
 struct nds_write_batch;
 /** As nds_array_update_chunk, but the merged chunk is staged and added to batch under index (the
  * batch's redo rewrites it by index when its publish conflicts; a delete is done at once). Only
  * for a->kv that can stage (nds_kvstore_can_stage). */
 int nds_array_stage_update(nds_array *a, const uint64_t *cell, size_t index, int whole,
-                           nds_merge_fn merge, void *ctx, struct nds_write_batch *batch);
+                           const nds_box *changed, nds_merge_fn merge, void *ctx,
+                           struct nds_write_batch *batch);
 
 /* ---- grouped writes (meta.grouped: objects holding several chunks that are not a box) ---- */
 

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -929,6 +930,120 @@ START_TEST(sharding_one_write_per_shard) {
 }
 END_TEST
 
+/* A bytes-to-bytes codec that stores its input as it is and counts its encodes: how many inner
+ * chunks a write encodes. */
+static atomic_int counted_encodes;
+
+static int count_create(void **state, const json_object *config, size_t elem) {
+    (void)config, (void)elem;
+    *state = NULL;
+    return 0;
+}
+static void count_destroy(void *state) { (void)state; }
+static int count_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) {
+    (void)state;
+    atomic_fetch_add(&counted_encodes, 1);
+    if (nds_buf_reserve(out, len ? len : 1)) return NDS_ENOMEM;
+    memcpy(out->data, in, len);
+    out->len = len;
+    return 0;
+}
+static int count_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t cap,
+                        size_t *out_len) {
+    (void)state;
+    if (len > cap) return NDS_ECORRUPT;
+    memcpy(out, in, len);
+    *out_len = len;
+    return 0;
+}
+static int count_config(void *state, json_object **out) {
+    (void)state;
+    *out = json_object_new_object();
+    json_object_object_add(*out, "id", json_object_new_string("test_count"));
+    return 0;
+}
+static const nds_codec count_codec = {.version = NDS_CODEC_VERSION, .name = "test_count",
+                                      .create = count_create, .destroy = count_destroy,
+                                      .encode = count_encode, .decode = count_decode,
+                                      .config_json = count_config};
+
+/* How many 4x4 inner chunks the box [r0, r1) x [c0, c1) touches. */
+static int inner_touched(int r0, int r1, int c0, int c1) {
+    return ((r1 - 1) / 4 - r0 / 4 + 1) * ((c1 - 1) / 4 - c0 / 4 + 1);
+}
+
+/* A write that changes part of a shard encodes only the inner chunks it touches; the others keep
+ * their stored bytes. Reads after each write equal a model of the array: boxes inside one inner
+ * chunk, across shards, strided, one that empties an inner chunk, and random boxes, with the
+ * index at the start and at the end; the same writes through a chain that cannot keep bytes
+ * (a transpose before sharding) encode every inner chunk and read back the same. */
+START_TEST(sharded_partial_writes_encode_what_they_touch) {
+    enum { R = 16, C = 24 };
+    NDS_OK(nds_codec_register(&count_codec));
+    static const char *const layouts[] = {
+        "[{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[4,4],\"codecs\":["
+        BYTES_LE ",{\"name\":\"numcodecs.test_count\"}],\"index_codecs\":[" BYTES_LE
+        ",{\"name\":\"crc32c\"}],\"index_location\":\"start\"}}]",
+        "[{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[4,4],\"codecs\":["
+        BYTES_LE ",{\"name\":\"numcodecs.test_count\"}],\"index_codecs\":[" BYTES_LE
+        "],\"index_location\":\"end\"}}]",
+        "[{\"name\":\"transpose\",\"configuration\":{\"order\":[1,0]}},"
+        "{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[4,4],\"codecs\":["
+        BYTES_LE ",{\"name\":\"numcodecs.test_count\"}],\"index_codecs\":[" BYTES_LE "]}}]"};
+    srand(5);
+    for (int t = 0; t < 3; t++) {
+        bool keeps = t < 2; /* the transposed chain re-encodes whole shards */
+        char path[32];
+        snprintf(path, sizeof path, "sh/part/%d", t);
+        nds_array *a = create_doc(path, array_doc("[16,24]", "uint16", "[8,12]", "0", layouts[t]));
+        uint16_t v[R * C], out[R * C], box[R * C];
+        for (int i = 0; i < R * C; i++) v[i] = (uint16_t)(1 + i * 7);
+        counted_encodes = 0;
+        write_all(a, v);
+        ck_assert_int_eq(counted_encodes, 24); /* 4 shards of 6 inner chunks */
+        struct { int r0, r1, c0, c1, rstep, cstep, encodes; bool zero; } w[] = {
+            {1, 3, 5, 7, 1, 1, 1, false},     /* inside inner chunk (0, 1) of shard (0, 0) */
+            {6, 10, 10, 14, 1, 1, 4, false},  /* one inner chunk in each of the 4 shards */
+            {0, 16, 0, 24, 8, 12, 4, false},  /* rows 0, 8, columns 0, 12: one per shard */
+            {0, 16, 0, 24, 8, 8, 8, false},   /* columns 0 and 8 span inner columns 0 to 2 */
+            {0, 4, 0, 4, 1, 1, 0, true},      /* all fill: the inner chunk is emptied */
+        };
+        for (size_t k = 0; k < sizeof w / sizeof *w + 30; k++) {
+            int r0, r1, c0, c1, rstep = 1, cstep = 1, want;
+            bool zero = false;
+            if (k < sizeof w / sizeof *w) {
+                r0 = w[k].r0, r1 = w[k].r1, c0 = w[k].c0, c1 = w[k].c1;
+                rstep = w[k].rstep, cstep = w[k].cstep, want = w[k].encodes, zero = w[k].zero;
+            } else { /* random boxes */
+                r0 = rand() % R, r1 = r0 + 1 + rand() % (R - r0);
+                c0 = rand() % C, c1 = c0 + 1 + rand() % (C - c0);
+                want = inner_touched(r0, r1, c0, c1);
+            }
+            int n = 0;
+            for (int r = r0; r < r1; r += rstep)
+                for (int c = c0; c < c1; c += cstep) {
+                    v[r * C + c] = zero ? 0 : (uint16_t)(1 + rand() % 60000);
+                    box[n++] = v[r * C + c];
+                }
+            char region[64];
+            snprintf(region, sizeof region, "[%d:%d:%d, %d:%d:%d]", r0, r1, rstep, c0, c1, cstep);
+            counted_encodes = 0;
+            write_region(a, region, box);
+            if (keeps)
+                ck_assert_msg(counted_encodes == want, "layout %d, write %s: %d encodes, want %d",
+                              t, region, (int)counted_encodes, want);
+            else if (k == 0) /* the whole shard: its 6 inner chunks, none of them fill yet */
+                ck_assert_int_eq(counted_encodes, 6);
+            else
+                ck_assert_int_ge(counted_encodes, want);
+            read_all(a, out);
+            ck_assert_msg(memcmp(out, v, sizeof v) == 0, "layout %d, after write %s", t, region);
+        }
+        nds_array_free(a);
+    }
+}
+END_TEST
+
 /* Rewrites entry i of the end index of shard key (2 inner chunks in [4] / [2]) and its crc. */
 static void poke_index(const char *url, const char *key, size_t n, size_t i, uint64_t off,
                        uint64_t nb) {
@@ -1286,6 +1401,7 @@ int main(void) {
     tcase_add_test(tc, sharding_index_start);
     tcase_add_test(tc, sharding_nested);
     tcase_add_test(tc, sharding_one_write_per_shard);
+    tcase_add_test(tc, sharded_partial_writes_encode_what_they_touch);
     tcase_add_test(tc, corrupt_shards);
     tcase_add_test(tc, hostile_shards);
     tcase_add_test(tc, spec_schema_sharded);

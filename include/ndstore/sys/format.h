@@ -25,8 +25,9 @@ extern "C" {
 
 struct json_object;
 
-/* 2 added decode_chunk_part; formats built as version 1 still register (without it). */
-#define NDS_FORMAT_VERSION 2
+/* 2 added decode_chunk_part; 3 added encode_chunk_update. Formats built for an older version
+ * still register (without the later members). */
+#define NDS_FORMAT_VERSION 3
 
 /** The grid a format describes; filled by open and resize. */
 typedef struct nds_array_meta {
@@ -158,6 +159,19 @@ typedef struct nds_format {
      */
     int (*decode_chunk_part)(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
                              uint8_t *out, size_t begin, size_t end);
+    /* ---- version 3 ---- */
+    /**
+     * Optional: like encode_chunk, for a chunk that a write changed only inside changed (a box in
+     * chunk coordinates: element indices from 0 to the chunk shape); every element outside it is
+     * what decode_chunk made of old[0..old_len), the chunk's stored bytes when the write read it.
+     * The format may keep old's encoding of parts that lie wholly outside the box instead of
+     * encoding them again (zarr v3 shards: the inner chunks a write does not touch keep their
+     * stored bytes). Returns NDS_EUNSUPPORTED (no message) when this array cannot: the core then
+     * calls encode_chunk. Runs on many threads at once.
+     */
+    int (*encode_chunk_update)(void *state, const uint64_t *cell, const uint8_t *chunk,
+                               const uint8_t *old, size_t old_len, const nds_box *changed,
+                               nds_buf *out);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
