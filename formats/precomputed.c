@@ -24,6 +24,9 @@
  * groups, the second and later "chunk_sizes" of a scale for writing (writes go to the chosen one);
  * for SHARD_HASHED, chunk keys (a chunk has none of its own: statistics and verify see no chunks).
  *
+ * This file holds the vtable, open and create, chunk keys and the grouped-write hooks; the chunk
+ * encodings and shard boxes (stored bytes <-> canonical chunks) are in precomputed_chunk.c.
+ *
  * Threading: an instance is immutable after open; decode/encode/read_chunk run on many threads and
  * use per-thread scratch buffers. Ownership: the instance owns the info document and its parse.
  */
@@ -31,17 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "precomputed_metadata.h"
-#include "precomputed_shard.h"
-#include "codecs/codec_image.h"
-#include "codecs/compressed_segmentation.h"
+#include "precomputed_instance.h"
 #include "ndstore/array.h"
 #include "ndstore/sys/format.h"
-#include "internal/dtype_util.h"
 #include "internal/error.h"
 #include "internal/format_util.h"
 #include "internal/json_util.h"
-#include "internal/strided.h"
 #include "internal/util.h"
 
 #define OPEN_ATTEMPTS 8
@@ -50,31 +48,12 @@
 /* Bound on chunks listed in one minishard index. */
 #define MAX_MINISHARD_ENTRIES (UINT64_C(1) << 26)
 
-typedef enum layout { UNSHARDED, SHARD_BOX, SHARD_HASHED } layout;
-
-typedef struct precomputed {
-    json_object *doc;  /* the info as stored, owned */
-    nds_pc_info info;  /* its parse, owned */
-    nds_pc_scale s;    /* the open scale, encoding parameters from the spec applied */
-    uint64_t chunk[3]; /* the chunk size in use */
-    uint64_t nc;       /* channels */
-    nds_dtype dtype;
-    size_t elem;        /* bytes per element */
-    size_t chunk_bytes; /* canonical bytes of one precomputed chunk */
-    nds_pc_grid grid;   /* chunk grid and Morton layout */
-    layout layout;
-    unsigned box[3];      /* SHARD_BOX: a shard spans 2^box[d] chunks in dimension d */
-    uint64_t max_entries; /* bound on one minishard index */
-    char url[512];
-    char doc_name[600]; /* "neuroglancer_precomputed: info of <url>" */
-} precomputed;
-
 /* ---- per-thread scratch ---------------------------------------------------------------------- */
 
 /* The calling thread's scratch buffer `slot` (0..2: the core's FORMAT slots), emptied, with room
  * for n bytes; NULL when out of memory. The core holds its own slots (the chunk, the encoded bytes)
  * while calling the format, so these never alias what the core passes in. */
-static nds_buf *scratch(int slot, size_t n) {
+nds_buf *nds_pc_scratch(int slot, size_t n) {
     if (!nds_scratch(NDS_SCRATCH_FORMAT0 + slot, n ? n : 1)) return NULL;
     nds_buf *b = nds_scratch_buf(NDS_SCRATCH_FORMAT0 + slot);
     b->len = 0;
@@ -82,150 +61,12 @@ static nds_buf *scratch(int slot, size_t n) {
 }
 
 /* Frees big scratch buffers so an idle pool thread does not pin a shard's worth of memory. */
-static void scratch_trim(void) {
+void nds_pc_scratch_trim(void) {
     for (int i = 0; i < 3; i++) nds_scratch_trim(NDS_SCRATCH_FORMAT0 + i);
 }
 
-static int no_memory(void) {
+int nds_pc_no_memory(void) {
     return nds_err(NDS_ENOMEM, "neuroglancer_precomputed: out of memory");
-}
-
-/* ---- one precomputed chunk ------------------------------------------------------------------- */
-
-/* Extent of chunk g inside the volume: the chunk clipped at the upper edge. */
-static void chunk_extent(const precomputed *p, const uint64_t *g, uint64_t *e) {
-    for (int d = 0; d < 3; d++) e[d] = nds_min_u64(p->chunk[d], p->s.size[d] - g[d] * p->chunk[d]);
-}
-
-/* Byte strides of the canonical chunk (C order over [x, y, z, channel]) in the order x, y, z, c. */
-static void canonical_strides(const precomputed *p, int64_t *st) {
-    uint64_t shape[4] = {p->chunk[0], p->chunk[1], p->chunk[2], p->nc};
-    nds_c_strides(4, shape, p->elem, st);
-}
-
-/* Byte strides of a dense clipped chunk e stored Fortran order over [x, y, z, c] (raw on disk). */
-static void fortran_strides(const precomputed *p, const uint64_t *e, int64_t *st) {
-    uint64_t shape[4] = {e[0], e[1], e[2], p->nc};
-    nds_f_strides(4, shape, p->elem, st);
-}
-
-/* Byte strides of an image's pixels: (z, y, x, c) C order, channels interleaved. */
-static void image_strides(const precomputed *p, const uint64_t *e, int64_t *st) {
-    st[3] = (int64_t)p->elem;
-    st[0] = st[3] * (int64_t)p->nc;
-    st[1] = st[0] * (int64_t)e[0];
-    st[2] = st[1] * (int64_t)e[1];
-}
-
-static bool clipped(const precomputed *p, const uint64_t *e) {
-    return e[0] != p->chunk[0] || e[1] != p->chunk[1] || e[2] != p->chunk[2];
-}
-
-static void swap_if_big_endian(const precomputed *p, uint8_t *data, size_t n) {
-    if (p->elem > 1 && nds_host_is_big_endian()) nds_byteswap(data, n / p->elem, p->elem);
-}
-
-/* Image width and height for n = e0 * e1 * e2 pixels (rows are runs of x): x*y by z when it fits
- * the format, else x by y*z. */
-static int image_dims(const uint64_t *e, uint64_t max, uint32_t *w, uint32_t *h) {
-    if (e[0] * e[1] <= max && e[2] <= max)
-        *w = (uint32_t)(e[0] * e[1]), *h = (uint32_t)e[2];
-    else if (e[0] <= max && e[1] * e[2] <= max)
-        *w = (uint32_t)e[0], *h = (uint32_t)(e[1] * e[2]);
-    else
-        return nds_err(NDS_ELIMIT, "a %llux%llux%llu chunk does not fit an image's dimensions",
-                       (unsigned long long)e[0], (unsigned long long)e[1],
-                       (unsigned long long)e[2]);
-    return 0;
-}
-
-static int decode_image(const precomputed *p, const uint64_t *e, const uint8_t *data, size_t len,
-                        uint8_t *out) {
-    uint64_t pixels = e[0] * e[1] * e[2], extent[4] = {e[0], e[1], e[2], p->nc};
-    nds_buf *img = scratch(1, (size_t)(pixels * p->nc * p->elem));
-    if (!img) return no_memory();
-    int rc = p->s.encoding == NDS_PC_JPEG
-                 ? nds_jpeg_decode(data, len, pixels, (int)p->nc, img->data)
-                 : nds_png_decode(data, len, pixels, (int)p->nc, (int)p->elem, img->data);
-    int64_t src[4], dst[4];
-    image_strides(p, e, src);
-    canonical_strides(p, dst);
-    if (!rc) nds_strided_copy(4, extent, p->elem, out, dst, img->data, src);
-    return rc;
-}
-
-static int decode_raw(const precomputed *p, const uint64_t *e, const uint8_t *data, size_t len,
-                      uint8_t *out) {
-    uint64_t extent[4] = {e[0], e[1], e[2], p->nc};
-    size_t want = (size_t)(e[0] * e[1] * e[2] * p->nc * p->elem);
-    if (len != want)
-        return nds_err(NDS_ECORRUPT, "raw chunk: expected %zu bytes, found %zu", want, len);
-    int64_t src[4], dst[4];
-    fortran_strides(p, e, src);
-    canonical_strides(p, dst);
-    nds_strided_copy(4, extent, p->elem, out, dst, data, src);
-    swap_if_big_endian(p, out, p->chunk_bytes);
-    return 0;
-}
-
-/* Decodes the stored bytes of chunk g (grid coordinates) into a canonical chunk. */
-static int decode_one(const precomputed *p, const uint64_t *g, const uint8_t *data, size_t len,
-                      uint8_t *out) {
-    uint64_t e[3];
-    chunk_extent(p, g, e);
-    if (clipped(p, e)) memset(out, 0, p->chunk_bytes); /* no fill value: 0 past the edge */
-    if (p->s.encoding == NDS_PC_RAW) return decode_raw(p, e, data, len, out);
-    if (p->s.encoding != NDS_PC_CSEG) return decode_image(p, e, data, len, out);
-    int64_t st[4];
-    canonical_strides(p, st);
-    for (int d = 0; d < 4; d++) st[d] /= (int64_t)p->elem;
-    return nds_cseg_decode(data, len, p->elem, e, p->nc, p->s.cseg_block, out, st);
-}
-
-static int encode_image(const precomputed *p, const uint64_t *e, const uint8_t *chunk,
-                        nds_buf *out) {
-    uint64_t pixels = e[0] * e[1] * e[2], extent[4] = {e[0], e[1], e[2], p->nc};
-    uint32_t w = 0, h = 0;
-    int rc = image_dims(e, p->s.encoding == NDS_PC_JPEG ? NDS_JPEG_MAX_DIM : 0x7fffffffu, &w, &h);
-    if (rc) return rc;
-    nds_buf *img = scratch(1, (size_t)(pixels * p->nc * p->elem));
-    if (!img) return no_memory();
-    int64_t src[4], dst[4];
-    canonical_strides(p, src);
-    image_strides(p, e, dst);
-    nds_strided_copy(4, extent, p->elem, img->data, dst, chunk, src);
-    if (p->s.encoding == NDS_PC_JPEG)
-        return nds_jpeg_encode(img->data, w, h, (int)p->nc, p->s.jpeg_quality, out);
-    return nds_png_encode(img->data, w, h, (int)p->nc, (int)p->elem, p->s.png_level, out);
-}
-
-/* Encodes canonical chunk g (clipped to the volume) into out (appending). */
-static int encode_one(const precomputed *p, const uint64_t *g, const uint8_t *chunk, nds_buf *out) {
-    uint64_t e[3], extent[4];
-    chunk_extent(p, g, e);
-    int64_t st[4];
-    canonical_strides(p, st);
-    if (p->s.encoding == NDS_PC_CSEG) {
-        for (int d = 0; d < 4; d++) st[d] /= (int64_t)p->elem;
-        return nds_cseg_encode(chunk, p->elem, e, st, p->nc, p->s.cseg_block, out);
-    }
-    if (p->s.encoding != NDS_PC_RAW) {
-        nds_buf *img = scratch(2, 0);
-        if (!img) return no_memory();
-        int rc = encode_image(p, e, chunk, img);
-        if (!rc && nds_buf_append(out, img->data, img->len)) rc = no_memory();
-        return rc;
-    }
-    size_t n = (size_t)(e[0] * e[1] * e[2] * p->nc * p->elem);
-    if (nds_buf_reserve(out, out->len + n)) return no_memory();
-    int64_t dst[4];
-    fortran_strides(p, e, dst);
-    memcpy(extent, e, sizeof e);
-    extent[3] = p->nc;
-    nds_strided_copy(4, extent, p->elem, out->data + out->len, dst, chunk, st);
-    swap_if_big_endian(p, out->data + out->len, n);
-    out->len += n;
-    return 0;
 }
 
 /* ---- chunk keys ------------------------------------------------------------------------------ */
@@ -234,7 +75,7 @@ static int encode_one(const precomputed *p, const uint64_t *g, const uint8_t *ch
 static int unsharded_key(const precomputed *p, const uint64_t *g, char *buf, size_t cap) {
     int64_t lo[3], hi[3];
     uint64_t e[3];
-    chunk_extent(p, g, e);
+    nds_pc_chunk_extent(p, g, e);
     for (int d = 0; d < 3; d++) {
         lo[d] = p->s.voxel_offset[d] + (int64_t)(g[d] * p->chunk[d]);
         hi[d] = lo[d] + (int64_t)e[d];
@@ -255,7 +96,7 @@ static uint64_t chunk_shard(const precomputed *p, const uint64_t *g) {
 }
 
 /* The shard holding shard-box cell (in units of shard boxes). */
-static uint64_t box_shard(const precomputed *p, const uint64_t *cell) {
+uint64_t nds_pc_box_shard(const precomputed *p, const uint64_t *cell) {
     uint64_t g[3] = {cell[0] << p->box[0], cell[1] << p->box[1], cell[2] << p->box[2]};
     return chunk_shard(p, g);
 }
@@ -264,7 +105,7 @@ static int pc_chunk_key(void *state, const uint64_t *cell, char *buf, size_t cap
     const precomputed *p = state;
     if (p->layout == UNSHARDED) return unsharded_key(p, cell, buf, cap);
     if (p->layout == SHARD_BOX)
-        return nds_pc_shard_key(p->s.key, &p->s.sharding, box_shard(p, cell), buf, cap);
+        return nds_pc_shard_key(p->s.key, &p->s.sharding, nds_pc_box_shard(p, cell), buf, cap);
     return nds_err(NDS_EINTERNAL,
                    "neuroglancer_precomputed: chunks of scale \"%s\" live in hashed shard files "
                    "and have no key of their own",
@@ -337,117 +178,6 @@ static int pc_parse_chunk_key(void *state, const char *key, uint64_t *cell) {
     return ok && pc_chunk_key(state, cell, again, sizeof again) == 0 && strcmp(again, key) == 0;
 }
 
-/* ---- shard boxes ----------------------------------------------------------------------------- */
-
-/* Grid range of the chunks of shard-box cell: [first[d], first[d] + count[d]). */
-static void box_range(const precomputed *p, const uint64_t *cell, uint64_t *first,
-                      uint64_t *count) {
-    for (int d = 0; d < 3; d++) {
-        first[d] = cell[d] << p->box[d];
-        count[d] = first[d] < p->grid.grid[d]
-                       ? nds_min_u64(UINT64_C(1) << p->box[d], p->grid.grid[d] - first[d])
-                       : 0;
-    }
-}
-
-/* Strides of the shard box's canonical buffer, and the byte offset of chunk g inside it. */
-static int64_t box_offset(const precomputed *p, const uint64_t *first, const uint64_t *g,
-                          int64_t *st) {
-    uint64_t shape[4] = {p->chunk[0] << p->box[0], p->chunk[1] << p->box[1],
-                         p->chunk[2] << p->box[2], p->nc};
-    nds_c_strides(4, shape, p->elem, st);
-    int64_t off = 0;
-    for (int d = 0; d < 3; d++) off += (int64_t)((g[d] - first[d]) * p->chunk[d]) * st[d];
-    return off;
-}
-
-/* Decodes one chunk of a parsed shard into its place in the box buffer out. */
-static int place_chunk(const precomputed *p, const uint64_t *first, const uint64_t *count,
-                       const nds_pc_chunk_ref *ref, const uint8_t *data, uint8_t *out) {
-    uint64_t g[3], extent[4] = {p->chunk[0], p->chunk[1], p->chunk[2], p->nc};
-    nds_pc_morton_cell(&p->grid, ref->id, g);
-    bool outside =
-        p->grid.total < 64 && (ref->id >> p->grid.total) != 0; /* beyond the grid's bits */
-    for (int d = 0; d < 3; d++) outside = outside || g[d] < first[d] || g[d] >= first[d] + count[d];
-    if (outside)
-        return nds_err(NDS_ECORRUPT, "chunk id %llu is not a chunk of this shard",
-                       (unsigned long long)ref->id);
-    nds_buf *raw = scratch(2, 0), *sub = scratch(0, p->chunk_bytes);
-    if (!raw || !sub) return no_memory();
-    int rc = nds_pc_chunk_data(&p->s.sharding, data + ref->start, (size_t)(ref->end - ref->start),
-                               4 * p->chunk_bytes + (1u << 20), raw);
-    if (!rc) rc = decode_one(p, g, raw->data, raw->len, sub->data);
-    if (rc) return nds_err_prefix(rc, "chunk %llu", (unsigned long long)ref->id);
-    int64_t box_st[4], sub_st[4];
-    int64_t off = box_offset(p, first, g, box_st);
-    canonical_strides(p, sub_st);
-    nds_strided_copy(4, extent, p->elem, out + off, box_st, sub->data, sub_st);
-    return 0;
-}
-
-static int decode_box(const precomputed *p, const uint64_t *cell, const uint8_t *data, size_t len,
-                      uint8_t *out, size_t out_bytes) {
-    uint64_t first[3], count[3];
-    box_range(p, cell, first, count);
-    nds_pc_chunk_ref *refs;
-    size_t n;
-    int rc = nds_pc_shard_parse(&p->s.sharding, box_shard(p, cell), data, len, p->max_entries,
-                                &refs, &n);
-    memset(out, 0, out_bytes);
-    for (size_t i = 0; i < n && !rc; i++) rc = place_chunk(p, first, count, &refs[i], data, out);
-    free(refs);
-    scratch_trim();
-    return rc;
-}
-
-/* Encodes every non-zero chunk of the box into `all`, recording id and length in chunks and the
- * offset in `all` in offs (pointers are set once `all` stops growing). */
-static int encode_box_chunks(const precomputed *p, const uint64_t *first, const uint64_t *count,
-                             const uint8_t *box, nds_buf *all, nds_pc_shard_chunk *chunks,
-                             size_t *offs, size_t *n) {
-    uint64_t extent[4] = {p->chunk[0], p->chunk[1], p->chunk[2], p->nc}, g[3];
-    uint8_t zero[NDS_DTYPE_MAX_SIZE] = {0};
-    int64_t box_st[4], sub_st[4];
-    canonical_strides(p, sub_st);
-    nds_buf *sub = scratch(0, p->chunk_bytes);
-    if (!sub) return no_memory();
-    *n = 0;
-    for (g[2] = first[2]; g[2] < first[2] + count[2]; g[2]++)
-        for (g[1] = first[1]; g[1] < first[1] + count[1]; g[1]++)
-            for (g[0] = first[0]; g[0] < first[0] + count[0]; g[0]++) {
-                int64_t off = box_offset(p, first, g, box_st);
-                nds_strided_copy(4, extent, p->elem, sub->data, sub_st, box + off, box_st);
-                if (nds_all_equal(sub->data, p->chunk_bytes / p->elem, p->elem, zero)) continue;
-                size_t at = all->len;
-                int rc = encode_one(p, g, sub->data, all);
-                if (rc)
-                    return nds_err_prefix(rc, "chunk %llu,%llu,%llu", (unsigned long long)g[0],
-                                          (unsigned long long)g[1], (unsigned long long)g[2]);
-                chunks[*n] = (nds_pc_shard_chunk){nds_pc_morton(&p->grid, g), NULL, all->len - at};
-                offs[(*n)++] = at;
-            }
-    return 0;
-}
-
-static int encode_box(const precomputed *p, const uint64_t *cell, const uint8_t *box,
-                      nds_buf *out) {
-    uint64_t first[3], count[3];
-    box_range(p, cell, first, count);
-    size_t max = (size_t)(count[0] * count[1] * count[2]), n = 0;
-    nds_pc_shard_chunk *chunks = malloc((max ? max : 1) * sizeof *chunks);
-    size_t *offs = malloc((max ? max : 1) * sizeof *offs);
-    nds_buf all = {0};
-    int rc = chunks && offs ? encode_box_chunks(p, first, count, box, &all, chunks, offs, &n)
-                            : no_memory();
-    for (size_t i = 0; i < n && !rc; i++) chunks[i].data = all.data + offs[i];
-    if (!rc) rc = nds_pc_shard_build(&p->s.sharding, chunks, n, out);
-    free(chunks);
-    free(offs);
-    nds_buf_dispose(&all);
-    scratch_trim();
-    return rc;
-}
-
 /* ---- vtable: chunk codec --------------------------------------------------------------------- */
 
 /* A storage chunk: one precomputed chunk (unsharded, and hashed shards, whose chunk data this is
@@ -455,16 +185,16 @@ static int encode_box(const precomputed *p, const uint64_t *cell, const uint8_t 
 static int pc_decode_chunk(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
                            uint8_t *out) {
     const precomputed *p = state;
-    if (p->layout != SHARD_BOX) return decode_one(p, cell, data, len, out);
+    if (p->layout != SHARD_BOX) return nds_pc_decode_one(p, cell, data, len, out);
     size_t bytes = p->chunk_bytes << (p->box[0] + p->box[1] + p->box[2]);
-    return decode_box(p, cell, data, len, out, bytes);
+    return nds_pc_decode_box(p, cell, data, len, out, bytes);
 }
 
 static int pc_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk, nds_buf *out) {
     const precomputed *p = state;
     out->len = 0;
-    if (p->layout != SHARD_BOX) return encode_one(p, cell, chunk, out);
-    return encode_box(p, cell, chunk, out);
+    if (p->layout != SHARD_BOX) return nds_pc_encode_one(p, cell, chunk, out);
+    return nds_pc_encode_box(p, cell, chunk, out);
 }
 
 /* ---- vtable: hashed shards (grouped writes) -------------------------------------------------- */
@@ -483,15 +213,16 @@ static int pc_group_read_chunk(void *state, const uint8_t *obj, size_t len, cons
     const precomputed *p = state;
     uint64_t id = nds_pc_morton(&p->grid, cell);
     nds_pc_chunk_ref ref;
-    nds_buf *raw = scratch(2, 0);
+    nds_buf *raw = nds_pc_scratch(2, 0);
     *present = 0;
-    int rc =
-        raw ? nds_pc_shard_find(&p->s.sharding, obj, len, id, p->max_entries, &ref) : no_memory();
+    int rc = raw ? nds_pc_shard_find(&p->s.sharding, obj, len, id, p->max_entries, &ref)
+                 : nds_pc_no_memory();
     if (!rc && ref.end != 0)
         rc = nds_pc_chunk_data(&p->s.sharding, obj + ref.start, (size_t)(ref.end - ref.start),
                                4 * p->chunk_bytes + (1u << 20), raw);
-    if (!rc && ref.end != 0 && !(rc = decode_one(p, cell, raw->data, raw->len, out))) *present = 1;
-    scratch_trim();
+    if (!rc && ref.end != 0 && !(rc = nds_pc_decode_one(p, cell, raw->data, raw->len, out)))
+        *present = 1;
+    nds_pc_scratch_trim();
     return rc ? nds_err_prefix(rc, "chunk %llu", (unsigned long long)id) : 0;
 }
 
@@ -500,7 +231,7 @@ static int pc_group_encode(void *state, const uint8_t *obj, size_t len,
                            const nds_group_update *updates, size_t n, nds_buf *out) {
     const precomputed *p = state;
     nds_pc_shard_chunk *c = malloc((n ? n : 1) * sizeof *c);
-    if (!c) return no_memory();
+    if (!c) return nds_pc_no_memory();
     for (size_t k = 0; k < n; k++)
         c[k] = (nds_pc_shard_chunk){nds_pc_morton(&p->grid, updates[k].cell), updates[k].data,
                                     updates[k].len};
@@ -515,8 +246,8 @@ static int pc_read_chunk(void *state, nds_kvstore *kv, const uint64_t *cell, uin
                          int *present) {
     const precomputed *p = state;
     size_t limit = 4 * p->chunk_bytes + (1u << 20);
-    nds_buf *data = scratch(2, 0);
-    if (!data) return no_memory();
+    nds_buf *data = nds_pc_scratch(2, 0);
+    if (!data) return nds_pc_no_memory();
     int rc;
     *present = 0;
     if (p->layout != UNSHARDED) {
@@ -530,14 +261,14 @@ static int pc_read_chunk(void *state, nds_kvstore *kv, const uint64_t *cell, uin
             (rc = nds_kvstore_read(kv, key, NULL, &r)))
             return rc;
         *present = r.state == NDS_READ_VALUE;
-        if (*present && nds_buf_append(data, r.value.data, r.value.len)) rc = no_memory();
+        if (*present && nds_buf_append(data, r.value.data, r.value.len)) rc = nds_pc_no_memory();
         nds_read_result_dispose(&r);
     }
-    if (!rc && *present) rc = decode_one(p, cell, data->data, data->len, out);
+    if (!rc && *present) rc = nds_pc_decode_one(p, cell, data->data, data->len, out);
     if (rc)
         rc = nds_err_prefix(rc, "chunk %llu,%llu,%llu", (unsigned long long)cell[0],
                             (unsigned long long)cell[1], (unsigned long long)cell[2]);
-    scratch_trim();
+    nds_pc_scratch_trim();
     return rc;
 }
 
@@ -624,7 +355,7 @@ static int read_key(nds_kvstore *kv, const char *key, const char *url, nds_read_
 static int write_info(nds_kvstore *kv, const json_object *doc, const nds_generation *if_equal,
                       const char *url) {
     char *text = nds_json_to_string(doc, false);
-    if (!text) return no_memory();
+    if (!text) return nds_pc_no_memory();
     nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
     wo.if_equal = *if_equal;
     int rc = nds_kvstore_write(kv, "info", text, strlen(text), &wo, NULL);
@@ -675,7 +406,7 @@ static int add_scale(precomputed *p, nds_kvstore *kv, json_object *doc, const nd
     json_object_object_get_ex(doc, "scales", &scales);
     json_object_array_add(scales, scale);
     json_object *copy = NULL;
-    if (json_object_deep_copy(doc, &copy, NULL) != 0) return no_memory();
+    if (json_object_deep_copy(doc, &copy, NULL) != 0) return nds_pc_no_memory();
     bool missing = false;
     size_t at;
     rc =
@@ -694,7 +425,7 @@ static int create_volume(precomputed *p, nds_kvstore *kv, const nds_pc_request *
     if (rc) return rc;
     if (json_object_deep_copy(doc, &copy, NULL) != 0) {
         json_object_put(doc);
-        return no_memory();
+        return nds_pc_no_memory();
     }
     bool missing = false;
     size_t at;
@@ -723,7 +454,7 @@ static int open_round(precomputed *p, nds_kvstore *kv, const nds_pc_request *req
     }
     json_object *doc = NULL, *keep = NULL;
     rc = nds_json_parse((const char *)r.value.data, r.value.len, p->doc_name, &doc);
-    if (!rc && json_object_deep_copy(doc, &keep, NULL) != 0) rc = no_memory();
+    if (!rc && json_object_deep_copy(doc, &keep, NULL) != 0) rc = nds_pc_no_memory();
     if (!rc)
         rc = open_doc(p, doc, req, mode, &missing, &at);
     else
@@ -743,7 +474,7 @@ static int pc_open(nds_kvstore *kv, const json_object *spec, unsigned mode, void
                    nds_array_meta *meta) {
     *state = NULL;
     precomputed *p = calloc(1, sizeof *p);
-    if (!p) return no_memory();
+    if (!p) return nds_pc_no_memory();
     snprintf(p->url, sizeof p->url, "%s", nds_kvstore_url(kv));
     snprintf(p->doc_name, sizeof p->doc_name, "neuroglancer_precomputed: info of %s", p->url);
     if (!(mode & (NDS_OPEN_EXISTING | NDS_OPEN_CREATE))) mode |= NDS_OPEN_EXISTING;
@@ -774,14 +505,14 @@ static int pc_open(nds_kvstore *kv, const json_object *spec, unsigned mode, void
 static int pc_metadata_json(void *state, json_object **out) {
     const precomputed *p = state;
     *out = NULL;
-    return json_object_deep_copy(p->doc, out, NULL) == 0 ? 0 : no_memory();
+    return json_object_deep_copy(p->doc, out, NULL) == 0 ? 0 : nds_pc_no_memory();
 }
 
 static int pc_get_attributes(void *state, nds_kvstore *kv, json_object **out) {
     (void)state;
     (void)kv;
     *out = json_object_new_object();
-    return *out ? 0 : no_memory();
+    return *out ? 0 : nds_pc_no_memory();
 }
 
 static int pc_set_attributes(void *state, nds_kvstore *kv, const json_object *attrs) {

@@ -1,7 +1,8 @@
 /* neuroglancer precomputed metadata: strict parsing of the `info` document (multiscale members,
- * scales, sharding specifications), what a TensorStore-style spec asks for ("metadata",
- * "multiscale_metadata", "scale_metadata", "scale_index", "schema"), scale selection, checks of an
- * existing volume against a spec, and building the documents to create.
+ * scales, sharding specifications; precomputed_metadata.c), what a TensorStore-style spec asks for
+ * ("metadata", "multiscale_metadata", "scale_metadata", "scale_index", "schema";
+ * precomputed_request.c), scale selection and checks of an existing volume against a spec
+ * (precomputed_match.c), and building the documents to create (precomputed_create.c).
  *
  * Private to formats/precomputed*.c. All functions are reentrant; a parsed nds_pc_info is owned by
  * its caller and immutable once parsed.
