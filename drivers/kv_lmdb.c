@@ -3,7 +3,9 @@
  *
  * Implements read (conditions, byte ranges, zero-copy for values above LM_COPY_MAX bytes), write
  * and delete checked inside one write transaction, list by prefix (cursor seeks), delete_range and
- * the all-or-nothing multi-key commit in one write transaction each. Omits: nested transactions,
+ * the all-or-nothing multi-key commit in one write transaction each, and staged writes (stage
+ * copies a value to the heap; publish applies a batch of them, each with its own condition, in one
+ * write transaction: one commit and one sync per batch). Omits: nested transactions,
  * read-only environments, environments on network filesystems (LMDB's locks need a local one).
  *
  * Layout: two named databases. "data" maps the env-relative key to an 8-byte big-endian generation
@@ -548,6 +550,102 @@ static int lm_commit(void *state, nds_kv_op *ops, size_t n) {
     return rc;
 }
 
+/* ---- staged writes (two-phase: stage many, publish them in one transaction) ---- */
+
+/** A staged value: heap copies of the value and its full key. Nothing is in the store until
+ *  publish, so discarding is just freeing. */
+struct nds_kv_staged {
+    const char *key; /* points after the value, in the same allocation */
+    size_t len;
+    uint8_t data[];
+};
+
+/* Checks the key now, so that publish only meets failures of the store itself. */
+static int lm_stage(void *state, const char *key, const uint8_t *data, size_t len,
+                    nds_kv_staged **out) {
+    lm_state *s = state;
+    MDB_val k;
+    *out = NULL;
+    int rc = lm_check_process(s);
+    if (rc == 0)
+        rc = lm_key(s, key, &k);
+    if (rc)
+        return rc;
+    size_t klen = strlen(key) + 1;
+    if (len > SIZE_MAX - LM_HDR - klen - sizeof(nds_kv_staged))
+        return nds_err(NDS_ELIMIT, "lmdb: value of %s too large", key);
+    nds_kv_staged *t = malloc(sizeof *t + len + klen);
+    if (!t)
+        return nds_err(NDS_ENOMEM, "lmdb: out of memory staging %s", key);
+    if (len)
+        memcpy(t->data, data, len);
+    t->key = memcpy(t->data + len, key, klen);
+    t->len = len;
+    *out = t;
+    return 0;
+}
+
+static void lm_discard(void *state, nds_kv_staged *staged) {
+    (void)state;
+    free(staged);
+}
+
+typedef struct lm_publish_ctx {
+    nds_kv_staged **staged;
+    nds_kv_publish *res;
+    size_t n;
+    int err; /* first value that failed on its own (a corrupt stored value), else 0 */
+} lm_publish_ctx;
+
+/* Applies each value in order as lm_write_fn would, but a failed condition (or a corrupt stored
+ * value) skips only that value: the transaction still commits the others. Runs again from the
+ * start after a map growth, so it sets every result each time. */
+static int lm_publish_fn(lm_state *s, MDB_txn *txn, void *ctx, int *status) {
+    (void)status;
+    lm_publish_ctx *p = ctx;
+    lm_counter c = {0};
+    p->err = 0;
+    for (size_t i = 0; i < p->n; i++) /* outcomes of this attempt only */
+        p->res[i].status = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const nds_kv_staged *t = p->staged[i];
+        nds_kv_publish *r = &p->res[i];
+        nds_kv_op op = {t->key, t->data, t->len, r->if_equal, {NDS_GEN_NONE, {0}}};
+        MDB_val k;
+        bool ok = true;
+        lm_key(s, t->key, &k); /* checked by lm_stage */
+        r->new_generation.kind = NDS_GEN_NONE;
+        int mrc = lm_apply(s, txn, &c, &op, &k, &r->new_generation, &ok, &r->status);
+        if (mrc)
+            return mrc;
+        if (r->status == 0 && !ok)
+            r->status = NDS_ECONFLICT;
+        if (r->status != 0 && r->status != NDS_ECONFLICT && p->err == 0)
+            p->err = r->status;
+    }
+    return lm_counter_save(s, txn, &c);
+}
+
+/* One write transaction (one commit, one sync) for the n values, instead of one per value. When
+ * it cannot commit, nothing was applied: every value but the conflicted ones gets the error. */
+static int lm_publish(void *state, nds_kv_staged **staged, nds_kv_publish *res, size_t n) {
+    lm_state *s = state;
+    lm_publish_ctx p = {staged, res, n, 0};
+    char what[64];
+    snprintf(what, sizeof what, "publish %zu values from", n);
+    for (size_t i = 0; i < n; i++) /* stays so when no transaction even starts */
+        res[i].status = 0;
+    int rc = n ? lm_write_txn(s, lm_publish_fn, &p, what, staged[0]->key) : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rc && res[i].status != NDS_ECONFLICT) {
+            res[i].status = rc;
+            res[i].new_generation.kind = NDS_GEN_NONE;
+        }
+        free(staged[i]);
+    }
+    return rc ? rc : p.err;
+}
+
 /* ---- list and delete_range ---- */
 
 /* Keys copied out of one read transaction: NUL-terminated full keys, plus value sizes. */
@@ -686,4 +784,7 @@ const nds_kv_driver nds_kv_driver_lmdb = {
     .list = lm_list,
     .delete_range = lm_delete_range,
     .commit = lm_commit,
+    .stage = lm_stage,
+    .publish = lm_publish,
+    .discard = lm_discard,
 };
