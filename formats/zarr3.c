@@ -221,12 +221,14 @@ static int zarr3_encode_chunk(void *state, const uint64_t *cell, const uint8_t *
     return nds_z3_chain_encode(z->m.chain, chunk, out);
 }
 
-static int zarr3_encode_chunk_update(void *state, const uint64_t *cell, const uint8_t *chunk,
-                                     const uint8_t *old, size_t old_len, const nds_box *changed,
-                                     nds_buf *out) {
+static int zarr3_update_chunk(void *state, const uint64_t *cell, const uint8_t *old,
+                              size_t old_len, const nds_box *changed,
+                              void (*merge)(void *ctx, uint8_t *chunk), void *merge_ctx,
+                              uint8_t *chunk, nds_buf *out, int *all_fill) {
     const zarr3 *z = state;
     (void)cell;
-    return nds_z3_chain_encode_update(z->m.chain, chunk, old, old_len, changed, out);
+    nds_z3_merge m = {merge, merge_ctx};
+    return nds_z3_chain_update(z->m.chain, old, old_len, changed, &m, chunk, out, all_fill);
 }
 
 /* cell is in inner-chunk units: the shard holding it, and its place (C order) in the shard. */
@@ -429,7 +431,7 @@ const nds_format nds_format_zarr3 = {
     .parse_chunk_key = zarr3_parse_chunk_key,
     .decode_chunk = zarr3_decode_chunk,
     .decode_chunk_part = zarr3_decode_chunk_part,
-    .encode_chunk_update = zarr3_encode_chunk_update,
+    .update_chunk = zarr3_update_chunk,
     .encode_chunk = zarr3_encode_chunk,
     .metadata_json = zarr3_metadata_json,
     .resize = zarr3_resize,

@@ -617,12 +617,13 @@ static int stored_layout(const nds_z3_chain *c, const uint8_t *chunk, uint8_t **
     return 0;
 }
 
-int nds_z3_chain_encode_update(const nds_z3_chain *c, const uint8_t *chunk, const uint8_t *old,
-                               size_t old_len, const nds_box *changed, nds_buf *out) {
+int nds_z3_chain_update(const nds_z3_chain *c, const uint8_t *old, size_t old_len,
+                        const nds_box *changed, const nds_z3_merge *merge, uint8_t *chunk,
+                        nds_buf *out, int *all_fill) {
     /* The shard's coordinates are the chunk's only when nothing transposes before sharding, and
      * its stored bytes are the chunk's only when no bytes-to-bytes codec follows. */
     if (c->ab != AB_SHARDING || c->transpose || c->n_bb != 0) return NDS_EUNSUPPORTED;
-    return nds_z3_shard_encode_update(c->shard, chunk, old, old_len, changed, out);
+    return nds_z3_shard_update(c->shard, old, old_len, changed, merge, chunk, out, all_fill);
 }
 
 int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out) {

@@ -74,11 +74,18 @@ int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t le
                              size_t begin, size_t end);
 /** Encodes a canonical array into out (replacing its contents; out->len set). */
 int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out);
-/** Encodes a chunk that a write changed only inside changed, keeping the stored bytes of old for
- *  what lies outside it where the chain allows (sharding_indexed alone: the untouched inner
- *  chunks); NDS_EUNSUPPORTED (no message) for any other chain. */
-int nds_z3_chain_encode_update(const nds_z3_chain *c, const uint8_t *chunk, const uint8_t *old,
-                               size_t old_len, const nds_box *changed, nds_buf *out);
+/** A write's merge, as nds_format.update_chunk receives it. */
+typedef struct nds_z3_merge {
+    void (*fn)(void *ctx, uint8_t *chunk);
+    void *ctx;
+} nds_z3_merge;
+
+/** The read-modify-write of a chunk that a write changes only inside changed (see
+ *  nds_format.update_chunk), for a chain of sharding_indexed alone (nds_z3_shard_update); any
+ *  other chain: NDS_EUNSUPPORTED (no message, merge not called). */
+int nds_z3_chain_update(const nds_z3_chain *c, const uint8_t *old, size_t old_len,
+                        const nds_box *changed, const nds_z3_merge *merge, uint8_t *chunk,
+                        nds_buf *out, int *all_fill);
 
 /** The normalised codecs list (every default written out) as a new JSON array. */
 int nds_z3_chain_to_json(const nds_z3_chain *c, json_object **out);

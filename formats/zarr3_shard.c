@@ -7,9 +7,9 @@
  * inner chunks as offset = nbytes = 2^64-1. Validation of an index is complete: every entry lies
  * inside the shard and clear of the index, and no two overlap (identical ranges excepted), so a
  * hostile index can neither crash us nor make us read or allocate beyond the shard. A write that
- * changes part of a shard re-encodes only the inner chunks it touches; the others keep their
- * stored bytes (nds_z3_shard_encode_update; the core still decodes the whole shard first, once per
- * write call). Omits: partial reads when codecs follow sharding_indexed in the chain.
+ * changes part of a shard (nds_z3_shard_update) decodes only the inner chunks it changes in part
+ * and encodes only those it reaches; the others keep their stored bytes. Omits: partial reads
+ * when codecs follow sharding_indexed in the chain.
  *
  * Threading: a parsed codec is immutable; the index cache has one mutex, held only to look up,
  * store or drop an entry (never across I/O or decoding). Ownership: the codec owns its nested
@@ -358,33 +358,38 @@ static int put_index(const nds_z3_shard *s, const uint64_t *e, nds_buf *out) {
     return rc;
 }
 
-/* Whether inner chunk i lies wholly outside the box (shard coordinates; its steps ignored, so a
- * strided box counts every inner chunk its bounds reach). */
-static bool outside_box(const nds_z3_shard *s, uint64_t i, const nds_box *box) {
+/* What a write of a box does to inner chunk i: leaves it alone (the box's bounds do not reach
+ * it), overwrites every element of it, or changes part of it (its old elements are needed). */
+typedef enum inner_fate { INNER_KEPT, INNER_COVERED, INNER_PARTIAL } inner_fate;
+
+static inner_fate fate_of(const nds_z3_shard *s, uint64_t i, const nds_box *box) {
     uint64_t coord[NDS_MAX_RANK];
+    bool covered = true;
     inner_coords(s, i, coord);
     for (size_t d = 0; d < s->shard.rank; d++) {
-        uint64_t lo = coord[d] * s->chunk[d];
-        if (box->stop[d] <= lo || box->start[d] >= lo + s->chunk[d]) return true;
+        uint64_t lo = coord[d] * s->chunk[d], hi = lo + s->chunk[d];
+        if (box->stop[d] <= lo || box->start[d] >= hi) return INNER_KEPT;
+        if (box->step[d] != 1 || box->start[d] > lo || box->stop[d] < hi) covered = false;
     }
-    return false;
+    return covered ? INNER_COVERED : INNER_PARTIAL;
 }
 
-/* Appends inner chunk i's stored bytes from the old shard (old_e its decoded index) unchanged and
- * sets its index entry. */
+/* Appends inner chunk i's stored bytes from the old shard (old_e its decoded index; NULL when
+ * there is no old shard) unchanged and sets its index entry. */
 static int keep_one(uint64_t i, const uint8_t *old, const uint64_t *old_e, nds_buf *out,
                     uint64_t *e) {
     e[2 * i] = e[2 * i + 1] = EMPTY;
-    if (old_e[2 * i] == EMPTY) return 0;
+    if (!old_e || old_e[2 * i] == EMPTY) return 0;
     e[2 * i] = out->len;
     e[2 * i + 1] = old_e[2 * i + 1];
     return nds_buf_append(out, old + old_e[2 * i], (size_t)old_e[2 * i + 1]);
 }
 
-/* Encodes a shard; with old (its stored bytes, old_e their decoded index), the inner chunks wholly
- * outside changed keep their stored bytes. */
+/* Encodes a shard; with changed, the inner chunks it does not reach keep their bytes from old
+ * (old_e its decoded index, NULL when there is none). *stored: the inner chunks stored. */
 static int encode_shard(const nds_z3_shard *s, const uint8_t *chunk, const uint8_t *old,
-                        const uint64_t *old_e, const nds_box *changed, nds_buf *out) {
+                        const uint64_t *old_e, const nds_box *changed, nds_buf *out,
+                        uint64_t *stored) {
     nds_buf tmp = {0};
     uint64_t *e = entries_new(s);
     uint8_t *inner = e ? malloc(s->inner_nbytes) : NULL;
@@ -395,9 +400,13 @@ static int encode_shard(const nds_z3_shard *s, const uint8_t *chunk, const uint8
         if (!rc) memset(out->data, 0, s->index_nbytes);
         out->len = s->index_nbytes;
     }
-    for (uint64_t i = 0; !rc && i < s->count; i++)
-        rc = old && outside_box(s, i, changed) ? keep_one(i, old, old_e, out, e)
-                                               : encode_one(s, i, chunk, inner, &tmp, out, e);
+    *stored = 0;
+    for (uint64_t i = 0; !rc && i < s->count; i++) {
+        rc = changed && fate_of(s, i, changed) == INNER_KEPT
+                 ? keep_one(i, old, old_e, out, e)
+                 : encode_one(s, i, chunk, inner, &tmp, out, e);
+        *stored += !rc && e[2 * i] != EMPTY;
+    }
     if (!rc) rc = put_index(s, e, out);
     free(inner);
     free(e);
@@ -406,19 +415,50 @@ static int encode_shard(const nds_z3_shard *s, const uint8_t *chunk, const uint8
 }
 
 int nds_z3_shard_encode(const nds_z3_shard *s, const uint8_t *chunk, nds_buf *out) {
-    return encode_shard(s, chunk, NULL, NULL, NULL, out);
+    uint64_t stored;
+    return encode_shard(s, chunk, NULL, NULL, NULL, out, &stored);
 }
 
-int nds_z3_shard_encode_update(const nds_z3_shard *s, const uint8_t *chunk, const uint8_t *old,
-                               size_t old_len, const nds_box *changed, nds_buf *out) {
-    if (old_len < s->index_nbytes)
+/* Puts into the canonical shard the old elements of the inner chunks a write changes in part
+ * (decoded from old, or fill where there are none): what the merge does not overwrite but the
+ * encode reads. */
+static int decode_partial(const nds_z3_shard *s, const uint8_t *old, const uint64_t *old_e,
+                          const nds_box *changed, uint8_t *chunk) {
+    int64_t stride[NDS_MAX_RANK];
+    nds_c_strides(s->shard.rank, s->shard.shape, s->elem, stride);
+    uint8_t *inner = malloc(s->inner_nbytes);
+    int rc = inner ? 0 : nds_err(NDS_ENOMEM, "zarr3: out of memory decoding a shard");
+    for (uint64_t i = 0; !rc && i < s->count; i++) {
+        if (fate_of(s, i, changed) != INNER_PARTIAL) continue;
+        uint8_t *dst = chunk + inner_offset(s, i, stride);
+        if (!old_e || old_e[2 * i] == EMPTY)
+            nds_strided_fill(s->shard.rank, s->chunk, s->elem, dst, stride, s->shard.fill);
+        else
+            rc = decode_one(s, i, old + old_e[2 * i], (size_t)old_e[2 * i + 1], inner, dst, stride);
+    }
+    free(inner);
+    return rc;
+}
+
+int nds_z3_shard_update(const nds_z3_shard *s, const uint8_t *old, size_t old_len,
+                        const nds_box *changed, const nds_z3_merge *merge, uint8_t *chunk,
+                        nds_buf *out, int *all_fill) {
+    uint64_t *old_e = NULL, stored = 0;
+    int rc = 0;
+    if (old && old_len < s->index_nbytes)
         return nds_err(NDS_ECORRUPT, "shard of %zu bytes is too short for its %zu-byte index",
                        old_len, s->index_nbytes);
-    uint64_t *old_e = entries_new(s);
-    if (!old_e) return NDS_ENOMEM;
-    const uint8_t *ix = s->index_at_start ? old : old + old_len - s->index_nbytes;
-    int rc = nds_z3_shard_index_parse(s, ix, s->index_nbytes, old_len, old_e);
-    if (!rc) rc = encode_shard(s, chunk, old, old_e, changed, out);
+    if (old && !(old_e = entries_new(s))) return NDS_ENOMEM;
+    if (old) {
+        const uint8_t *ix = s->index_at_start ? old : old + old_len - s->index_nbytes;
+        rc = nds_z3_shard_index_parse(s, ix, s->index_nbytes, old_len, old_e);
+    }
+    if (!rc) rc = decode_partial(s, old, old_e, changed, chunk);
+    if (!rc) {
+        merge->fn(merge->ctx, chunk);
+        rc = encode_shard(s, chunk, old, old_e, changed, out, &stored);
+    }
+    *all_fill = !rc && stored == 0;
     free(old_e);
     return rc;
 }

@@ -84,80 +84,18 @@ int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *k
               : 0;
 }
 
-/* Whether a write that changes only part of a chunk lets the format keep the stored encoding of
- * the rest (nds_format.encode_chunk_update). */
-static bool reuses_encoding(const nds_array *a, const nds_box *changed) {
-    return changed && a->format->version >= 3 && a->format->encode_chunk_update &&
-           !a->meta.stored_canonical;
-}
-
-/* Loads a chunk for a write that may reuse its stored encoding: read past the cache (a cached
- * chunk has no stored bytes to reuse), decoded, and the stored bytes kept in *old (state MISSING
- * when there are none; disposed by the caller, also after an error). */
-static int load_keeping(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk,
-                        int *present, nds_generation *gen, nds_read_result *old) {
-    int rc = nds_kvstore_read(a->kv, key, NULL, old);
-    if (!rc) {
-        *gen = old->generation;
-        *present = old->state == NDS_READ_VALUE;
-        if (*present)
-            rc = a->format->decode_chunk(a->state, cell, old->value.data, old->value.len, chunk);
-        else
-            nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
-    }
-    return rc ? nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
-                               nds_kvstore_url(a->kv))
-              : 0;
-}
-
-/* What a write changed of a chunk it loaded: the box, and the stored bytes it read (old.state
- * MISSING when none were kept). */
-typedef struct chunk_change {
-    const nds_box *box;
-    nds_read_result old;
-} chunk_change;
-
-/* Encodes a merged chunk, keeping the stored encoding of what the write left alone where the
- * format can (else as nds_array_encode_for_store). */
-static int encode_changed(nds_array *a, const uint64_t *cell, const char *key,
-                          const uint8_t *chunk, const chunk_change *chg, nds_buf *out,
-                          int *all_fill) {
-    if (!chg || chg->old.state != NDS_READ_VALUE)
-        return nds_array_encode_for_store(a, cell, key, chunk, out, all_fill);
-    *all_fill = nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
-    if (*all_fill) return 0;
-    out->len = 0;
-    int rc = a->format->encode_chunk_update(a->state, cell, chunk, chg->old.value.data,
-                                            chg->old.value.len, chg->box, out);
-    if (rc == NDS_EUNSUPPORTED) return nds_array_encode_for_store(a, cell, key, chunk, out, all_fill);
-    return rc ? nds_err_prefix(rc, "%s: encoding chunk %s of %s", a->format->name, key,
-                               nds_kvstore_url(a->kv))
-              : 0;
-}
-
-/* Stores a merged chunk: deleted when all fill, else encoded and written; both under if_equal.
- * With staged non-NULL a value is staged instead of written (*staged set; the caller publishes it
- * under cond); deletes are never staged. chg (or NULL) lets the encode keep stored bytes. */
-static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
-                       const nds_generation *cond, int was_present, const chunk_change *chg,
-                       nds_kv_staged **staged) {
+/* Writes a chunk's encoded bytes, or deletes it when all_fill; both under cond. With staged
+ * non-NULL a value is staged instead of written (*staged set; the caller publishes it under cond);
+ * deletes are never staged. chunk: the canonical chunk written, which the cache then holds; NULL
+ * when the caller has none (the cache forgets the chunk). */
+static int store_encoded(nds_array *a, const char *key, const uint8_t *bytes, size_t len,
+                         int all_fill, const nds_generation *cond, int was_present,
+                         const uint8_t *chunk, nds_kv_staged **staged) {
     nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
     wo.if_equal = *cond;
-    nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
-    if (!enc) return nds_err(NDS_ENOMEM, "out of memory");
-    int all_fill, rc = 0;
-    const uint8_t *bytes = chunk; /* canonical storage: the chunk buffer is what is stored */
-    size_t len = a->chunk_bytes;
-    if (a->meta.stored_canonical) {
-        all_fill = nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
-    } else {
-        rc = encode_changed(a, cell, key, chunk, chg, enc, &all_fill);
-        bytes = enc->data;
-        len = enc->len;
-    }
-    if (rc) return rc;
     nds_chunk_cache *cache = nds_context_cache(a->ctx);
     char url[KEY_MAX + 512];
+    int rc;
     if (cache) cache_url(a, key, url, sizeof url);
     if (all_fill) {
         if (!was_present && cond->kind != NDS_GEN_NONE) return 0; /* still missing: nothing to do */
@@ -171,13 +109,104 @@ static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, cons
     }
     nds_generation written = {NDS_GEN_NONE, {0}};
     rc = nds_kvstore_write(a->kv, key, bytes, len, &wo, &written);
-    if (cache && rc == 0)
+    if (cache && rc == 0 && chunk)
         nds_cache_put(cache, url, chunk, a->chunk_bytes, &written);
     else if (cache)
         nds_cache_forget(cache, url);
     return rc;
 }
 
+/* Stores a merged chunk: deleted when all fill, else encoded and written (see store_encoded). */
+static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
+                       const nds_generation *cond, int was_present, nds_kv_staged **staged) {
+    nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
+    if (!enc) return nds_err(NDS_ENOMEM, "out of memory");
+    int all_fill, rc = 0;
+    const uint8_t *bytes = chunk; /* canonical storage: the chunk buffer is what is stored */
+    size_t len = a->chunk_bytes;
+    if (a->meta.stored_canonical) {
+        all_fill = nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+    } else {
+        rc = nds_array_encode_for_store(a, cell, key, chunk, enc, &all_fill);
+        bytes = enc->data;
+        len = enc->len;
+    }
+    return rc ? rc : store_encoded(a, key, bytes, len, all_fill, cond, was_present, chunk, staged);
+}
+
+/* The core's merge as the format's update_chunk calls it. */
+typedef struct format_merge {
+    nds_merge_fn merge;
+    void *ctx;
+    const uint64_t *cell;
+} format_merge;
+
+static void merge_for_format(void *ctx, uint8_t *chunk) {
+    const format_merge *m = ctx;
+    m->merge(m->ctx, m->cell, chunk);
+}
+
+/* The error of a chunk's read or decode before a write, and of its store (a conflict is left
+ * bare: the caller retries). */
+static int chunk_error(const nds_array *a, const char *key, int rc) {
+    return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key, nds_kvstore_url(a->kv));
+}
+
+static int store_error(const nds_array *a, const char *key, int rc) {
+    if (rc == 0 || rc == NDS_ECONFLICT) return rc;
+    return nds_err_prefix(rc, "%s: writing chunk %s of %s", a->format->name, key,
+                          nds_kvstore_url(a->kv));
+}
+
+/* Decodes a chunk's stored bytes (fill when not stored), merges and stores it: the write path of
+ * a format that declines update_chunk, from the bytes already read. */
+static int merge_decoded(nds_array *a, const uint64_t *cell, const char *key,
+                         const uint8_t *stored, size_t len, nds_merge_fn merge, void *ctx,
+                         uint8_t *chunk, const nds_generation *cond, nds_kv_staged **staged) {
+    int rc = stored ? a->format->decode_chunk(a->state, cell, stored, len, chunk) : 0;
+    if (rc) return chunk_error(a, key, rc);
+    if (!stored) nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+    merge(ctx, cell, chunk);
+    return store_error(a, key, store_chunk(a, cell, key, chunk, cond, stored != NULL, staged));
+}
+
+/* A write to part of a chunk, done by the format (nds_format.update_chunk) so that it skips what
+ * the write leaves alone: the stored bytes are read past the cache (a cached chunk has none) and
+ * handed over with the box the merge changes. */
+static int update_in_format(nds_array *a, const uint64_t *cell, const char *key,
+                            const nds_box *changed, nds_merge_fn merge, void *ctx, uint8_t *chunk,
+                            nds_generation *cond, nds_kv_staged **staged) {
+    nds_read_result old;
+    int rc = nds_kvstore_read(a->kv, key, NULL, &old);
+    if (rc) return chunk_error(a, key, rc);
+    *cond = old.generation;
+    const uint8_t *stored = old.state == NDS_READ_VALUE ? old.value.data : NULL;
+    size_t len = stored ? old.value.len : 0;
+    int all_fill = 0;
+    format_merge fm = {merge, ctx, cell};
+    nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
+    if (!enc) rc = nds_err(NDS_ENOMEM, "out of memory");
+    if (!rc) {
+        enc->len = 0;
+        rc = a->format->update_chunk(a->state, cell, stored, len, changed, merge_for_format, &fm,
+                                     chunk, enc, &all_fill);
+    }
+    if (rc == 0)
+        rc = store_error(a, key, store_encoded(a, key, enc->data, enc->len, all_fill, cond,
+                                               stored != NULL, NULL, staged));
+    else if (rc == NDS_EUNSUPPORTED)
+        rc = merge_decoded(a, cell, key, stored, len, merge, ctx, chunk, cond, staged);
+    else
+        rc = chunk_error(a, key, rc);
+    nds_read_result_dispose(&old);
+    return rc;
+}
+
+/* Whether a write to part of a chunk goes through the format's update_chunk. */
+static bool updates_in_format(const nds_array *a, const nds_box *changed) {
+    return changed && a->format->version >= 3 && a->format->update_chunk &&
+           !a->meta.stored_canonical;
+}
 
 /* A chunk staged by update_locked and the condition it must be published under. */
 typedef struct staged_chunk {
@@ -185,13 +214,22 @@ typedef struct staged_chunk {
     nds_generation cond;
 } staged_chunk;
 
-/* Loads a chunk before a write changes it: with its stored bytes kept in chg->old when the format
- * can reuse their encoding, else through the cache. */
-static int load_for_write(nds_array *a, const uint64_t *cell, const char *key, uint8_t *chunk,
-                          int *present, nds_generation *cond, chunk_change *chg) {
-    if (reuses_encoding(a, chg->box))
-        return load_keeping(a, cell, key, chunk, present, cond, &chg->old);
-    return nds_array_load_chunk(a, cell, key, chunk, present, cond, true);
+/* One attempt of a chunk's update: read (unless whole), merge, store, under the generation read
+ * (*cond). Errors carry their prefix; a conflict is bare. */
+static int update_once(nds_array *a, const uint64_t *cell, const char *key, int whole,
+                       const nds_box *changed, nds_merge_fn merge, void *ctx, uint8_t *chunk,
+                       nds_generation *cond, nds_kv_staged **staged) {
+    int present = 1, rc;
+    if (!whole && updates_in_format(a, changed))
+        return update_in_format(a, cell, key, changed, merge, ctx, chunk, cond, staged);
+    /* A whole write overwrites every element inside the array; only an edge chunk's part beyond
+     * the array's shape needs the fill value first. */
+    if (!whole && (rc = nds_array_load_chunk(a, cell, key, chunk, &present, cond, true)))
+        return rc;
+    if (whole && chunk_crosses_edge(a, cell))
+        nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+    merge(ctx, cell, chunk);
+    return store_error(a, key, store_chunk(a, cell, key, chunk, cond, present, staged));
 }
 
 /* Read (unless whole), merge, store; retried on conflict. With sc, a value is staged, not
@@ -201,29 +239,10 @@ static int update_locked(nds_array *a, const uint64_t *cell, const char *key, in
                          staged_chunk *sc) {
     for (int attempt = 0;; attempt++) {
         nds_generation cond = {NDS_GEN_NONE, {0}};
-        chunk_change chg = {changed, {0}};
-        chg.old.state = NDS_READ_MISSING;
-        int present = 1, rc = 0;
-        /* A whole write overwrites every element inside the array; only an edge chunk's part beyond
-         * the array's shape needs the fill value first. */
-        if (!whole)
-            rc = load_for_write(a, cell, key, chunk, &present, &cond, &chg);
-        else if (chunk_crosses_edge(a, cell))
-            nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
-        if (rc) {
-            nds_read_result_dispose(&chg.old);
-            return rc;
-        }
-        merge(ctx, cell, chunk);
-        rc = store_chunk(a, cell, key, chunk, &cond, present, &chg, sc ? &sc->value : NULL);
-        nds_read_result_dispose(&chg.old);
+        int rc = update_once(a, cell, key, whole, changed, merge, ctx, chunk, &cond,
+                             sc ? &sc->value : NULL);
         if (sc) sc->cond = cond;
-        if (rc != NDS_ECONFLICT) {
-            if (rc)
-                rc = nds_err_prefix(rc, "%s: writing chunk %s of %s", a->format->name, key,
-                                    nds_kvstore_url(a->kv));
-            return rc;
-        }
+        if (rc != NDS_ECONFLICT) return rc;
         if (attempt + 1 >= RETRY_MAX)
             return nds_err(NDS_ECONFLICT, "%s: chunk %s of %s: still conflicting after %d attempts",
                            a->format->name, key, nds_kvstore_url(a->kv), RETRY_MAX);

@@ -46,7 +46,7 @@ int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *k
  * set, meaning merge overwrites every element), merge(ctx, chunk), store conditionally, retry on
  * conflict. A chunk left all fill is deleted. changed: the box (chunk coordinates) outside which
  * merge changes nothing, so the format may keep the stored encoding there
- * (nds_format.encode_chunk_update); NULL when unknown. */
+ * (nds_format.update_chunk); NULL when unknown. */
 typedef void (*nds_merge_fn)(void *ctx, const uint64_t *cell, uint8_t *chunk);
 int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, const nds_box *changed,
                            nds_merge_fn merge, void *ctx);

@@ -930,9 +930,9 @@ START_TEST(sharding_one_write_per_shard) {
 }
 END_TEST
 
-/* A bytes-to-bytes codec that stores its input as it is and counts its encodes: how many inner
- * chunks a write encodes. */
-static atomic_int counted_encodes;
+/* A bytes-to-bytes codec that stores its input as it is and counts its encodes and decodes: how
+ * many inner chunks a write encodes and decodes. */
+static atomic_int counted_encodes, counted_decodes;
 
 static int count_create(void **state, const json_object *config, size_t elem) {
     (void)config, (void)elem;
@@ -951,6 +951,7 @@ static int count_encode(void *state, const uint8_t *in, size_t len, nds_buf *out
 static int count_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t cap,
                         size_t *out_len) {
     (void)state;
+    atomic_fetch_add(&counted_decodes, 1);
     if (len > cap) return NDS_ECORRUPT;
     memcpy(out, in, len);
     *out_len = len;
@@ -972,11 +973,13 @@ static int inner_touched(int r0, int r1, int c0, int c1) {
     return ((r1 - 1) / 4 - r0 / 4 + 1) * ((c1 - 1) / 4 - c0 / 4 + 1);
 }
 
-/* A write that changes part of a shard encodes only the inner chunks it touches; the others keep
- * their stored bytes. Reads after each write equal a model of the array: boxes inside one inner
- * chunk, across shards, strided, one that empties an inner chunk, and random boxes, with the
- * index at the start and at the end; the same writes through a chain that cannot keep bytes
- * (a transpose before sharding) encode every inner chunk and read back the same. */
+/* A write that changes part of a shard decodes only the inner chunks it changes in part and
+ * encodes only those it reaches; the others keep their stored bytes. Reads after each write equal
+ * a model of the array: boxes inside one inner chunk, covering inner chunks exactly, across
+ * shards, strided, one that empties an inner chunk, one that empties a whole shard (deleted), and
+ * random boxes, with the index at the start and at the end; the same writes through a chain that
+ * cannot keep bytes (a transpose before sharding) encode every inner chunk and read back the
+ * same. */
 START_TEST(sharded_partial_writes_encode_what_they_touch) {
     enum { R = 16, C = 24 };
     NDS_OK(nds_codec_register(&count_codec));
@@ -1001,19 +1004,23 @@ START_TEST(sharded_partial_writes_encode_what_they_touch) {
         counted_encodes = 0;
         write_all(a, v);
         ck_assert_int_eq(counted_encodes, 24); /* 4 shards of 6 inner chunks */
-        struct { int r0, r1, c0, c1, rstep, cstep, encodes; bool zero; } w[] = {
-            {1, 3, 5, 7, 1, 1, 1, false},     /* inside inner chunk (0, 1) of shard (0, 0) */
-            {6, 10, 10, 14, 1, 1, 4, false},  /* one inner chunk in each of the 4 shards */
-            {0, 16, 0, 24, 8, 12, 4, false},  /* rows 0, 8, columns 0, 12: one per shard */
-            {0, 16, 0, 24, 8, 8, 8, false},   /* columns 0 and 8 span inner columns 0 to 2 */
-            {0, 4, 0, 4, 1, 1, 0, true},      /* all fill: the inner chunk is emptied */
+        struct { int r0, r1, c0, c1, rstep, cstep, encodes, decodes; bool zero; } w[] = {
+            {1, 3, 5, 7, 1, 1, 1, 1, false},    /* inside inner chunk (0, 1) of shard (0, 0) */
+            {4, 8, 4, 12, 1, 1, 2, 0, false},   /* inner chunks (1, 1) and (1, 2), exactly */
+            {6, 10, 10, 14, 1, 1, 4, 4, false}, /* one inner chunk in each of the 4 shards */
+            {0, 16, 0, 24, 8, 12, 4, 4, false}, /* rows 0, 8, columns 0, 12: one per shard */
+            {0, 16, 0, 24, 8, 8, 8, 8, false},  /* columns 0 and 8 span inner columns 0 to 2 */
+            {0, 4, 0, 4, 1, 1, 0, 0, true},     /* all fill: the inner chunk is emptied */
+            {8, 16, 23, 24, 1, 1, 2, 2, true},  /* column 23 of shard (1, 1) to fill */
+            {8, 16, 12, 23, 1, 1, 0, 2, true},  /* the rest of it: the shard is deleted */
         };
         for (size_t k = 0; k < sizeof w / sizeof *w + 30; k++) {
-            int r0, r1, c0, c1, rstep = 1, cstep = 1, want;
+            int r0, r1, c0, c1, rstep = 1, cstep = 1, want, want_dec = -1;
             bool zero = false;
             if (k < sizeof w / sizeof *w) {
                 r0 = w[k].r0, r1 = w[k].r1, c0 = w[k].c0, c1 = w[k].c1;
                 rstep = w[k].rstep, cstep = w[k].cstep, want = w[k].encodes, zero = w[k].zero;
+                want_dec = w[k].decodes;
             } else { /* random boxes */
                 r0 = rand() % R, r1 = r0 + 1 + rand() % (R - r0);
                 c0 = rand() % C, c1 = c0 + 1 + rand() % (C - c0);
@@ -1027,20 +1034,81 @@ START_TEST(sharded_partial_writes_encode_what_they_touch) {
                 }
             char region[64];
             snprintf(region, sizeof region, "[%d:%d:%d, %d:%d:%d]", r0, r1, rstep, c0, c1, cstep);
-            counted_encodes = 0;
+            counted_encodes = counted_decodes = 0;
             write_region(a, region, box);
             if (keeps)
                 ck_assert_msg(counted_encodes == want, "layout %d, write %s: %d encodes, want %d",
                               t, region, (int)counted_encodes, want);
+            if (keeps && want_dec >= 0)
+                ck_assert_msg(counted_decodes == want_dec, "layout %d, write %s: %d decodes, want %d",
+                              t, region, (int)counted_decodes, want_dec);
+            else if (keeps)
+                ck_assert_int_le(counted_decodes, want);
             else if (k == 0) /* the whole shard: its 6 inner chunks, none of them fill yet */
                 ck_assert_int_eq(counted_encodes, 6);
             else
                 ck_assert_int_ge(counted_encodes, want);
             read_all(a, out);
             ck_assert_msg(memcmp(out, v, sizeof v) == 0, "layout %d, after write %s", t, region);
+            if (k == 7) { /* the all-fill shard is gone */
+                nds_array_stats st;
+                NDS_OK(nds_array_stats_get(a, &st));
+                ck_assert_uint_eq(st.chunks_stored, 3);
+            }
         }
         nds_array_free(a);
     }
+}
+END_TEST
+
+/* Three handles of one sharded array (separate in-process locks, so their writes race through the
+ * optimistic protocol) write different inner chunks of the one shard, a row at a time (each write
+ * changes part of an inner chunk), every row once: no write is lost, whichever of them conflicts
+ * and is redone. */
+typedef struct shard_writer {
+    nds_array *a;
+    int col; /* inner chunk column this writer owns: columns col*4 .. col*4+3 */
+    pthread_barrier_t *start;
+} shard_writer;
+
+static void *write_own_rows(void *arg) {
+    shard_writer *w = arg;
+    pthread_barrier_wait(w->start);
+    for (int r = 0; r < 64; r++) {
+        uint16_t row[4];
+        for (int c = 0; c < 4; c++) row[c] = (uint16_t)(1 + r * 3 + w->col);
+        char region[64];
+        snprintf(region, sizeof region, "[%d:%d, %d:%d]", r, r + 1, w->col * 4, w->col * 4 + 4);
+        write_region(w->a, region, row);
+    }
+    return NULL;
+}
+
+START_TEST(sharded_partial_writes_race) {
+    static const char *spec = "{\"driver\":\"zarr3\",\"kvstore\":\"memory://sh/race/\"}";
+    nds_array *first = create_doc("sh/race", array_doc("[64,12]", "uint16", "[64,12]", "0",
+                                                       SHARD_CODECS("[4,4]", "end")));
+    shard_writer w[3];
+    pthread_t t[3];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 3);
+    for (int j = 0; j < 3; j++) {
+        w[j].col = j;
+        w[j].start = &start;
+        NDS_OK(nds_array_open(&w[j].a, spec, NULL));
+    }
+    for (int j = 0; j < 3; j++)
+        ck_assert_int_eq(pthread_create(&t[j], NULL, write_own_rows, &w[j]), 0);
+    for (int j = 0; j < 3; j++) pthread_join(t[j], NULL);
+    pthread_barrier_destroy(&start);
+    uint16_t out[64 * 12];
+    read_all(first, out);
+    for (int r = 0; r < 64; r++)
+        for (int c = 0; c < 12; c++)
+            ck_assert_msg(out[r * 12 + c] == 1 + r * 3 + c / 4, "element (%d, %d): %u", r, c,
+                          out[r * 12 + c]);
+    for (int j = 0; j < 3; j++) nds_array_free(w[j].a);
+    nds_array_free(first);
 }
 END_TEST
 
@@ -1402,6 +1470,7 @@ int main(void) {
     tcase_add_test(tc, sharding_nested);
     tcase_add_test(tc, sharding_one_write_per_shard);
     tcase_add_test(tc, sharded_partial_writes_encode_what_they_touch);
+    tcase_add_test(tc, sharded_partial_writes_race);
     tcase_add_test(tc, corrupt_shards);
     tcase_add_test(tc, hostile_shards);
     tcase_add_test(tc, spec_schema_sharded);

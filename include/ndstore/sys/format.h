@@ -25,7 +25,7 @@ extern "C" {
 
 struct json_object;
 
-/* 2 added decode_chunk_part; 3 added encode_chunk_update. Formats built for an older version
+/* 2 added decode_chunk_part; 3 added update_chunk. Formats built for an older version
  * still register (without the later members). */
 #define NDS_FORMAT_VERSION 3
 
@@ -161,17 +161,22 @@ typedef struct nds_format {
                              uint8_t *out, size_t begin, size_t end);
     /* ---- version 3 ---- */
     /**
-     * Optional: like encode_chunk, for a chunk that a write changed only inside changed (a box in
-     * chunk coordinates: element indices from 0 to the chunk shape); every element outside it is
-     * what decode_chunk made of old[0..old_len), the chunk's stored bytes when the write read it.
-     * The format may keep old's encoding of parts that lie wholly outside the box instead of
-     * encoding them again (zarr v3 shards: the inner chunks a write does not touch keep their
-     * stored bytes). Returns NDS_EUNSUPPORTED (no message) when this array cannot: the core then
-     * calls encode_chunk. Runs on many threads at once.
+     * Optional: the read-modify-write of a chunk that a write changes only in part, done by the
+     * format so that it can skip what the write leaves alone (zarr v3 shards: inner chunks the
+     * write does not reach are neither decoded nor encoded again, their stored bytes are copied).
+     * old[0..old_len) is the chunk's stored bytes (old NULL: not stored, the chunk is all fill);
+     * changed is the box (chunk coordinates, steps included) that merge overwrites. The format
+     * puts the old elements into chunk (a canonical chunk buffer) wherever it will encode them
+     * and merge does not overwrite them, calls merge(merge_ctx, chunk) exactly once, and encodes
+     * the result into out, or sets *all_fill when nothing but the fill value remains (the core
+     * then deletes the chunk). Elements of chunk the format neither decodes nor encodes may hold
+     * anything. Returns NDS_EUNSUPPORTED (no message) without calling merge when this array
+     * cannot: the core then decodes old, merges and calls encode_chunk. Runs on many threads at
+     * once.
      */
-    int (*encode_chunk_update)(void *state, const uint64_t *cell, const uint8_t *chunk,
-                               const uint8_t *old, size_t old_len, const nds_box *changed,
-                               nds_buf *out);
+    int (*update_chunk)(void *state, const uint64_t *cell, const uint8_t *old, size_t old_len,
+                        const nds_box *changed, void (*merge)(void *ctx, uint8_t *chunk),
+                        void *merge_ctx, uint8_t *chunk, nds_buf *out, int *all_fill);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
