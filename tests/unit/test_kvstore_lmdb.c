@@ -2,7 +2,9 @@
  * forms, the all-or-nothing multi-key commit (through the vtable), generations that survive reopening
  * and never repeat, automatic map growth (within this process, with other threads, and after another
  * process grew it), multi-process conditional writes, commits killed with SIGKILL, stale reader slots
- * of killed processes, zero-copy reads that outlive later writes, and LMDB errors mapped to statuses. */
+ * of killed processes, zero-copy reads that outlive later writes, LMDB errors mapped to statuses, and
+ * staged writes (stage / publish / discard: one write transaction per batch, each value with its own
+ * condition; array writes through them). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -26,6 +28,7 @@
 
 #include "ndstore/sys/kv_driver.h"
 #include "support_check.h"
+#include "support_format.h"
 #include "support_kv_conformance.h"
 
 extern const nds_kv_driver nds_kv_driver_lmdb;
@@ -322,8 +325,9 @@ END_TEST
 
 /* ---- commit through the vtable ---- */
 
-static void *open_driver(const char *env) {
-    char *spec = spec_of(env, "", NULL);
+/* A driver instance (through the vtable) on env, with extra spec members as for spec_of. */
+static void *open_driver_with(const char *env, const char *extra) {
+    char *spec = spec_of(env, "", extra);
     json_object *j = json_tokener_parse(spec);
     ck_assert_ptr_nonnull(j);
     void *state = NULL;
@@ -331,6 +335,10 @@ static void *open_driver(const char *env) {
     json_object_put(j);
     free(spec);
     return state;
+}
+
+static void *open_driver(const char *env) {
+    return open_driver_with(env, NULL);
 }
 
 static nds_kv_op op_of(const char *key, const char *value, nds_generation cond) {
@@ -854,6 +862,289 @@ START_TEST(list_spans_batches) {
 }
 END_TEST
 
+/* ---- staged writes: stage, then publish a batch in one write transaction ---- */
+
+static const nds_generation g_none = {NDS_GEN_NONE, {0}}, g_absent = {NDS_GEN_ABSENT, {0}};
+
+/* The counter part of an lmdb generation ("<n>.<env id>"). */
+static unsigned long long gen_number(const nds_generation *g) {
+    ck_assert_int_eq(g->kind, NDS_GEN_VALUE);
+    return strtoull(g->value, NULL, 10);
+}
+
+static nds_kv_staged *stage_of(void *st, const char *key, const void *data, size_t len) {
+    nds_kv_staged *t = NULL;
+    NDS_OK(nds_kv_driver_lmdb.stage(st, key, data, len, &t));
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+/* Stages keys[i] = values[i] (strings) and publishes them with conditions conds[i].
+ * @return publish's status; res[] gets the outcomes */
+static int publish_strings(void *st, const char *const *keys, const char *const *values,
+                           const nds_generation *conds, size_t n, nds_kv_publish *res) {
+    nds_kv_staged *staged[16];
+    ck_assert_uint_le(n, 16);
+    for (size_t i = 0; i < n; i++) {
+        staged[i] = stage_of(st, keys[i], values[i], strlen(values[i]));
+        res[i] = (nds_kv_publish){conds[i], g_none, -1};
+    }
+    return nds_kv_driver_lmdb.publish(st, staged, res, n);
+}
+
+/* Asserts key holds value (NULL: missing) with generation gen (when not NULL). */
+static void assert_vt(void *st, const char *key, const char *value, const nds_generation *gen) {
+    nds_generation now;
+    char *v = vt_get(st, key, &now);
+    if (!value)
+        ck_assert_msg(v == NULL, "%s: expected missing, got \"%s\"", key, v ? v : "");
+    else
+        ck_assert_msg(v && strcmp(v, value) == 0, "%s: expected \"%s\", got \"%s\"", key, value,
+                      v ? v : "(missing)");
+    if (gen)
+        ck_assert_msg(nds_generation_equal(&now, gen), "%s: generation %s, want %s", key,
+                      now.value, gen->value);
+    free(v);
+}
+
+/* Many values, small and large (zero-copy reads), staged then published at once: nothing shows
+ * before the publish; after it every value reads back with the generation publish returned, the
+ * generations taken in order. The 64 KiB map must grow during the publish, which then starts over
+ * and still lands every value once. */
+START_TEST(stage_then_publish_many) {
+    enum { N = 100 };
+    char *env = new_env("s.lmdb");
+    void *st = open_driver_with(env, ",\"map_size\":65536");
+    store view = {NULL, spec_of(env, "", NULL), NULL};
+    view.kv = open_store(view.spec);
+    nds_kv_staged *staged[N];
+    nds_kv_publish res[N];
+    uint8_t *vals[N];
+    char keys[N][16];
+    for (unsigned i = 0; i < N; i++) {
+        size_t len = i % 2 ? 9000 : 10 + i;
+        vals[i] = pattern(len, i);
+        snprintf(keys[i], sizeof keys[i], "s/%03u", i);
+        staged[i] = stage_of(st, keys[i], vals[i], len);
+        res[i] = (nds_kv_publish){g_none, g_none, -1};
+    }
+    assert_list(view.kv, "", ""); /* staged is not stored */
+    ck_assert_ptr_null(vt_get(st, keys[0], NULL));
+    NDS_OK(nds_kv_driver_lmdb.publish(st, staged, res, N));
+    unsigned long long prev = 0;
+    for (unsigned i = 0; i < N; i++) {
+        ck_assert_int_eq(res[i].status, 0);
+        ck_assert_uint_gt(gen_number(&res[i].new_generation), prev); /* applied in order */
+        prev = gen_number(&res[i].new_generation);
+        nds_read_result r;
+        NDS_OK(nds_kvstore_read(view.kv, keys[i], NULL, &r));
+        ck_assert(nds_generation_equal(&r.generation, &res[i].new_generation));
+        nds_read_result_dispose(&r);
+        assert_bytes(view.kv, keys[i], vals[i], i % 2 ? 9000 : 10 + i);
+        free(vals[i]);
+    }
+    store_close(&view);
+    nds_kv_driver_lmdb.close(st);
+    free(env);
+}
+END_TEST
+
+/* Each value keeps its own condition, checked in order as write() would: a match, a stale
+ * generation, unconditional, must-not-exist on a missing and on an existing key, the same key
+ * twice (the second sees the first), another key's generation. Only the failed ones are skipped. */
+START_TEST(publish_checks_each_condition) {
+    char *env = new_env("c.lmdb");
+    void *st = open_driver(env);
+    nds_generation ga, gb0, gb1, ge;
+    NDS_OK(nds_kv_driver_lmdb.write(st, "a", (const uint8_t *)"a0", 2, NULL, &ga));
+    NDS_OK(nds_kv_driver_lmdb.write(st, "b", (const uint8_t *)"b0", 2, NULL, &gb0));
+    NDS_OK(nds_kv_driver_lmdb.write(st, "b", (const uint8_t *)"b1", 2, NULL, &gb1));
+    NDS_OK(nds_kv_driver_lmdb.write(st, "e", (const uint8_t *)"e0", 2, NULL, &ge));
+    const char *keys[] = {"a", "b", "c", "d", "e", "x", "x", "f"};
+    const char *vals[] = {"a1", "b2", "c1", "d1", "e1", "x1", "x2", "f1"};
+    const nds_generation conds[] = {ga, gb0, g_none, g_absent, g_absent, g_absent, g_absent, ga};
+    const int want[] = {0, NDS_ECONFLICT, 0, 0, NDS_ECONFLICT, 0, NDS_ECONFLICT, NDS_ECONFLICT};
+    nds_kv_publish res[8];
+    NDS_OK(publish_strings(st, keys, vals, conds, 8, res));
+    for (int i = 0; i < 8; i++) {
+        ck_assert_msg(res[i].status == want[i], "value %d: status %d, want %d", i, res[i].status,
+                      want[i]);
+        ck_assert_int_eq(res[i].new_generation.kind, want[i] ? NDS_GEN_NONE : NDS_GEN_VALUE);
+    }
+    assert_vt(st, "a", "a1", &res[0].new_generation);
+    assert_vt(st, "b", "b1", &gb1); /* stale: left as it was */
+    assert_vt(st, "c", "c1", &res[2].new_generation);
+    assert_vt(st, "d", "d1", &res[3].new_generation);
+    assert_vt(st, "e", "e0", &ge);
+    assert_vt(st, "x", "x1", &res[5].new_generation);
+    assert_vt(st, "f", NULL, NULL);
+    nds_kv_driver_lmdb.close(st);
+    free(env);
+}
+END_TEST
+
+/* A discarded value never reaches the store: not its key, not an overwrite, not the counter. */
+START_TEST(discard_leaves_nothing) {
+    char *env = new_env("d.lmdb");
+    void *st = open_driver(env);
+    nds_generation g1, g3;
+    NDS_OK(nds_kv_driver_lmdb.write(st, "k1", (const uint8_t *)"one", 3, NULL, &g1));
+    nds_kv_driver_lmdb.discard(st, stage_of(st, "k2", "two", 3));
+    nds_kv_driver_lmdb.discard(st, stage_of(st, "k1", "new", 3));
+    NDS_OK(nds_kv_driver_lmdb.write(st, "k3", (const uint8_t *)"three", 5, NULL, &g3));
+    assert_vt(st, "k1", "one", &g1);
+    assert_vt(st, "k2", NULL, NULL);
+    ck_assert_uint_eq(gen_number(&g3), gen_number(&g1) + 1);
+    nds_kv_driver_lmdb.close(st);
+    free(env);
+}
+END_TEST
+
+/* A batch that cannot commit (the map is at max_map_size) applies nothing: every value but the
+ * conflicted one gets the error, publish names the store, and the store stays usable. */
+START_TEST(failed_publish_applies_nothing) {
+    char *env = new_env("f.lmdb");
+    void *st = open_driver_with(env, ",\"map_size\":65536,\"max_map_size\":65536");
+    NDS_OK(nds_kv_driver_lmdb.write(st, "keep", (const uint8_t *)"k", 1, NULL, NULL));
+    uint8_t *big = pattern(40000, 3);
+    nds_kv_staged *staged[4] = {stage_of(st, "small", "s", 1), stage_of(st, "keep", "x", 1),
+                                stage_of(st, "big1", big, 40000), stage_of(st, "big2", big, 40000)};
+    nds_kv_publish res[4];
+    for (int i = 0; i < 4; i++)
+        res[i] = (nds_kv_publish){i == 1 ? g_absent : g_none, g_none, -1};
+    assert_limit(nds_kv_driver_lmdb.publish(st, staged, res, 4), "f.lmdb");
+    const int want[] = {NDS_ELIMIT, NDS_ECONFLICT, NDS_ELIMIT, NDS_ELIMIT};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(res[i].status == want[i], "value %d: status %d", i, res[i].status);
+        ck_assert_int_eq(res[i].new_generation.kind, NDS_GEN_NONE);
+    }
+    assert_vt(st, "small", NULL, NULL);
+    assert_vt(st, "big1", NULL, NULL);
+    assert_vt(st, "keep", "k", NULL);
+    const char *keys[] = {"small"}, *vals[] = {"s"};
+    nds_kv_publish ok;
+    NDS_OK(publish_strings(st, keys, vals, &g_none, 1, &ok));
+    assert_vt(st, "small", "s", &ok.new_generation);
+    free(big);
+    nds_kv_driver_lmdb.close(st);
+    free(env);
+}
+END_TEST
+
+/* The id of env's last committed write transaction, read in a child with its own MDB_env (a second
+ * one in this process would drop the first one's locks when closed). */
+static unsigned long long last_txnid(const char *env) {
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        MDB_env *e = NULL;
+        MDB_envinfo info;
+        unsigned long long id = 0;
+        if (mdb_env_create(&e) == 0 && mdb_env_set_maxdbs(e, 4) == 0 &&
+            mdb_env_open(e, env, MDB_RDONLY, 0) == 0 && mdb_env_info(e, &info) == 0)
+            id = info.me_last_txnid;
+        _exit(write(fds[1], &id, sizeof id) == (ssize_t)sizeof id && id ? 0 : 1);
+    }
+    close(fds[1]);
+    unsigned long long id = 0;
+    ck_assert_int_eq(read(fds[0], &id, sizeof id), (ssize_t)sizeof id);
+    close(fds[0]);
+    wait_ok(pid);
+    return id;
+}
+
+/* A zarr array write of 100 chunks goes through stage/publish: a couple of write transactions
+ * (batches of up to 64 chunks), not one per chunk, and the array reads back as written. */
+START_TEST(array_write_publishes_in_batches) {
+    char *env = new_env("z.lmdb");
+    nds_array *a;
+    NDS_OK(open_spec(&a, "{\"driver\":\"zarr\",\"kvstore\":\"lmdb://%s/arr/\",\"metadata\":"
+                         "{\"shape\":[100,100],\"chunks\":[10,10],\"dtype\":\"<u2\","
+                         "\"compressor\":null},\"create\":true}", env));
+    uint16_t *in = malloc(100 * 100 * sizeof *in), *out = calloc(100 * 100, sizeof *out);
+    ck_assert(in && out);
+    for (int i = 0; i < 100 * 100; i++)
+        in[i] = (uint16_t)(i * 7 + 1);
+    unsigned long long before = last_txnid(env);
+    write_all(a, in);
+    unsigned long long txns = last_txnid(env) - before;
+    ck_assert_msg(txns >= 2 && txns <= 4, "100 chunks took %llu write transactions", txns);
+    read_all(a, out);
+    ck_assert(memcmp(in, out, 100 * 100 * sizeof *in) == 0);
+    nds_array_free(a);
+    free(in);
+    free(out);
+    free(env);
+}
+END_TEST
+
+/* "lmdbrace": the lmdb driver, except that a competitor (g_race, one shot) writes right before the
+ * next publish, and publish's outcomes are counted. */
+static void (*g_race)(void);
+static int g_race_conflicts;
+static nds_array *g_rival;
+
+static int race_publish(void *st, nds_kv_staged **staged, nds_kv_publish *res, size_t n) {
+    void (*compete)(void) = g_race;
+    g_race = NULL;
+    if (compete)
+        compete();
+    int rc = nds_kv_driver_lmdb.publish(st, staged, res, n);
+    for (size_t i = 0; i < n; i++)
+        g_race_conflicts += res[i].status == NDS_ECONFLICT;
+    return rc;
+}
+
+static void race_register(void) {
+    static nds_kv_driver d;
+    d = nds_kv_driver_lmdb;
+    d.name = "lmdbrace";
+    d.url_scheme = "lmdbrace";
+    d.publish = race_publish;
+    NDS_OK(nds_kv_driver_register(&d));
+}
+
+/* The rival writes the second half of the chunk while our batch waits to publish. */
+static void rival_writes_second_half(void) {
+    uint16_t twos[4] = {2, 2, 2, 2};
+    nds_box box;
+    uint64_t shape[1] = {8};
+    NDS_OK(nds_box_parse(&box, "[4:8]", 1, shape));
+    NDS_OK(nds_array_write(g_rival, &box, twos, NULL));
+}
+
+/* Our staged chunk was merged with the old value; the rival changed it before the publish. The
+ * publish must refuse our value (ECONFLICT), so the core re-reads and re-merges: both halves
+ * survive. A publish that ignored the condition would lose the rival's half. */
+START_TEST(array_write_conflict_in_publish_is_redone) {
+    race_register();
+    char *env = new_env("r.lmdb");
+    nds_array *a;
+    NDS_OK(open_spec(&a, "{\"driver\":\"zarr\",\"kvstore\":\"lmdbrace://%s/a/\",\"metadata\":"
+                         "{\"shape\":[8],\"chunks\":[8],\"dtype\":\"<u2\",\"compressor\":null},"
+                         "\"create\":true}", env));
+    uint16_t init[8] = {9, 9, 9, 9, 9, 9, 9, 9}, ones[4] = {1, 1, 1, 1}, got[8];
+    write_all(a, init);
+    NDS_OK(open_spec(&g_rival, "lmdbrace://%s/a/|zarr:", env)); /* its own chunk locks */
+    g_race = rival_writes_second_half;
+    g_race_conflicts = 0;
+    nds_box box;
+    uint64_t shape[1] = {8};
+    NDS_OK(nds_box_parse(&box, "[0:4]", 1, shape));
+    NDS_OK(nds_array_write(a, &box, ones, NULL));
+    ck_assert_ptr_null(g_race); /* the rival ran */
+    read_all(a, got);
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(got[i] == (i < 4 ? 1 : 2), "element %d is %d: an update was lost", i, got[i]);
+    ck_assert_int_eq(g_race_conflicts, 1); /* ours, refused by publish, then redone */
+    nds_array_free(g_rival);
+    nds_array_free(a);
+    free(env);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("kvstore_lmdb");
     suite_add_tcase(s, nds_kv_conformance_tcase("lmdb", conformance_url));
@@ -877,6 +1168,12 @@ int main(void) {
     tcase_add_test(tc, zero_copy_read_outlives_writes);
     tcase_add_test(tc, env_relative_ranges);
     tcase_add_test(tc, list_spans_batches);
+    tcase_add_test(tc, stage_then_publish_many);
+    tcase_add_test(tc, publish_checks_each_condition);
+    tcase_add_test(tc, discard_leaves_nothing);
+    tcase_add_test(tc, failed_publish_applies_nothing);
+    tcase_add_test(tc, array_write_publishes_in_batches);
+    tcase_add_test(tc, array_write_conflict_in_publish_is_redone);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
