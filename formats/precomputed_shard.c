@@ -14,20 +14,26 @@
  * Omits: the obsolete <shard>.index / <shard>.data pair (only <shard>.shard files). Threading:
  * reentrant. Ownership: results are malloc'd or written into caller buffers.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <zlib.h>
-
 #include "precomputed_shard.h"
+#include "ndstore/sys/codec.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
+#include "internal/json_util.h"
 #include "internal/util.h"
 
 /* Attempts of a single-chunk read when the shard file changes between its range reads. */
 #define READ_ATTEMPTS 8
 /* Largest shard index a write will build (minishard_bits <= 24). */
 #define MAX_WRITE_INDEX (UINT64_C(256) << 20)
+/* gzip level of what ndstore writes (zlib's default). */
+#define GZIP_LEVEL "6"
+/* Most bytes DEFLATE can expand one byte of input to (a 258-byte match in 2 bits). */
+#define DEFLATE_MAX_RATIO 1032
 
 /* ---- MurmurHash3_x86_128 (public domain algorithm by Austin Appleby) ---------------------------
  */
@@ -159,67 +165,83 @@ bool nds_pc_shard_box(const nds_pc_sharding *s, const nds_pc_grid *g, unsigned n
 
 /* ---- gzip ------------------------------------------------------------------------------------ */
 
-int nds_pc_gzip(const uint8_t *in, size_t len, nds_buf *out) {
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return nds_err(NDS_ENOMEM, "gzip: cannot initialise the compressor");
-    uLong bound = deflateBound(&z, (uLong)len) + 32;
-    int rc =
-        nds_buf_reserve(out, out->len + bound) ? nds_err(NDS_ENOMEM, "gzip: out of memory") : 0;
-    if (!rc) {
-        z.next_in = (Bytef *)in;
-        z.avail_in = (uInt)len;
-        z.next_out = out->data + out->len;
-        z.avail_out = (uInt)bound;
-        if (len > UINT32_MAX || deflate(&z, Z_FINISH) != Z_STREAM_END)
-            rc = nds_err(NDS_ELIMIT, "gzip: cannot compress %zu bytes", len);
-        else
-            out->len += z.total_out;
+/* The format's "gzip" encoding is plain gzip (RFC 1952): the registry's "gzip" codec, one instance
+ * for the process, created on first use and published with a compare-and-swap (a thread that loses
+ * the race frees its own). Codec instances are immutable, so every thread shares it; never freed.
+ */
+typedef struct gzip_codec {
+    const nds_codec *codec;
+    void *state;
+} gzip_codec;
+
+static _Atomic(gzip_codec *) gzip_shared;
+
+static int gzip_get(const gzip_codec **out) {
+    static const char config_text[] = "{\"id\": \"gzip\", \"level\": " GZIP_LEVEL "}";
+    gzip_codec *g = atomic_load_explicit(&gzip_shared, memory_order_acquire), *none = NULL;
+    json_object *config = NULL;
+    if (g) {
+        *out = g;
+        return 0;
     }
-    deflateEnd(&z);
+    if (!(g = malloc(sizeof *g))) return nds_err(NDS_ENOMEM, "gzip: out of memory");
+    int rc = nds_json_parse(config_text, sizeof config_text - 1, "gzip config", &config);
+    if (!rc)
+        rc = nds_format_codec_new(config, 1, "neuroglancer_precomputed", "the gzip encoding",
+                                  &g->codec, &g->state);
+    json_object_put(config);
+    if (rc) {
+        free(g);
+        return rc;
+    }
+    if (!atomic_compare_exchange_strong(&gzip_shared, &none, g)) {
+        g->codec->destroy(g->state);
+        free(g);
+        g = none;
+    }
+    *out = g;
+    return 0;
+}
+
+int nds_pc_gzip(const uint8_t *in, size_t len, nds_buf *out) {
+    const gzip_codec *g = NULL;
+    nds_buf z = {0};
+    int rc = gzip_get(&g);
+    if (!rc) rc = g->codec->encode(g->state, in, len, &z);
+    if (!rc && nds_buf_append(out, z.data, z.len)) rc = nds_err(NDS_ENOMEM, "gzip: out of memory");
+    nds_buf_dispose(&z);
     return rc;
 }
 
-/* Inflates into out, growing it up to limit. */
-static int inflate_all(z_stream *z, size_t limit, nds_buf *out) {
-    for (;;) {
-        if (out->len == out->cap) {
-            size_t want = out->cap ? out->cap * 2 : 4096;
-            if (want > limit + 1) want = limit + 1;
-            if (want <= out->len || nds_buf_reserve(out, want) != 0)
-                return nds_err(out->len > limit ? NDS_ECORRUPT : NDS_ENOMEM,
-                               out->len > limit ? "gzip: data decompresses to more than %zu bytes"
-                                                : "gzip: out of memory (%zu-byte limit)",
-                               limit);
-        }
-        z->next_out = out->data + out->len;
-        z->avail_out = (uInt)nds_min_u64(out->cap - out->len, UINT32_MAX);
-        int zr = inflate(z, Z_NO_FLUSH);
-        out->len = (size_t)(z->next_out - out->data);
-        if (out->len > limit)
-            return nds_err(NDS_ECORRUPT, "gzip: data decompresses to more than %zu bytes", limit);
-        if (zr == Z_STREAM_END) return 0;
-        if (zr == Z_BUF_ERROR && z->avail_in == 0)
-            return nds_err(NDS_ECORRUPT, "gzip: truncated stream");
-        if (zr != Z_OK && zr != Z_BUF_ERROR)
-            return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_ZLIB, zr, "gzip: %s",
-                                 z->msg ? z->msg : "corrupt stream");
-    }
-}
-
+/* The output is sized up front by the trailer's ISIZE (the last member's size mod 2^32, RFC 1952
+ * 2.3.1), which the codec checks against what it decodes. DEFLATE expands a byte to at most 1032,
+ * so a trailer claiming more is refused before anything is allocated: a forged size never makes
+ * us allocate more than the caller's limit nor more than the input could hold. What ISIZE does not
+ * cover fails as too big for the buffer (NDS_ECORRUPT): data of 4 GiB or more (beyond any chunk or
+ * minishard index), and streams whose members before the last hold data (writers of the format
+ * write one member). */
 int nds_pc_gunzip(const uint8_t *in, size_t len, size_t limit, nds_buf *out) {
-    z_stream z;
-    memset(&z, 0, sizeof z);
+    const gzip_codec *g = NULL;
+    uint64_t isize = len >= 4 ? get32(in + len - 4) : 0;
+    size_t got = 0;
     out->len = 0;
-    if (len > UINT32_MAX) return nds_err(NDS_ECORRUPT, "gzip: %zu-byte stream is too large", len);
-    if (inflateInit2(&z, 15 + 32) != Z_OK) return nds_err(NDS_ENOMEM, "gzip: cannot initialise");
-    z.next_in = (Bytef *)in;
-    z.avail_in = (uInt)len;
-    int rc = inflate_all(&z, limit, out);
-    if (!rc && z.avail_in != 0)
-        rc = nds_err(NDS_ECORRUPT, "gzip: %u bytes after the end of the stream", z.avail_in);
-    inflateEnd(&z);
+    if (len < 2 || in[0] != 0x1f || in[1] != 0x8b)
+        return nds_err(NDS_ECORRUPT, "gzip: not a gzip stream (no 1f 8b header)");
+    if ((uint64_t)len < (isize + DEFLATE_MAX_RATIO - 1) / DEFLATE_MAX_RATIO)
+        return nds_err(NDS_ECORRUPT,
+                       "gzip: invalid stream: its trailer says %llu bytes, more than %zu bytes of "
+                       "gzip can hold",
+                       (unsigned long long)isize, len);
+    if (isize > limit)
+        return nds_err(NDS_ECORRUPT,
+                       "gzip: data decompresses to more than %zu bytes (its trailer says %llu)",
+                       limit, (unsigned long long)isize);
+    int rc = gzip_get(&g);
+    if (rc) return rc;
+    if (nds_buf_reserve(out, isize ? (size_t)isize : 1))
+        return nds_err(NDS_ENOMEM, "gzip: out of memory for %llu bytes", (unsigned long long)isize);
+    rc = g->codec->decode(g->state, in, len, out->data, (size_t)isize, &got);
+    if (!rc) out->len = got;
     return rc;
 }
 
@@ -510,7 +532,8 @@ static int build_items(const nds_pc_sharding *s, item *items, size_t n, nds_buf 
     int rc = 0;
     for (size_t i = 0, j; i < n && !rc; i = j) {
         uint64_t m = minishard_of(s, items[i].c.id);
-        for (j = i + 1; j < n && minishard_of(s, items[j].c.id) == m; j++) {}
+        for (j = i + 1; j < n && minishard_of(s, items[j].c.id) == m; j++) {
+        }
         rc = build_minishard(s, items, i, j, index_end, out, &index);
     }
     /* Empty minishards get a zero-length range at the end of the previous one. (A written entry

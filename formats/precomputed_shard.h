@@ -129,10 +129,12 @@ int nds_pc_chunk_data(const nds_pc_sharding *s, const uint8_t *data, size_t len,
 int nds_pc_shard_read(nds_kvstore *kv, const char *scale_key, const nds_pc_sharding *s, uint64_t id,
                       uint64_t max_entries, size_t limit, nds_buf *out, int *present);
 
-/** gzip (zlib level 6) of in[0..len) appended to out. */
+/** gzip (RFC 1952, one member, level 6, through the registry's "gzip" codec) of in[0..len)
+ *  appended to out. */
 int nds_pc_gzip(const uint8_t *in, size_t len, nds_buf *out);
-/** Inflates a gzip (or zlib) stream; more than limit bytes of output, trailing bytes or a truncated
- *  stream are NDS_ECORRUPT. out's contents are replaced. */
+/** Decompresses a gzip stream (one member with data) into out (contents replaced), sized by its
+ *  trailer. A trailer claiming more than limit bytes or more than DEFLATE can make of len bytes,
+ *  a zlib or other non-gzip stream, trailing bytes, a truncated or corrupt stream: NDS_ECORRUPT. */
 int nds_pc_gunzip(const uint8_t *in, size_t len, size_t limit, nds_buf *out);
 
 #endif

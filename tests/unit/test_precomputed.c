@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <json-c/json.h>
+#include <zlib.h>
 
 #include "support_check.h"
 #include "support_format.h"
@@ -1052,6 +1053,98 @@ START_TEST(shard_corrupt) {
 }
 END_TEST
 
+/* zlib's deflate into a gzip (wbits 31) or zlib (wbits 15) wrapper, with a file name in the gzip
+ * header when name is given: an encoder independent of ndstore's. */
+static void zlib_deflate(const uint8_t *in, size_t len, int wbits, char *name, nds_buf *out) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    ck_assert_int_eq(deflateInit2(&z, 9, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    gz_header h;
+    memset(&h, 0, sizeof h);
+    h.name = (Bytef *)name;
+    if (name) ck_assert_int_eq(deflateSetHeader(&z, &h), Z_OK);
+    out->len = 0;
+    NDS_OK(nds_buf_reserve(out, deflateBound(&z, (uLong)len) + 64));
+    z.next_in = (Bytef *)in, z.avail_in = (uInt)len;
+    z.next_out = out->data, z.avail_out = (uInt)out->cap;
+    ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+    out->len = z.total_out;
+    deflateEnd(&z);
+}
+
+static void set_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The sharded format's gzip (the registry's gzip codec): plain RFC 1952 streams appended after
+ * what out holds, which zlib reads in gzip-only mode; zlib's gzip (header name, level 9) read
+ * back; zlib-wrapped streams, forged trailers, a second member with data and trailing bytes refused
+ * as NDS_ECORRUPT with a message, without sizing anything by a forged trailer. */
+START_TEST(shard_gzip) {
+    uint8_t data[5000];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(i * 7 % 251 < 100 ? 0 : i);
+    nds_buf z = {0}, o = {0}, y = {0};
+    NDS_OK(nds_buf_append(&z, "prefix", 6));
+    NDS_OK(nds_pc_gzip(data, sizeof data, &z));
+    ck_assert(memcmp(z.data, "prefix", 6) == 0);
+    ck_assert(z.data[6] == 0x1f && z.data[7] == 0x8b && z.data[8] == 8); /* gzip, deflate */
+    uLongf n = sizeof data;
+    uint8_t back[sizeof data];
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    ck_assert_int_eq(inflateInit2(&zs, 31), Z_OK); /* gzip only */
+    zs.next_in = z.data + 6, zs.avail_in = (uInt)(z.len - 6);
+    zs.next_out = back, zs.avail_out = (uInt)n;
+    ck_assert_int_eq(inflate(&zs, Z_FINISH), Z_STREAM_END);
+    ck_assert_uint_eq(zs.total_out, sizeof data);
+    ck_assert_uint_eq(zs.avail_in, 0);
+    inflateEnd(&zs);
+    ck_assert(memcmp(back, data, sizeof data) == 0);
+    NDS_OK(nds_pc_gunzip(z.data + 6, z.len - 6, sizeof data, &o));
+    ck_assert(o.len == sizeof data && memcmp(o.data, data, sizeof data) == 0);
+    /* Exactly at the limit, and one byte below it. */
+    ck_assert_int_eq(nds_pc_gunzip(z.data + 6, z.len - 6, sizeof data - 1, &o), NDS_ECORRUPT);
+    ck_assert(strstr(last_message(), "more than 4999 bytes"));
+    /* zlib's gzip with a file name in the header. */
+    zlib_deflate(data, sizeof data, 31, "chunk.raw", &y);
+    NDS_OK(nds_pc_gunzip(y.data, y.len, sizeof data, &o));
+    ck_assert(o.len == sizeof data && memcmp(o.data, data, sizeof data) == 0);
+    /* A zlib stream is not gzip. */
+    zlib_deflate(data, sizeof data, 15, NULL, &y);
+    ck_assert_int_eq(nds_pc_gunzip(y.data, y.len, sizeof data, &o), NDS_ECORRUPT);
+    ck_assert(strstr(last_message(), "not a gzip stream"));
+    /* Forged trailers: far beyond what the stream can hold (limit or not), a little more, less. */
+    zlib_deflate(data, sizeof data, 31, NULL, &y);
+    set_le32(y.data + y.len - 4, 0xfffffff0u);
+    ck_assert_int_eq(nds_pc_gunzip(y.data, y.len, SIZE_MAX, &o), NDS_ECORRUPT);
+    ck_assert(strstr(last_message(), "trailer says 4294967280 bytes"));
+    set_le32(y.data + y.len - 4, sizeof data + 1);
+    ck_assert_int_eq(nds_pc_gunzip(y.data, y.len, 1 << 20, &o), NDS_ECORRUPT);
+    set_le32(y.data + y.len - 4, sizeof data - 1);
+    ck_assert_int_eq(nds_pc_gunzip(y.data, y.len, 1 << 20, &o), NDS_ECORRUPT);
+    ck_assert(strstr(last_message(), "gzip"));
+    /* Two members with data; trailing bytes; truncated; empty and tiny inputs. */
+    zlib_deflate(data, sizeof data, 31, NULL, &y);
+    size_t one = y.len;
+    NDS_OK(nds_buf_append(&y, y.data, one));
+    ck_assert_int_eq(nds_pc_gunzip(y.data, y.len, 1 << 20, &o), NDS_ECORRUPT);
+    y.len = one;
+    NDS_OK(nds_buf_append(&y, "junk", 4));
+    ck_assert_int_eq(nds_pc_gunzip(y.data, y.len, 1 << 20, &o), NDS_ECORRUPT);
+    ck_assert_int_eq(nds_pc_gunzip(y.data, one - 5, 1 << 20, &o), NDS_ECORRUPT);
+    ck_assert_int_eq(nds_pc_gunzip(y.data, 0, 1 << 20, &o), NDS_ECORRUPT);
+    ck_assert_int_eq(nds_pc_gunzip(y.data, 3, 1 << 20, &o), NDS_ECORRUPT);
+    /* Nothing in, an empty member out. */
+    z.len = 0;
+    NDS_OK(nds_pc_gzip(data, 0, &z));
+    NDS_OK(nds_pc_gunzip(z.data, z.len, 0, &o));
+    ck_assert_uint_eq(o.len, 0);
+    nds_buf_dispose(&z);
+    nds_buf_dispose(&o);
+    nds_buf_dispose(&y);
+}
+END_TEST
+
 /* Writers of different chunks of one shard, each with its own handle, never lose each other's
  * chunks: every write is a read-modify-write of the shard conditional on its generation. */
 typedef struct writer_arg {
@@ -1318,6 +1411,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, shard_roundtrip);
     tcase_add_test(tc, shard_hashed_layouts_read);
     tcase_add_test(tc, shard_corrupt);
+    tcase_add_test(tc, shard_gzip);
     tcase_add_test(tc, shard_concurrent_writers);
     tcase_add_test(tc, info_validation);
     tcase_add_test(tc, create_from_metadata);
