@@ -512,8 +512,9 @@ int nds_z3_chain_fixed_size(const nds_z3_chain *c, uint64_t *size) {
 /* ---- decode ---------------------------------------------------------------------------------- */
 
 /* Decodes one bytes-to-bytes stage whose output size is only bounded: into a buffer that starts
- * small and grows (x4, up to the bound) while the codec reports it too small, so a small
- * corrupt input never makes us allocate the bound. */
+ * small and grows (x4, up to the bound) while the codec fails. Codecs report a buffer too small
+ * and corrupt input alike (NDS_ECORRUPT), so corrupt input grows the buffer to the bound before
+ * its error comes out (docs/internals/status.md). */
 static int decode_grow(const bb_codec *b, const uint8_t *in, size_t len, uint64_t bound,
                        uint8_t **buf, size_t *out_len) {
     bound = nds_min_u64(bound, 2 * NDS_Z3_MAX_CHUNK_BYTES);
