@@ -197,6 +197,18 @@ static int pc_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chu
     return nds_pc_encode_box(p, cell, chunk, out);
 }
 
+/* A write to part of a shard box: only the chunks it reaches are decoded (those it changes in
+ * part) and encoded; the others keep their stored bytes. */
+static int pc_update_chunk(void *state, const uint64_t *cell, const uint8_t *old, size_t old_len,
+                           const nds_box *changed, void (*merge)(void *ctx, uint8_t *chunk),
+                           void *merge_ctx, uint8_t *chunk, nds_buf *out, int *all_fill) {
+    const precomputed *p = state;
+    if (p->layout != SHARD_BOX) return NDS_EUNSUPPORTED;
+    out->len = 0;
+    return nds_pc_update_box(p, cell, old, old_len, changed, merge, merge_ctx, chunk, out,
+                             all_fill);
+}
+
 /* ---- vtable: hashed shards (grouped writes) -------------------------------------------------- */
 
 static int pc_group_key(void *state, const uint64_t *cell, char *buf, size_t cap) {
@@ -587,4 +599,5 @@ const nds_format nds_format_precomputed = {
     .group_key = pc_group_key,
     .group_read_chunk = pc_group_read_chunk,
     .group_encode = pc_group_encode,
+    .update_chunk = pc_update_chunk,
 };

@@ -216,11 +216,31 @@ int nds_pc_decode_box(const precomputed *p, const uint64_t *cell, const uint8_t 
     return rc;
 }
 
-/* Encodes every non-zero chunk of the box into `all`, recording id and length in chunks and the
- * offset in `all` in offs (pointers are set once `all` stops growing). */
+/* What a write of box `changed` (box-buffer coordinates) does to chunk g of the shard box: leaves
+ * it alone (the box's bounds do not reach it), overwrites all of it (inside the volume), or changes
+ * part of it (its old elements are needed). */
+typedef enum chunk_fate { CHUNK_KEPT, CHUNK_COVERED, CHUNK_PARTIAL } chunk_fate;
+
+static chunk_fate fate_of(const precomputed *p, const uint64_t *first, const uint64_t *g,
+                          const nds_box *changed) {
+    uint64_t e[3];
+    nds_pc_chunk_extent(p, g, e);
+    bool covered = changed->step[3] == 1 && changed->start[3] == 0 && changed->stop[3] >= p->nc;
+    for (int d = 0; d < 3; d++) {
+        uint64_t lo = (g[d] - first[d]) * p->chunk[d];
+        if (changed->stop[d] <= lo || changed->start[d] >= lo + p->chunk[d]) return CHUNK_KEPT;
+        if (changed->step[d] != 1 || changed->start[d] > lo || changed->stop[d] < lo + e[d])
+            covered = false;
+    }
+    return covered ? CHUNK_COVERED : CHUNK_PARTIAL;
+}
+
+/* Encodes the chunks of the box into `all`, recording id and length in chunks and the offset in
+ * `all` in offs (pointers are set once `all` stops growing): every non-zero chunk, or with changed
+ * only those its bounds reach, a zero one as a removal (offs SIZE_MAX). */
 static int encode_box_chunks(const precomputed *p, const uint64_t *first, const uint64_t *count,
-                             const uint8_t *box, nds_buf *all, nds_pc_shard_chunk *chunks,
-                             size_t *offs, size_t *n) {
+                             const uint8_t *box, const nds_box *changed, nds_buf *all,
+                             nds_pc_shard_chunk *chunks, size_t *offs, size_t *n) {
     uint64_t extent[4] = {p->chunk[0], p->chunk[1], p->chunk[2], p->nc}, g[3];
     uint8_t zero[NDS_DTYPE_MAX_SIZE] = {0};
     int64_t box_st[4], sub_st[4];
@@ -231,35 +251,100 @@ static int encode_box_chunks(const precomputed *p, const uint64_t *first, const 
     for (g[2] = first[2]; g[2] < first[2] + count[2]; g[2]++)
         for (g[1] = first[1]; g[1] < first[1] + count[1]; g[1]++)
             for (g[0] = first[0]; g[0] < first[0] + count[0]; g[0]++) {
+                if (changed && fate_of(p, first, g, changed) == CHUNK_KEPT) continue;
                 int64_t off = box_offset(p, first, g, box_st);
                 nds_strided_copy(4, extent, p->elem, sub->data, sub_st, box + off, box_st);
-                if (nds_all_equal(sub->data, p->chunk_bytes / p->elem, p->elem, zero)) continue;
-                size_t at = all->len;
-                int rc = nds_pc_encode_one(p, g, sub->data, all);
-                if (rc)
-                    return nds_err_prefix(rc, "chunk %llu,%llu,%llu", (unsigned long long)g[0],
-                                          (unsigned long long)g[1], (unsigned long long)g[2]);
-                chunks[*n] = (nds_pc_shard_chunk){nds_pc_morton(&p->grid, g), NULL, all->len - at};
+                uint64_t id = nds_pc_morton(&p->grid, g);
+                size_t at = SIZE_MAX; /* a removal */
+                if (!nds_all_equal(sub->data, p->chunk_bytes / p->elem, p->elem, zero)) {
+                    at = all->len;
+                    int rc = nds_pc_encode_one(p, g, sub->data, all);
+                    if (rc)
+                        return nds_err_prefix(rc, "chunk %llu,%llu,%llu", (unsigned long long)g[0],
+                                              (unsigned long long)g[1], (unsigned long long)g[2]);
+                } else if (!changed) {
+                    continue; /* a new shard leaves zero chunks out */
+                }
+                chunks[*n] = (nds_pc_shard_chunk){id, NULL, at == SIZE_MAX ? 0 : all->len - at};
                 offs[(*n)++] = at;
             }
     return 0;
 }
 
-int nds_pc_encode_box(const precomputed *p, const uint64_t *cell, const uint8_t *box,
-                      nds_buf *out) {
+/* The shard file of a box from its canonical buffer: with changed, only the chunks its bounds
+ * reach are encoded and the others keep their bytes in old[0..len) (NULL: none), else every
+ * chunk is. */
+static int build_box(const precomputed *p, const uint64_t *cell, const uint8_t *box,
+                     const nds_box *changed, const uint8_t *old, size_t len, nds_buf *out) {
     uint64_t first[3], count[3];
     box_range(p, cell, first, count);
     size_t max = (size_t)(count[0] * count[1] * count[2]), n = 0;
     nds_pc_shard_chunk *chunks = malloc((max ? max : 1) * sizeof *chunks);
     size_t *offs = malloc((max ? max : 1) * sizeof *offs);
     nds_buf all = {0};
-    int rc = chunks && offs ? encode_box_chunks(p, first, count, box, &all, chunks, offs, &n)
-                            : nds_pc_no_memory();
-    for (size_t i = 0; i < n && !rc; i++) chunks[i].data = all.data + offs[i];
-    if (!rc) rc = nds_pc_shard_build(&p->s.sharding, chunks, n, out);
+    int rc = chunks && offs
+                 ? encode_box_chunks(p, first, count, box, changed, &all, chunks, offs, &n)
+                 : nds_pc_no_memory();
+    for (size_t i = 0; i < n && !rc; i++)
+        chunks[i].data = offs[i] == SIZE_MAX ? NULL : all.data + offs[i];
+    if (!rc && changed)
+        rc = nds_pc_shard_update(&p->s.sharding, nds_pc_box_shard(p, cell), old, len,
+                                 p->max_entries, chunks, n, out);
+    else if (!rc)
+        rc = nds_pc_shard_build(&p->s.sharding, chunks, n, out);
     free(chunks);
     free(offs);
     nds_buf_dispose(&all);
     nds_pc_scratch_trim();
+    return rc;
+}
+
+int nds_pc_encode_box(const precomputed *p, const uint64_t *cell, const uint8_t *box,
+                      nds_buf *out) {
+    return build_box(p, cell, box, NULL, NULL, 0, out);
+}
+
+/* Puts into the box buffer the old elements of the chunks a write changes in part: zero, then
+ * each such chunk the old shard holds decoded into its place (a chunk id outside the box is
+ * refused, as a whole decode refuses it). */
+static int decode_partial(const precomputed *p, const uint64_t *cell, const uint8_t *old,
+                          size_t len, const nds_box *changed, uint8_t *box) {
+    uint64_t first[3], count[3], g[3], extent[4] = {p->chunk[0], p->chunk[1], p->chunk[2], p->nc};
+    uint8_t zero[NDS_DTYPE_MAX_SIZE] = {0};
+    int64_t box_st[4];
+    box_range(p, cell, first, count);
+    for (g[2] = first[2]; g[2] < first[2] + count[2]; g[2]++)
+        for (g[1] = first[1]; g[1] < first[1] + count[1]; g[1]++)
+            for (g[0] = first[0]; g[0] < first[0] + count[0]; g[0]++)
+                if (fate_of(p, first, g, changed) == CHUNK_PARTIAL)
+                    nds_strided_fill(4, extent, p->elem, box + box_offset(p, first, g, box_st),
+                                     box_st, zero);
+    nds_pc_chunk_ref *refs = NULL;
+    size_t n = 0;
+    int rc = old ? nds_pc_shard_parse(&p->s.sharding, nds_pc_box_shard(p, cell), old, len,
+                                      p->max_entries, &refs, &n)
+                 : 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        nds_pc_morton_cell(&p->grid, refs[i].id, g);
+        bool inside = true;
+        for (int d = 0; d < 3; d++)
+            inside = inside && g[d] >= first[d] && g[d] < first[d] + count[d];
+        if (!inside || fate_of(p, first, g, changed) == CHUNK_PARTIAL)
+            rc = place_chunk(p, first, count, &refs[i], old, box);
+    }
+    free(refs);
+    return rc;
+}
+
+int nds_pc_update_box(const precomputed *p, const uint64_t *cell, const uint8_t *old, size_t len,
+                      const nds_box *changed, void (*merge)(void *ctx, uint8_t *chunk), void *ctx,
+                      uint8_t *box, nds_buf *out, int *all_fill) {
+    int rc = decode_partial(p, cell, old, len, changed, box);
+    if (!rc) {
+        merge(ctx, box);
+        rc = build_box(p, cell, box, changed, old, len, out);
+    }
+    nds_pc_scratch_trim();
+    *all_fill = !rc && out->len == 0;
     return rc;
 }

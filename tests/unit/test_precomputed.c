@@ -841,6 +841,107 @@ START_TEST(shard_roundtrip) {
 }
 END_TEST
 
+/* The one shard file under scale key 1_1_1/ of url, into *key (cap bytes). */
+static int first_key_fn(void *ctx, const char *key, uint64_t size) {
+    (void)size;
+    snprintf(ctx, 256, "%s", key);
+    return 0;
+}
+
+/* A write to part of a shard box decodes only the chunks it changes in part and encodes only the
+ * chunks its bounds reach; the others keep their stored bytes, unread. Seen through a chunk whose
+ * stored gzip bytes are made corrupt: writes that do not reach it, or that cover it whole,
+ * succeed (the second replaces it); a write that changes it in part fails naming it. Reads equal
+ * a model after every write that succeeds, and a box left all 0 deletes the shard. */
+START_TEST(shard_box_partial_writes) {
+    enum { X = 16, Y = 16, Z = 8 };
+    const char *url = "memory://pc_boxpart/";
+    nds_array *a;
+    NDS_OK(open_spec(&a,
+                     "{\"driver\":\"neuroglancer_precomputed\",\"kvstore\":\"%s\",\"create\":true,"
+                     "\"multiscale_metadata\":{\"data_type\":\"uint16\",\"num_channels\":1},"
+                     "\"scale_metadata\":{\"size\":[16,16,8],\"chunk_size\":[8,8,4],"
+                     "\"encoding\":\"raw\",\"sharding\":{\"@type\":"
+                     "\"neuroglancer_uint64_sharded_v1\",\"preshift_bits\":3,\"minishard_bits\":0,"
+                     "\"shard_bits\":0,\"hash\":\"identity\",\"minishard_index_encoding\":\"raw\","
+                     "\"data_encoding\":\"gzip\"}}}",
+                     url));
+    uint64_t shape[4] = {X, Y, Z, 1};
+    uint16_t v[X * Y * Z], out[X * Y * Z], box[X * Y * Z];
+    for (size_t i = 0; i < X * Y * Z; i++) v[i] = (uint16_t)(1 + i * 5);
+    nds_box all;
+    whole(a, &all);
+    NDS_OK(nds_array_write(a, &all, v, NULL));
+    /* Corrupt the crc32 of chunk (1, 1, 1) (x 8-15, y 8-15, z 4-7): Morton id 7. */
+    char key[256] = "", full[300];
+    nds_kvstore *kv;
+    NDS_OK(nds_kvstore_open(&kv, url, NULL));
+    NDS_OK(nds_kvstore_list(kv, "1_1_1/", first_key_fn, key));
+    ck_assert_msg(key[0] != 0, "no shard file");
+    snprintf(full, sizeof full, "%s", key);
+    size_t len;
+    uint8_t *f = get_raw(url, full, &len);
+    nds_pc_sharding sh = {true, 3, 0, 0, false, false, true};
+    nds_pc_chunk_ref *refs;
+    size_t n;
+    NDS_OK(nds_pc_shard_parse(&sh, 0, f, len, 1u << 20, &refs, &n));
+    ck_assert_uint_eq(n, 8);
+    for (size_t i = 0; i < n; i++)
+        if (refs[i].id == 7) f[refs[i].end - 8] ^= 0x5a; /* the gzip member's crc32 */
+    free(refs);
+    NDS_OK(nds_kvstore_write(kv, full, f, len, NULL, NULL));
+    free(f);
+    const struct {
+        const char *region;
+        int fails; /* the write changes the corrupt chunk in part */
+    } w[] = {
+        {"[1:3, 2:7, 0:4, :]", 0},    /* inside chunk (0, 0, 0) */
+        {"[0:8:3, 8:16, 4:8, :]", 0}, /* chunk (0, 1, 1), strided */
+        {"[6:10, 6:10, 2:6, :]", 1},  /* reaches all 8 chunks, (1, 1, 1) in part */
+        {"[8:16, 8:16, 4:8, :]", 0},  /* covers (1, 1, 1) whole: replaced, never read */
+        {"[9:12, 8:16, 4:8, :]", 0},  /* now (1, 1, 1) reads again */
+    };
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++) {
+        nds_box b;
+        NDS_OK(nds_box_parse(&b, w[k].region, 4, shape));
+        size_t m = 0;
+        for (uint64_t x = b.start[0]; x < b.stop[0]; x += b.step[0])
+            for (uint64_t y = b.start[1]; y < b.stop[1]; y += b.step[1])
+                for (uint64_t z = b.start[2]; z < b.stop[2]; z += b.step[2]) {
+                    box[m] = (uint16_t)(1000 + k * 100 + m);
+                    if (!w[k].fails) v[(x * Y + y) * Z + z] = box[m];
+                    m++;
+                }
+        if (w[k].fails) {
+            EXPECT_ERR(nds_array_write(a, &b, box, NULL), NDS_ECORRUPT, "chunk 7");
+            continue;
+        }
+        NDS_OK(nds_array_write(a, &b, box, NULL));
+        if (k < 3) { /* the corrupt chunk is still there, as it was */
+            nds_box c;
+            NDS_OK(nds_box_parse(&c, "[8:16, 8:16, 4:8, :]", 4, shape));
+            EXPECT_ERR(nds_array_read(a, &c, out, NULL), NDS_ECORRUPT, "chunk 1,1,1");
+            NDS_OK(nds_box_parse(&c, "[0:8, :, :, :]", 4, shape));
+            NDS_OK(nds_array_read(a, &c, out, NULL));
+            ck_assert_msg(memcmp(out, v, sizeof out / 2) == 0, "after write %s", w[k].region);
+        } else {
+            NDS_OK(nds_array_read(a, &all, out, NULL));
+            ck_assert_msg(memcmp(out, v, sizeof out) == 0, "after write %s", w[k].region);
+        }
+    }
+    memset(box, 0, sizeof box); /* zero in two partial writes: the shard goes */
+    nds_box b;
+    NDS_OK(nds_box_parse(&b, "[0:16, 0:16, 0:4, :]", 4, shape));
+    NDS_OK(nds_array_write(a, &b, box, NULL));
+    ck_assert_int_eq(count_keys(url, "1_1_1/"), 1);
+    NDS_OK(nds_box_parse(&b, "[0:16, 0:16, 4:8, :]", 4, shape));
+    NDS_OK(nds_array_write(a, &b, box, NULL));
+    ck_assert_int_eq(count_keys(url, "1_1_1/"), 0);
+    nds_kvstore_free(kv);
+    nds_array_free(a);
+}
+END_TEST
+
 /* Writes a volume's chunks (raw, uint16, 1 channel) into shard files directly, as another writer
  * would, for shardings the driver only reads. */
 static void write_shards_by_hand(const char *url, const nds_pc_sharding *s, const uint64_t *size,
@@ -1409,6 +1510,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, cseg_chunks);
     tcase_add_test(tc, shard_exact_bytes);
     tcase_add_test(tc, shard_roundtrip);
+    tcase_add_test(tc, shard_box_partial_writes);
     tcase_add_test(tc, shard_hashed_layouts_read);
     tcase_add_test(tc, shard_corrupt);
     tcase_add_test(tc, shard_gzip);
