@@ -773,7 +773,7 @@ const nds_kv_driver nds_kv_driver_lmdb = {
     .name = "lmdb",
     .url_scheme = "lmdb",
     .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_ATOMIC_COMMIT |
-                    NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_LOCAL,
+                    NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_LOCAL | NDS_KV_CAP_STAGES_IN_MEMORY,
     .parse_url = lm_parse_url,
     .open = lm_open,
     .close = lm_close,

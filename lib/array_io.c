@@ -84,13 +84,20 @@ int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *k
               : 0;
 }
 
-/* Writes a chunk's encoded bytes, or deletes it when all_fill; both under cond. With staged
- * non-NULL a value is staged instead of written (*staged set; the caller publishes it under cond);
+/* A chunk staged by update_locked, its size and the condition it must be published under. */
+typedef struct staged_chunk {
+    nds_kv_staged *value; /* NULL when nothing was staged (a delete, done at once) */
+    size_t bytes;
+    nds_generation cond;
+} staged_chunk;
+
+/* Writes a chunk's encoded bytes, or deletes it when all_fill; both under cond. With sc non-NULL
+ * a value is staged instead of written (sc->value set; the caller publishes it under cond);
  * deletes are never staged. chunk: the canonical chunk written, which the cache then holds; NULL
  * when the caller has none (the cache forgets the chunk). */
 static int store_encoded(nds_array *a, const char *key, const uint8_t *bytes, size_t len,
                          int all_fill, const nds_generation *cond, int was_present,
-                         const uint8_t *chunk, nds_kv_staged **staged) {
+                         const uint8_t *chunk, staged_chunk *sc) {
     nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
     wo.if_equal = *cond;
     nds_chunk_cache *cache = nds_context_cache(a->ctx);
@@ -103,9 +110,10 @@ static int store_encoded(nds_array *a, const char *key, const uint8_t *bytes, si
         if (cache) nds_cache_forget(cache, url);
         return rc;
     }
-    if (staged) { /* a cached copy goes stale when the batch is published */
+    if (sc) { /* a cached copy goes stale when the batch is published */
         if (cache) nds_cache_forget(cache, url);
-        return nds_kvstore_stage(a->kv, key, bytes, len, staged);
+        sc->bytes = len;
+        return nds_kvstore_stage(a->kv, key, bytes, len, &sc->value);
     }
     nds_generation written = {NDS_GEN_NONE, {0}};
     rc = nds_kvstore_write(a->kv, key, bytes, len, &wo, &written);
@@ -118,7 +126,7 @@ static int store_encoded(nds_array *a, const char *key, const uint8_t *bytes, si
 
 /* Stores a merged chunk: deleted when all fill, else encoded and written (see store_encoded). */
 static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
-                       const nds_generation *cond, int was_present, nds_kv_staged **staged) {
+                       const nds_generation *cond, int was_present, staged_chunk *sc) {
     nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
     if (!enc) return nds_err(NDS_ENOMEM, "out of memory");
     int all_fill, rc = 0;
@@ -131,7 +139,7 @@ static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, cons
         bytes = enc->data;
         len = enc->len;
     }
-    return rc ? rc : store_encoded(a, key, bytes, len, all_fill, cond, was_present, chunk, staged);
+    return rc ? rc : store_encoded(a, key, bytes, len, all_fill, cond, was_present, chunk, sc);
 }
 
 /* The core's merge as the format's update_chunk calls it. */
@@ -162,12 +170,12 @@ static int store_error(const nds_array *a, const char *key, int rc) {
  * a format that declines update_chunk, from the bytes already read. */
 static int merge_decoded(nds_array *a, const uint64_t *cell, const char *key,
                          const uint8_t *stored, size_t len, nds_merge_fn merge, void *ctx,
-                         uint8_t *chunk, const nds_generation *cond, nds_kv_staged **staged) {
+                         uint8_t *chunk, const nds_generation *cond, staged_chunk *sc) {
     int rc = stored ? a->format->decode_chunk(a->state, cell, stored, len, chunk) : 0;
     if (rc) return chunk_error(a, key, rc);
     if (!stored) nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
     merge(ctx, cell, chunk);
-    return store_error(a, key, store_chunk(a, cell, key, chunk, cond, stored != NULL, staged));
+    return store_error(a, key, store_chunk(a, cell, key, chunk, cond, stored != NULL, sc));
 }
 
 /* A write to part of a chunk, done by the format (nds_format.update_chunk) so that it skips what
@@ -175,7 +183,7 @@ static int merge_decoded(nds_array *a, const uint64_t *cell, const char *key,
  * handed over with the box the merge changes. */
 static int update_in_format(nds_array *a, const uint64_t *cell, const char *key,
                             const nds_box *changed, nds_merge_fn merge, void *ctx, uint8_t *chunk,
-                            nds_generation *cond, nds_kv_staged **staged) {
+                            nds_generation *cond, staged_chunk *sc) {
     nds_read_result old;
     int rc = nds_kvstore_read(a->kv, key, NULL, &old);
     if (rc) return chunk_error(a, key, rc);
@@ -193,9 +201,9 @@ static int update_in_format(nds_array *a, const uint64_t *cell, const char *key,
     }
     if (rc == 0)
         rc = store_error(a, key, store_encoded(a, key, enc->data, enc->len, all_fill, cond,
-                                               stored != NULL, NULL, staged));
+                                               stored != NULL, NULL, sc));
     else if (rc == NDS_EUNSUPPORTED)
-        rc = merge_decoded(a, cell, key, stored, len, merge, ctx, chunk, cond, staged);
+        rc = merge_decoded(a, cell, key, stored, len, merge, ctx, chunk, cond, sc);
     else
         rc = chunk_error(a, key, rc);
     nds_read_result_dispose(&old);
@@ -208,20 +216,14 @@ static bool updates_in_format(const nds_array *a, const nds_box *changed) {
            !a->meta.stored_canonical;
 }
 
-/* A chunk staged by update_locked and the condition it must be published under. */
-typedef struct staged_chunk {
-    nds_kv_staged *value; /* NULL when nothing was staged (a delete, done at once) */
-    nds_generation cond;
-} staged_chunk;
-
 /* One attempt of a chunk's update: read (unless whole), merge, store, under the generation read
  * (*cond). Errors carry their prefix; a conflict is bare. */
 static int update_once(nds_array *a, const uint64_t *cell, const char *key, int whole,
                        const nds_box *changed, nds_merge_fn merge, void *ctx, uint8_t *chunk,
-                       nds_generation *cond, nds_kv_staged **staged) {
+                       nds_generation *cond, staged_chunk *sc) {
     int present = 1, rc;
     if (!whole && updates_in_format(a, changed))
-        return update_in_format(a, cell, key, changed, merge, ctx, chunk, cond, staged);
+        return update_in_format(a, cell, key, changed, merge, ctx, chunk, cond, sc);
     /* A whole write overwrites every element inside the array; only an edge chunk's part beyond
      * the array's shape needs the fill value first. */
     if (!whole && (rc = nds_array_load_chunk(a, cell, key, chunk, &present, cond, true)))
@@ -229,7 +231,7 @@ static int update_once(nds_array *a, const uint64_t *cell, const char *key, int 
     if (whole && chunk_crosses_edge(a, cell))
         nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
     merge(ctx, cell, chunk);
-    return store_error(a, key, store_chunk(a, cell, key, chunk, cond, present, staged));
+    return store_error(a, key, store_chunk(a, cell, key, chunk, cond, present, sc));
 }
 
 /* Read (unless whole), merge, store; retried on conflict. With sc, a value is staged, not
@@ -239,8 +241,7 @@ static int update_locked(nds_array *a, const uint64_t *cell, const char *key, in
                          staged_chunk *sc) {
     for (int attempt = 0;; attempt++) {
         nds_generation cond = {NDS_GEN_NONE, {0}};
-        int rc = update_once(a, cell, key, whole, changed, merge, ctx, chunk, &cond,
-                             sc ? &sc->value : NULL);
+        int rc = update_once(a, cell, key, whole, changed, merge, ctx, chunk, &cond, sc);
         if (sc) sc->cond = cond;
         if (rc != NDS_ECONFLICT) return rc;
         if (attempt + 1 >= RETRY_MAX)
@@ -276,10 +277,10 @@ int nds_array_update_chunk(nds_array *a, const uint64_t *cell, int whole, const 
 int nds_array_stage_update(nds_array *a, const uint64_t *cell, size_t index, int whole,
                            const nds_box *changed, nds_merge_fn merge, void *ctx,
                            nds_write_batch *batch) {
-    staged_chunk sc = {NULL, {NDS_GEN_NONE, {0}}};
+    staged_chunk sc = {NULL, 0, {NDS_GEN_NONE, {0}}};
     int rc = update_chunk(a, cell, whole, changed, merge, ctx, &sc);
     if (rc || !sc.value) return rc;
-    return nds_write_batch_add(batch, sc.value, &sc.cond, index);
+    return nds_write_batch_add(batch, sc.value, sc.bytes, &sc.cond, index);
 }
 
 /* The merge of a write: copy the box's elements of this chunk from the caller's buffer. */

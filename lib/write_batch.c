@@ -1,4 +1,5 @@
 /* Staged chunk writes published in batches: see internal/write_batch.h. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "internal/error.h"
@@ -7,7 +8,7 @@
 
 /** One batch: the staged values, their conditions and outcomes, and which chunk each is. */
 struct nds_write_batch_part {
-    size_t n;
+    size_t n, bytes;
     nds_kv_staged *staged[NDS_WRITE_BATCH_MAX];
     nds_kv_publish res[NDS_WRITE_BATCH_MAX];
     size_t cell[NDS_WRITE_BATCH_MAX];
@@ -15,6 +16,9 @@ struct nds_write_batch_part {
 
 void nds_write_batch_init(nds_write_batch *b, nds_kvstore *kv, nds_redo_fn redo, void *redo_ctx) {
     b->kv = kv;
+    b->max_bytes = nds_kvstore_capabilities(kv) & NDS_KV_CAP_STAGES_IN_MEMORY
+                       ? NDS_WRITE_BATCH_BYTES
+                       : SIZE_MAX;
     pthread_mutex_init(&b->mu, NULL);
     b->filling = NULL;
     b->redo = redo;
@@ -33,8 +37,8 @@ static int publish_part(nds_write_batch *b, nds_write_batch_part *p) {
     return rc;
 }
 
-int nds_write_batch_add(nds_write_batch *b, nds_kv_staged *staged, const nds_generation *if_equal,
-                        size_t cell_index) {
+int nds_write_batch_add(nds_write_batch *b, nds_kv_staged *staged, size_t bytes,
+                        const nds_generation *if_equal, size_t cell_index) {
     nds_write_batch_part *full = NULL;
     pthread_mutex_lock(&b->mu);
     if (!b->filling && !(b->filling = calloc(1, sizeof *b->filling))) {
@@ -46,7 +50,8 @@ int nds_write_batch_add(nds_write_batch *b, nds_kv_staged *staged, const nds_gen
     p->staged[p->n] = staged;
     p->res[p->n].if_equal = *if_equal;
     p->cell[p->n] = cell_index;
-    if (++p->n == NDS_WRITE_BATCH_MAX) {
+    p->bytes += bytes;
+    if (++p->n == NDS_WRITE_BATCH_MAX || p->bytes >= b->max_bytes) {
         full = p;
         b->filling = NULL;
     }

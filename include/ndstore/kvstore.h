@@ -53,7 +53,8 @@ enum {
     NDS_KV_CAP_ATOMIC_COMMIT = 1u << 1,            /**< multi-key commit is all-or-nothing */
     NDS_KV_CAP_BYTE_RANGE = 1u << 2,               /**< byte-range reads without reading the whole value */
     NDS_KV_CAP_READ_ONLY = 1u << 3,                /**< writes fail with NDS_EREADONLY */
-    NDS_KV_CAP_LOCAL = 1u << 4 /**< reads come from memory or the page cache, never wait on a network */
+    NDS_KV_CAP_LOCAL = 1u << 4, /**< reads come from memory or the page cache, never wait on a network */
+    NDS_KV_CAP_STAGES_IN_MEMORY = 1u << 5 /**< stage holds values in memory until publish (lmdb) */
 };
 
 #define NDS_READ_OPTIONS_VERSION 1
