@@ -1080,6 +1080,31 @@ START_TEST(array_write_publishes_in_batches) {
 }
 END_TEST
 
+/* Batches of staged lmdb values are also bounded by bytes (the driver stages in memory): 24
+ * uncompressed chunks of 1 MiB take at least three publishes of at most 8 MiB, not one of 24. */
+START_TEST(array_write_batches_are_bounded_by_bytes) {
+    char *env = new_env("b.lmdb");
+    nds_array *a;
+    NDS_OK(open_spec(&a, "{\"driver\":\"zarr\",\"kvstore\":\"lmdb://%s/arr/\",\"metadata\":"
+                         "{\"shape\":[24,1024,1024],\"chunks\":[1,1024,1024],\"dtype\":\"|u1\","
+                         "\"compressor\":null},\"create\":true}", env));
+    size_t n = (size_t)24 << 20;
+    uint8_t *in = malloc(n), *out = malloc(n);
+    ck_assert(in && out);
+    for (size_t i = 0; i < n; i++) in[i] = (uint8_t)(i * 7 + i / 4093 + 1);
+    unsigned long long before = last_txnid(env);
+    write_all(a, in);
+    unsigned long long txns = last_txnid(env) - before;
+    ck_assert_msg(txns >= 3 && txns <= 12, "24 chunks of 1 MiB took %llu write transactions", txns);
+    read_all(a, out);
+    ck_assert(memcmp(in, out, n) == 0);
+    nds_array_free(a);
+    free(in);
+    free(out);
+    free(env);
+}
+END_TEST
+
 /* "lmdbrace": the lmdb driver, except that a competitor (g_race, one shot) writes right before the
  * next publish, and publish's outcomes are counted. */
 static void (*g_race)(void);
@@ -1169,6 +1194,7 @@ int main(void) {
     tcase_add_test(tc, env_relative_ranges);
     tcase_add_test(tc, list_spans_batches);
     tcase_add_test(tc, stage_then_publish_many);
+    tcase_add_test(tc, array_write_batches_are_bounded_by_bytes);
     tcase_add_test(tc, publish_checks_each_condition);
     tcase_add_test(tc, discard_leaves_nothing);
     tcase_add_test(tc, failed_publish_applies_nothing);
