@@ -6,8 +6,11 @@
  * read_chunk (byte-range reads of the index and of the chunk). Invariants: nothing crashes or
  * reads out of bounds; when the whole shard decodes, every inner chunk read alone succeeds and
  * equals the same elements of the whole; a shard that decodes re-encodes to one that decodes to
- * the same elements. Threading: single-threaded, as libFuzzer runs it. Ownership: everything is
- * freed per input.
+ * the same elements; a partial write of a box (update_chunk, the box drawn from the input's
+ * length) over a shard that decodes gives one that decodes to the old elements with the box's
+ * new ones (over one that does not, it may fail or keep the parts it does not touch, but never
+ * crashes). Threading: single-threaded, as libFuzzer runs it. Ownership: everything is freed per
+ * input.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -93,6 +96,45 @@ static void read_inner_chunks(void *st, nds_kvstore *kv, const nds_array_meta *m
     free(part);
 }
 
+/* The merge of the partial write: element (r, c) of the box gets r * 6 + c + 100. */
+static void merge_box(void *ctx, uint8_t *chunk) {
+    const nds_box *b = ctx;
+    for (uint64_t r = b->start[0]; r < b->stop[0]; r += b->step[0])
+        for (uint64_t c = b->start[1]; c < b->stop[1]; c += b->step[1]) {
+            int16_t v = (int16_t)(r * 6 + c + 100);
+            memcpy(chunk + 2 * (r * 6 + c), &v, 2);
+        }
+}
+
+/* A partial write of a box drawn from len over the stored shard (whole: its decoded elements, or
+ * NULL when it does not decode). */
+static void update_part(void *st, const uint8_t *shard, size_t len, const uint8_t *whole) {
+    nds_box box = {.rank = 2};
+    box.start[0] = len % 8;
+    box.stop[0] = box.start[0] + 1 + (len / 8) % (8 - box.start[0]);
+    box.start[1] = (len / 64) % 6;
+    box.stop[1] = box.start[1] + 1 + (len / 384) % (6 - box.start[1]);
+    box.step[0] = 1 + (len / 2304) % 2;
+    box.step[1] = 1;
+    uint64_t cell[2] = {0, 0};
+    uint8_t chunk[96], want[96], got[96];
+    memset(chunk, 0x55, sizeof chunk); /* what the format neither decodes nor encodes */
+    nds_buf out = {0};
+    int all_fill = 0;
+    int rc = F.update_chunk(st, cell, shard, len, &box, merge_box, &box, chunk, &out, &all_fill);
+    if (rc == 0 && whole) {
+        memcpy(want, whole, sizeof want);
+        merge_box(&box, want);
+        if (all_fill) {
+            for (size_t i = 0; i < 48; i++) check(want[2 * i] == 0xfd && want[2 * i + 1] == 0xff);
+        } else {
+            check(F.decode_chunk(st, cell, out.data, out.len, got) == 0);
+            check(memcmp(want, got, sizeof want) == 0);
+        }
+    }
+    nds_buf_dispose(&out);
+}
+
 static void exercise(nds_kvstore *kv, size_t which, const uint8_t *shard, size_t len) {
     void *st = NULL;
     nds_array_meta m;
@@ -108,6 +150,7 @@ static void exercise(nds_kvstore *kv, size_t which, const uint8_t *shard, size_t
             check(memcmp(a, b, sizeof a) == 0);
         }
         nds_buf_dispose(&enc);
+        update_part(st, shard, len, ok ? a : NULL);
     }
     F.close(st);
 }
