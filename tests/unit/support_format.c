@@ -286,3 +286,11 @@ void racy_register(const char *suffix) {
     race_writes = 0;
     race_before_publish = NULL;
 }
+
+void write_twos_to_second_half(nds_array *a) {
+    uint16_t twos[4] = {2, 2, 2, 2};
+    nds_box box;
+    uint64_t shape[1] = {8};
+    NDS_OK(nds_box_parse(&box, "[4:8]", 1, shape));
+    NDS_OK(nds_array_write(a, &box, twos, NULL));
+}

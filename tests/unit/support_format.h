@@ -46,6 +46,9 @@ void assert_random_boxes_u16(nds_array *a, const uint16_t *v, const uint64_t *sh
  *  shape) to value: what a read sees where a chunk is missing. */
 void set_box_u16(uint16_t *v, const uint64_t *shape, const uint64_t *lo, const uint64_t *hi,
                  uint16_t value);
+/** Writes 2 into elements 4 to 7 of a one-dimensional array of 8 two-byte integers (the competing
+ *  writer of the tests that race a batched write). */
+void write_twos_to_second_half(nds_array *a);
 
 /* The "racy" kvstore driver: racy://x/ names the keys of memory://x/, and a competing writer may
  * act right before a write or delete of a key ending in race_suffix (a metadata document):

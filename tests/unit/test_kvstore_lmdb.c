@@ -1132,13 +1132,7 @@ static void race_register(void) {
 }
 
 /* The rival writes the second half of the chunk while our batch waits to publish. */
-static void rival_writes_second_half(void) {
-    uint16_t twos[4] = {2, 2, 2, 2};
-    nds_box box;
-    uint64_t shape[1] = {8};
-    NDS_OK(nds_box_parse(&box, "[4:8]", 1, shape));
-    NDS_OK(nds_array_write(g_rival, &box, twos, NULL));
-}
+static void rival_writes_second_half(void) { write_twos_to_second_half(g_rival); }
 
 /* Our staged chunk was merged with the old value; the rival changed it before the publish. The
  * publish must refuse our value (ECONFLICT), so the core re-reads and re-merges: both halves

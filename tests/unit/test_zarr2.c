@@ -1135,13 +1135,7 @@ END_TEST
 static nds_array *g_competitor;
 
 /* Writes the second half of the one chunk while the first writer's batch waits to publish. */
-static void write_second_half(void) {
-    int16_t twos[4] = {2, 2, 2, 2};
-    nds_box box;
-    uint64_t shape[1] = {8};
-    NDS_OK(nds_box_parse(&box, "[4:8]", 1, shape));
-    NDS_OK(nds_array_write(g_competitor, &box, twos, NULL));
-}
+static void write_second_half(void) { write_twos_to_second_half(g_competitor); }
 
 START_TEST(staged_write_conflict_is_redone) {
     racy_register("/.zarray");
