@@ -217,19 +217,19 @@ int nds_pc_decode_box(const precomputed *p, const uint64_t *cell, const uint8_t 
 }
 
 /* What a write of box `changed` (box-buffer coordinates) does to chunk g of the shard box: leaves
- * it alone (the box's bounds do not reach it), overwrites all of it (inside the volume), or changes
- * part of it (its old elements are needed). */
+ * it alone (the box's bounds do not reach it), overwrites all of it, or changes part of it (its
+ * old elements are needed). A chunk clipped at the volume's edge is never overwritten whole (the
+ * box stays inside the volume): it is decoded, so its part past the edge holds zeros when the
+ * encode asks whether the chunk is all zero. */
 typedef enum chunk_fate { CHUNK_KEPT, CHUNK_COVERED, CHUNK_PARTIAL } chunk_fate;
 
 static chunk_fate fate_of(const precomputed *p, const uint64_t *first, const uint64_t *g,
                           const nds_box *changed) {
-    uint64_t e[3];
-    nds_pc_chunk_extent(p, g, e);
     bool covered = changed->step[3] == 1 && changed->start[3] == 0 && changed->stop[3] >= p->nc;
     for (int d = 0; d < 3; d++) {
-        uint64_t lo = (g[d] - first[d]) * p->chunk[d];
-        if (changed->stop[d] <= lo || changed->start[d] >= lo + p->chunk[d]) return CHUNK_KEPT;
-        if (changed->step[d] != 1 || changed->start[d] > lo || changed->stop[d] < lo + e[d])
+        uint64_t lo = (g[d] - first[d]) * p->chunk[d], hi = lo + p->chunk[d];
+        if (changed->stop[d] <= lo || changed->start[d] >= hi) return CHUNK_KEPT;
+        if (changed->step[d] != 1 || changed->start[d] > lo || changed->stop[d] < hi)
             covered = false;
     }
     return covered ? CHUNK_COVERED : CHUNK_PARTIAL;

@@ -942,6 +942,60 @@ START_TEST(shard_box_partial_writes) {
 }
 END_TEST
 
+/* A chunk clipped at the volume's edge that a partial write leaves all zero inside the volume
+ * leaves its shard (its part past the edge is never taken for data). */
+START_TEST(shard_box_edge_chunk_zeroed) {
+    const char *url = "memory://pc_boxedge/";
+    nds_array *a;
+    NDS_OK(open_spec(&a,
+                     "{\"driver\":\"neuroglancer_precomputed\",\"kvstore\":\"%s\",\"create\":true,"
+                     "\"multiscale_metadata\":{\"data_type\":\"uint16\",\"num_channels\":1},"
+                     "\"scale_metadata\":{\"size\":[12,16,8],\"chunk_size\":[8,8,4],"
+                     "\"encoding\":\"raw\",\"sharding\":{\"@type\":"
+                     "\"neuroglancer_uint64_sharded_v1\",\"preshift_bits\":3,\"minishard_bits\":0,"
+                     "\"shard_bits\":0,\"hash\":\"identity\",\"minishard_index_encoding\":\"raw\","
+                     "\"data_encoding\":\"raw\"}}}",
+                     url));
+    uint64_t shape[4] = {12, 16, 8, 1};
+    uint16_t v[12 * 16 * 8];
+    for (size_t i = 0; i < sizeof v / 2; i++) v[i] = (uint16_t)(7 + i);
+    nds_box all, edge;
+    whole(a, &all);
+    NDS_OK(nds_array_write(a, &all, v, NULL));
+    /* Leave non-zero bytes in this thread's chunk buffer (a one-task write runs on the calling
+     * thread), where the shard box's part past the edge would be taken from if it were not
+     * decoded. */
+    nds_array *other;
+    NDS_OK(open_spec(&other, "{\"driver\":\"zarr\",\"kvstore\":\"memory://pc_boxedge_other/\","
+                             "\"metadata\":{\"shape\":[8192],\"chunks\":[8192],\"dtype\":\"<u2\","
+                             "\"compressor\":null},\"create\":true}"));
+    uint16_t ones[8192];
+    for (size_t i = 0; i < 8192; i++) ones[i] = 0xaaaa;
+    nds_box ob;
+    whole(other, &ob);
+    NDS_OK(nds_array_write(other, &ob, ones, NULL));
+    nds_array_free(other);
+    memset(v, 0, sizeof v);
+    NDS_OK(nds_box_parse(&edge, "[8:12, 0:8, 0:4, :]", 4, shape)); /* chunk (1, 0, 0), clipped */
+    NDS_OK(nds_array_write(a, &edge, v, NULL));
+    char key[256] = "";
+    nds_kvstore *kv;
+    NDS_OK(nds_kvstore_open(&kv, url, NULL));
+    NDS_OK(nds_kvstore_list(kv, "1_1_1/", first_key_fn, key));
+    size_t len, n;
+    uint8_t *f = get_raw(url, key, &len);
+    nds_pc_sharding sh = {true, 3, 0, 0, false, false, false};
+    nds_pc_chunk_ref *refs;
+    NDS_OK(nds_pc_shard_parse(&sh, 0, f, len, 1u << 20, &refs, &n));
+    ck_assert_uint_eq(n, 7);
+    for (size_t i = 0; i < n; i++) ck_assert_uint_ne(refs[i].id, 1); /* Morton id of (1, 0, 0) */
+    free(refs);
+    free(f);
+    nds_kvstore_free(kv);
+    nds_array_free(a);
+}
+END_TEST
+
 /* Writes a volume's chunks (raw, uint16, 1 channel) into shard files directly, as another writer
  * would, for shardings the driver only reads. */
 static void write_shards_by_hand(const char *url, const nds_pc_sharding *s, const uint64_t *size,
@@ -1511,6 +1565,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, shard_exact_bytes);
     tcase_add_test(tc, shard_roundtrip);
     tcase_add_test(tc, shard_box_partial_writes);
+    tcase_add_test(tc, shard_box_edge_chunk_zeroed);
     tcase_add_test(tc, shard_hashed_layouts_read);
     tcase_add_test(tc, shard_corrupt);
     tcase_add_test(tc, shard_gzip);
