@@ -1,8 +1,9 @@
 /* Shared by the format fuzz harnesses (zarr v2, zarr v3, N5, precomputed). An input is a metadata
  * document, optionally followed by a separator and the bytes of one chunk. The document is stored
  * under its key in a memory kvstore and the harness's open_fn exercises what opens; then the
- * document is used as the spec's "metadata" to create an array, which must open again. Header-only:
- * each harness is its own program. */
+ * document is used as the spec's "metadata" to create an array, which must open again. The shard
+ * harnesses (zarr v3 shards, precomputed shard boxes) use only check and fuzz_open_document.
+ * Header-only (static inline, so a harness may use part of it): each harness is its own program. */
 #ifndef NDS_FUZZ_FORMAT_H
 #define NDS_FUZZ_FORMAT_H
 
@@ -13,12 +14,19 @@
 #include "ndstore/ndstore.h"
 #include "ndstore/sys/format.h"
 
-static void check(int ok) {
+static inline void check(int ok) {
     if (!ok) __builtin_trap();
 }
 
+/* Stores a metadata document under key and opens the array it describes through the format. */
+static inline int fuzz_open_document(const nds_format *f, nds_kvstore *kv, const char *key,
+                                     const char *doc, void **st, nds_array_meta *meta) {
+    if (nds_kvstore_write(kv, key, doc, strlen(doc), NULL, NULL) != 0) return -1;
+    return f->open(kv, NULL, NDS_OPEN_EXISTING, st, meta);
+}
+
 /* The document as spec "metadata": what the format creates must open again. */
-static void fuzz_create_reopen(const nds_format *f, const char *url, const uint8_t *data,
+static inline void fuzz_create_reopen(const nds_format *f, const char *url, const uint8_t *data,
                                size_t size) {
     json_tokener *tok = json_tokener_new_ex(32);
     json_object *meta = tok ? json_tokener_parse_ex(tok, (const char *)data, (int)size) : NULL;
@@ -60,7 +68,7 @@ typedef struct fuzz_format_case {
     fuzz_open_fn open_fn;
 } fuzz_format_case;
 
-static int fuzz_format_input(const fuzz_format_case *c, const uint8_t *data, size_t size) {
+static inline int fuzz_format_input(const fuzz_format_case *c, const uint8_t *data, size_t size) {
     if (size > (1u << 20)) return 0;
     const uint8_t *sep = memmem(data, size, c->separator, c->separator_len);
     size_t meta_len = sep ? (size_t)(sep - data) : size;

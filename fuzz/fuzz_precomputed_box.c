@@ -15,17 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ndstore/ndstore.h"
-#include "ndstore/sys/format.h"
+#include "fuzz_format.h"
 
 extern const nds_format nds_format_precomputed;
 #define F nds_format_precomputed
 
 enum { X = 16, Y = 16, Z = 8, BYTES = X * Y * Z * 2 };
-
-static void check(int ok) {
-    if (!ok) __builtin_trap();
-}
 
 static int open_volume(nds_kvstore *kv, unsigned config, void **st, nds_array_meta *meta) {
     char info[1024];
@@ -38,8 +33,7 @@ static int open_volume(nds_kvstore *kv, unsigned config, void **st, nds_array_me
              "\"minishard_index_encoding\":\"%s\",\"data_encoding\":\"%s\"}}]}",
              config & 4 ? 2u : 3u, config & 4 ? 1u : 0u, config & 2 ? "gzip" : "raw",
              config & 1 ? "gzip" : "raw");
-    if (nds_kvstore_write(kv, "info", info, strlen(info), NULL, NULL) != 0) return -1;
-    return F.open(kv, NULL, NDS_OPEN_EXISTING, st, meta);
+    return fuzz_open_document(&F, kv, "info", info, st, meta);
 }
 
 /* The merge of the partial write: element (x, y, z) of the box gets x * 97 + y * 7 + z + 1. */

@@ -19,8 +19,7 @@
 
 #include <json-c/json.h>
 
-#include "ndstore/ndstore.h"
-#include "ndstore/sys/format.h"
+#include "fuzz_format.h"
 #include "internal/strided.h"
 
 extern const nds_format nds_format_zarr3;
@@ -53,10 +52,6 @@ static const char *const docs[] = {
 };
 #define DOC_COUNT (sizeof docs / sizeof docs[0])
 
-static void check(int ok) {
-    if (!ok) __builtin_trap();
-}
-
 static int open_array(nds_kvstore *kv, size_t which, void **st, nds_array_meta *meta) {
     char text[4096];
     snprintf(text, sizeof text,
@@ -64,8 +59,7 @@ static int open_array(nds_kvstore *kv, size_t which, void **st, nds_array_meta *
              "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[8,6]}},"
              "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":-3,\"codecs\":%s}",
              docs[which]);
-    if (nds_kvstore_write(kv, "zarr.json", text, strlen(text), NULL, NULL) != 0) return -1;
-    return F.open(kv, NULL, NDS_OPEN_EXISTING, st, meta);
+    return fuzz_open_document(&F, kv, "zarr.json", text, st, meta);
 }
 
 /* Every inner chunk read alone: when the whole shard decoded (whole != NULL), each must succeed
