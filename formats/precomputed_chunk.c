@@ -272,10 +272,11 @@ static int encode_box_chunks(const precomputed *p, const uint64_t *first, const 
 }
 
 /* The shard file of a box from its canonical buffer: with changed, only the chunks its bounds
- * reach are encoded and the others keep their bytes in old[0..len) (NULL: none), else every
- * chunk is. */
+ * reach are encoded and the others keep their bytes in old (refs[0..nrefs): its parsed chunks;
+ * none when old is NULL), else every chunk is. */
 static int build_box(const precomputed *p, const uint64_t *cell, const uint8_t *box,
-                     const nds_box *changed, const uint8_t *old, size_t len, nds_buf *out) {
+                     const nds_box *changed, const uint8_t *old, const nds_pc_chunk_ref *refs,
+                     size_t nrefs, nds_buf *out) {
     uint64_t first[3], count[3];
     box_range(p, cell, first, count);
     size_t max = (size_t)(count[0] * count[1] * count[2]), n = 0;
@@ -288,8 +289,8 @@ static int build_box(const precomputed *p, const uint64_t *cell, const uint8_t *
     for (size_t i = 0; i < n && !rc; i++)
         chunks[i].data = offs[i] == SIZE_MAX ? NULL : all.data + offs[i];
     if (!rc && changed)
-        rc = nds_pc_shard_update(&p->s.sharding, nds_pc_box_shard(p, cell), old, len,
-                                 p->max_entries, chunks, n, out);
+        rc = nds_pc_shard_update_parsed(&p->s.sharding, nds_pc_box_shard(p, cell), old, refs,
+                                        nrefs, chunks, n, out);
     else if (!rc)
         rc = nds_pc_shard_build(&p->s.sharding, chunks, n, out);
     free(chunks);
@@ -301,14 +302,15 @@ static int build_box(const precomputed *p, const uint64_t *cell, const uint8_t *
 
 int nds_pc_encode_box(const precomputed *p, const uint64_t *cell, const uint8_t *box,
                       nds_buf *out) {
-    return build_box(p, cell, box, NULL, NULL, 0, out);
+    return build_box(p, cell, box, NULL, NULL, NULL, 0, out);
 }
 
 /* Puts into the box buffer the old elements of the chunks a write changes in part: zero, then
- * each such chunk the old shard holds decoded into its place (a chunk id outside the box is
- * refused, as a whole decode refuses it). */
+ * each such chunk the old shard (refs[0..n): its parsed chunks) holds decoded into its place (a
+ * chunk id outside the box is refused, as a whole decode refuses it). */
 static int decode_partial(const precomputed *p, const uint64_t *cell, const uint8_t *old,
-                          size_t len, const nds_box *changed, uint8_t *box) {
+                          const nds_pc_chunk_ref *refs, size_t n, const nds_box *changed,
+                          uint8_t *box) {
     uint64_t first[3], count[3], g[3], extent[4] = {p->chunk[0], p->chunk[1], p->chunk[2], p->nc};
     uint8_t zero[NDS_DTYPE_MAX_SIZE] = {0};
     int64_t box_st[4];
@@ -319,11 +321,7 @@ static int decode_partial(const precomputed *p, const uint64_t *cell, const uint
                 if (fate_of(p, first, g, changed) == CHUNK_PARTIAL)
                     nds_strided_fill(4, extent, p->elem, box + box_offset(p, first, g, box_st),
                                      box_st, zero);
-    nds_pc_chunk_ref *refs = NULL;
-    size_t n = 0;
-    int rc = old ? nds_pc_shard_parse(&p->s.sharding, nds_pc_box_shard(p, cell), old, len,
-                                      p->max_entries, &refs, &n)
-                 : 0;
+    int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         nds_pc_morton_cell(&p->grid, refs[i].id, g);
         bool inside = true;
@@ -332,18 +330,23 @@ static int decode_partial(const precomputed *p, const uint64_t *cell, const uint
         if (!inside || fate_of(p, first, g, changed) == CHUNK_PARTIAL)
             rc = place_chunk(p, first, count, &refs[i], old, box);
     }
-    free(refs);
     return rc;
 }
 
 int nds_pc_update_box(const precomputed *p, const uint64_t *cell, const uint8_t *old, size_t len,
                       const nds_box *changed, void (*merge)(void *ctx, uint8_t *chunk), void *ctx,
                       uint8_t *box, nds_buf *out, int *all_fill) {
-    int rc = decode_partial(p, cell, old, len, changed, box);
+    nds_pc_chunk_ref *refs = NULL;
+    size_t n = 0;
+    int rc = old ? nds_pc_shard_parse(&p->s.sharding, nds_pc_box_shard(p, cell), old, len,
+                                      p->max_entries, &refs, &n)
+                 : 0;
+    if (!rc) rc = decode_partial(p, cell, old, refs, n, changed, box);
     if (!rc) {
         merge(ctx, box);
-        rc = build_box(p, cell, box, changed, old, len, out);
+        rc = build_box(p, cell, box, changed, old, refs, n, out);
     }
+    free(refs);
     nds_pc_scratch_trim();
     *all_fill = !rc && out->len == 0;
     return rc;

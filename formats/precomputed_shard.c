@@ -586,11 +586,21 @@ static int check_changes(const nds_pc_sharding *s, uint64_t shard, nds_pc_shard_
 int nds_pc_shard_update(const nds_pc_sharding *s, uint64_t shard, const uint8_t *old, size_t len,
                         uint64_t max_entries, nds_pc_shard_chunk *changes, size_t n, nds_buf *out) {
     nds_pc_chunk_ref *refs = NULL;
+    size_t nrefs = 0;
+    out->len = 0;
+    int rc = old ? nds_pc_shard_parse(s, shard, old, len, max_entries, &refs, &nrefs) : 0;
+    if (!rc) rc = nds_pc_shard_update_parsed(s, shard, old, refs, nrefs, changes, n, out);
+    free(refs);
+    return rc;
+}
+
+int nds_pc_shard_update_parsed(const nds_pc_sharding *s, uint64_t shard, const uint8_t *old,
+                               const nds_pc_chunk_ref *refs, size_t nrefs,
+                               nds_pc_shard_chunk *changes, size_t n, nds_buf *out) {
     item *all = NULL;
-    size_t nrefs = 0, m = 0;
+    size_t m = 0;
     out->len = 0;
     int rc = check_changes(s, shard, changes, n);
-    if (!rc && old) rc = nds_pc_shard_parse(s, shard, old, len, max_entries, &refs, &nrefs);
     if (!rc && !(all = malloc((nrefs + n + 1) * sizeof *all)))
         rc = nds_err(NDS_ENOMEM, "out of memory updating a shard");
     for (size_t i = 0; !rc && i < nrefs; i++) { /* kept chunks: their stored bytes as they are */
@@ -603,7 +613,6 @@ int nds_pc_shard_update(const nds_pc_sharding *s, uint64_t shard, const uint8_t 
         if (changes[k].data) all[m++] = (item){changes[k], false};
     if (!rc && m) rc = build_items(s, all, m, out);
     free(all);
-    free(refs);
     return rc;
 }
 

@@ -111,6 +111,11 @@ int nds_pc_shard_build(const nds_pc_sharding *s, const nds_pc_shard_chunk *chunk
  */
 int nds_pc_shard_update(const nds_pc_sharding *s, uint64_t shard, const uint8_t *old, size_t len,
                         uint64_t max_entries, nds_pc_shard_chunk *changes, size_t n, nds_buf *out);
+/** nds_pc_shard_update over an old shard file already parsed (refs[0..nrefs) from
+ *  nds_pc_shard_parse of old; old NULL and nrefs 0: none). */
+int nds_pc_shard_update_parsed(const nds_pc_sharding *s, uint64_t shard, const uint8_t *old,
+                               const nds_pc_chunk_ref *refs, size_t nrefs,
+                               nds_pc_shard_chunk *changes, size_t n, nds_buf *out);
 
 /**
  * The data of one chunk as stored (after data_encoding is undone) from a shard's bytes range; used
