@@ -285,6 +285,22 @@ static uint64_t *entries_new(const nds_z3_shard *s) {
     return e;
 }
 
+/* What a write of a box does to inner chunk i: leaves it alone (the box's bounds do not reach
+ * it), overwrites every element of it, or changes part of it (its old elements are needed). */
+typedef enum inner_fate { INNER_KEPT, INNER_COVERED, INNER_PARTIAL } inner_fate;
+
+static inner_fate fate_of(const nds_z3_shard *s, uint64_t i, const nds_box *box) {
+    uint64_t coord[NDS_MAX_RANK];
+    bool covered = true;
+    inner_coords(s, i, coord);
+    for (size_t d = 0; d < s->shard.rank; d++) {
+        uint64_t lo = coord[d] * s->chunk[d], hi = lo + s->chunk[d];
+        if (box->stop[d] <= lo || box->start[d] >= hi) return INNER_KEPT;
+        if (box->step[d] != 1 || box->start[d] > lo || box->stop[d] < hi) covered = false;
+    }
+    return covered ? INNER_COVERED : INNER_PARTIAL;
+}
+
 /* ---- whole shards ---------------------------------------------------------------------------- */
 
 /* Decodes inner chunk i (bytes p[0..nb)) into the shard at dst. */
@@ -302,25 +318,46 @@ static int decode_one(const nds_z3_shard *s, uint64_t i, const uint8_t *p, size_
     return 0;
 }
 
-int nds_z3_shard_decode(const nds_z3_shard *s, const uint8_t *in, size_t len, uint8_t *out) {
+/* The decoded, validated index of a whole stored shard in[0..len) into *e (malloc'd). */
+static int read_shard_index(const nds_z3_shard *s, const uint8_t *in, size_t len, uint64_t **e) {
     if (len < s->index_nbytes)
         return nds_err(NDS_ECORRUPT, "shard of %zu bytes is too short for its %zu-byte index",
                        len, s->index_nbytes);
+    if (!(*e = entries_new(s))) return NDS_ENOMEM;
     const uint8_t *ix = s->index_at_start ? in : in + len - s->index_nbytes;
-    uint64_t *e = entries_new(s);
-    uint8_t *inner = e ? malloc(s->inner_nbytes) : NULL;
-    int rc = inner ? 0 : nds_err(NDS_ENOMEM, "zarr3: out of memory decoding a shard");
-    if (!rc) rc = nds_z3_shard_index_parse(s, ix, s->index_nbytes, len, e);
+    int rc = nds_z3_shard_index_parse(s, ix, s->index_nbytes, len, *e);
+    if (rc) {
+        free(*e);
+        *e = NULL;
+    }
+    return rc;
+}
+
+/* Decodes the inner chunks of a stored shard (in, e its index; e NULL: none stored, all fill) into
+ * their places in the canonical shard out: every one, or with changed only those it changes in
+ * part. */
+static int decode_inner_chunks(const nds_z3_shard *s, const uint8_t *in, const uint64_t *e,
+                               const nds_box *changed, uint8_t *out) {
     int64_t stride[NDS_MAX_RANK];
     nds_c_strides(s->shard.rank, s->shard.shape, s->elem, stride);
+    uint8_t *inner = malloc(s->inner_nbytes);
+    int rc = inner ? 0 : nds_err(NDS_ENOMEM, "zarr3: out of memory decoding a shard");
     for (uint64_t i = 0; !rc && i < s->count; i++) {
+        if (changed && fate_of(s, i, changed) != INNER_PARTIAL) continue;
         uint8_t *dst = out + inner_offset(s, i, stride);
-        if (e[2 * i] == EMPTY)
+        if (!e || e[2 * i] == EMPTY)
             nds_strided_fill(s->shard.rank, s->chunk, s->elem, dst, stride, s->shard.fill);
         else
             rc = decode_one(s, i, in + e[2 * i], (size_t)e[2 * i + 1], inner, dst, stride);
     }
     free(inner);
+    return rc;
+}
+
+int nds_z3_shard_decode(const nds_z3_shard *s, const uint8_t *in, size_t len, uint8_t *out) {
+    uint64_t *e = NULL;
+    int rc = read_shard_index(s, in, len, &e);
+    if (!rc) rc = decode_inner_chunks(s, in, e, NULL, out);
     free(e);
     return rc;
 }
@@ -356,22 +393,6 @@ static int put_index(const nds_z3_shard *s, const uint64_t *e, nds_buf *out) {
     else if (rc == 0) rc = nds_buf_append(out, ib.data, ib.len);
     nds_buf_dispose(&ib);
     return rc;
-}
-
-/* What a write of a box does to inner chunk i: leaves it alone (the box's bounds do not reach
- * it), overwrites every element of it, or changes part of it (its old elements are needed). */
-typedef enum inner_fate { INNER_KEPT, INNER_COVERED, INNER_PARTIAL } inner_fate;
-
-static inner_fate fate_of(const nds_z3_shard *s, uint64_t i, const nds_box *box) {
-    uint64_t coord[NDS_MAX_RANK];
-    bool covered = true;
-    inner_coords(s, i, coord);
-    for (size_t d = 0; d < s->shard.rank; d++) {
-        uint64_t lo = coord[d] * s->chunk[d], hi = lo + s->chunk[d];
-        if (box->stop[d] <= lo || box->start[d] >= hi) return INNER_KEPT;
-        if (box->step[d] != 1 || box->start[d] > lo || box->stop[d] < hi) covered = false;
-    }
-    return covered ? INNER_COVERED : INNER_PARTIAL;
 }
 
 /* Appends inner chunk i's stored bytes from the old shard (old_e its decoded index; NULL when
@@ -419,41 +440,13 @@ int nds_z3_shard_encode(const nds_z3_shard *s, const uint8_t *chunk, nds_buf *ou
     return encode_shard(s, chunk, NULL, NULL, NULL, out, &stored);
 }
 
-/* Puts into the canonical shard the old elements of the inner chunks a write changes in part
- * (decoded from old, or fill where there are none): what the merge does not overwrite but the
- * encode reads. */
-static int decode_partial(const nds_z3_shard *s, const uint8_t *old, const uint64_t *old_e,
-                          const nds_box *changed, uint8_t *chunk) {
-    int64_t stride[NDS_MAX_RANK];
-    nds_c_strides(s->shard.rank, s->shard.shape, s->elem, stride);
-    uint8_t *inner = malloc(s->inner_nbytes);
-    int rc = inner ? 0 : nds_err(NDS_ENOMEM, "zarr3: out of memory decoding a shard");
-    for (uint64_t i = 0; !rc && i < s->count; i++) {
-        if (fate_of(s, i, changed) != INNER_PARTIAL) continue;
-        uint8_t *dst = chunk + inner_offset(s, i, stride);
-        if (!old_e || old_e[2 * i] == EMPTY)
-            nds_strided_fill(s->shard.rank, s->chunk, s->elem, dst, stride, s->shard.fill);
-        else
-            rc = decode_one(s, i, old + old_e[2 * i], (size_t)old_e[2 * i + 1], inner, dst, stride);
-    }
-    free(inner);
-    return rc;
-}
-
 int nds_z3_shard_update(const nds_z3_shard *s, const uint8_t *old, size_t old_len,
                         const nds_box *changed, const nds_z3_merge *merge, uint8_t *chunk,
                         nds_buf *out, int *all_fill) {
     uint64_t *old_e = NULL, stored = 0;
-    int rc = 0;
-    if (old && old_len < s->index_nbytes)
-        return nds_err(NDS_ECORRUPT, "shard of %zu bytes is too short for its %zu-byte index",
-                       old_len, s->index_nbytes);
-    if (old && !(old_e = entries_new(s))) return NDS_ENOMEM;
-    if (old) {
-        const uint8_t *ix = s->index_at_start ? old : old + old_len - s->index_nbytes;
-        rc = nds_z3_shard_index_parse(s, ix, s->index_nbytes, old_len, old_e);
-    }
-    if (!rc) rc = decode_partial(s, old, old_e, changed, chunk);
+    int rc = old ? read_shard_index(s, old, old_len, &old_e) : 0;
+    /* the old elements where the merge does not overwrite them and the encode reads them */
+    if (!rc) rc = decode_inner_chunks(s, old, old_e, changed, chunk);
     if (!rc) {
         merge->fn(merge->ctx, chunk);
         rc = encode_shard(s, chunk, old, old_e, changed, out, &stored);
