@@ -269,6 +269,17 @@ static int zarr2_decode_chunk_part(void *state, const uint64_t *cell, const uint
     return rc;
 }
 
+static int zarr2_read_chunk_part(void *state, const uint64_t *cell, const nds_part_reader *r,
+                                 uint8_t *out, size_t begin, size_t end) {
+    const zarr2 *z = state;
+    (void)cell;
+    if (!z->codec || z->m.fortran) return NDS_EUNSUPPORTED;
+    int rc = nds_codec_decode_part_read(z->codec, z->codec_state, r, out, z->m.chunk_nbytes, begin,
+                                        end);
+    if (rc == 0 && z->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(z->m.dtype));
+    return rc;
+}
+
 static int zarr2_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,
                               nds_buf *out) {
     const zarr2 *z = state;
@@ -472,6 +483,7 @@ const nds_format nds_format_zarr2 = {
     .parse_chunk_key = zarr2_parse_chunk_key,
     .decode_chunk = zarr2_decode_chunk,
     .decode_chunk_part = zarr2_decode_chunk_part,
+    .read_chunk_part = zarr2_read_chunk_part,
     .encode_chunk = zarr2_encode_chunk,
     .metadata_json = zarr2_metadata_json,
     .resize = zarr2_resize,

@@ -214,6 +214,13 @@ static int zarr3_decode_chunk_part(void *state, const uint64_t *cell, const uint
     return nds_z3_chain_decode_part(z->m.chain, data, len, out, begin, end);
 }
 
+static int zarr3_read_chunk_part(void *state, const uint64_t *cell, const nds_part_reader *r,
+                                 uint8_t *out, size_t begin, size_t end) {
+    const zarr3 *z = state;
+    (void)cell;
+    return nds_z3_chain_read_part(z->m.chain, r, out, begin, end);
+}
+
 static int zarr3_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,
                               nds_buf *out) {
     const zarr3 *z = state;
@@ -431,6 +438,7 @@ const nds_format nds_format_zarr3 = {
     .parse_chunk_key = zarr3_parse_chunk_key,
     .decode_chunk = zarr3_decode_chunk,
     .decode_chunk_part = zarr3_decode_chunk_part,
+    .read_chunk_part = zarr3_read_chunk_part,
     .update_chunk = zarr3_update_chunk,
     .encode_chunk = zarr3_encode_chunk,
     .metadata_json = zarr3_metadata_json,

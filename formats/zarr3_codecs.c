@@ -584,13 +584,26 @@ int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, ui
     return rc;
 }
 
+/* Whether decoded bytes [begin, end) are bytes [begin, end) of the chunk: one bytes-to-bytes
+ * codec straight over the bytes of the canonical order, with no checksum to verify over all. */
+static bool part_is_chunk_part(const nds_z3_chain *c) {
+    return c->ab == AB_BYTES && !c->transpose && c->n_bb == 1 && !c->bb[0].crc;
+}
+
 int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out,
                              size_t begin, size_t end) {
-    /* One bytes-to-bytes codec straight over the bytes of the canonical order: the part of the
-     * decoded bytes is the part of the chunk. */
-    if (c->ab != AB_BYTES || c->transpose || c->n_bb != 1 || c->bb[0].crc) return NDS_EUNSUPPORTED;
+    if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
     int rc = nds_codec_decode_part(c->bb[0].codec, c->bb[0].state, in, len, out, c->nbytes, begin,
                                    end);
+    if (rc == 0 && c->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(c->arr.dtype));
+    return rc;
+}
+
+int nds_z3_chain_read_part(const nds_z3_chain *c, const nds_part_reader *r, uint8_t *out,
+                           size_t begin, size_t end) {
+    if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
+    int rc = nds_codec_decode_part_read(c->bb[0].codec, c->bb[0].state, r, out, c->nbytes, begin,
+                                        end);
     if (rc == 0 && c->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(c->arr.dtype));
     return rc;
 }

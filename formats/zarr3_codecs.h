@@ -20,6 +20,7 @@
 #include "ndstore/box.h"
 #include "ndstore/dtype.h"
 #include "ndstore/sys/buf.h"
+#include "ndstore/sys/codec.h"
 
 /** Largest canonical chunk (or shard, or inner chunk) a chain accepts: 2 GiB. */
 #define NDS_Z3_MAX_CHUNK_BYTES (UINT64_C(1) << 31)
@@ -72,6 +73,10 @@ int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, ui
  *  (no message). */
 int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out,
                              size_t begin, size_t end);
+/** nds_z3_chain_decode_part reading the stored bytes through r, only as far as the part needs
+ * (format.h read_chunk_part). */
+int nds_z3_chain_read_part(const nds_z3_chain *c, const nds_part_reader *r, uint8_t *out,
+                           size_t begin, size_t end);
 /** Encodes a canonical array into out (replacing its contents; out->len set). */
 int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out);
 /** A write's merge, as nds_format.update_chunk receives it. */

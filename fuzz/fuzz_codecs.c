@@ -5,7 +5,9 @@
  * rest is the payload, decoded with the chosen out_cap: decode must succeed within out_cap or fail
  * with NDS_ECORRUPT, never crash or write past out_cap (checked with a guard area). In round-trip
  * mode the payload is encoded and decoded back and must come back unchanged. Codecs with decode_part
- * (blosc, zstd) also decode the middle third of out_cap bytes under the same contract.
+ * (blosc, zstd) also decode the middle third of out_cap bytes under the same contract, and those
+ * with decode_part_read (blosc) decode it again reading the payload in parts, which must give the
+ * same bytes whenever both succeed.
  * Run: fuzz_codecs -max_len=70000 fuzz/corpus/fuzz_codecs/ ; replayed in CI by replay_main.c.
  */
 #include <stdint.h>
@@ -79,6 +81,52 @@ static void roundtrip(const nds_codec *c, void *st, const uint8_t *p, size_t n) 
     nds_buf_dispose(&enc);
 }
 
+/* The payload as a stored value read in parts (nds_part_reader). */
+typedef struct fuzz_value {
+    const uint8_t *data;
+    size_t len;
+} fuzz_value;
+
+static int fuzz_value_read(void *arg, uint64_t offset, size_t len, uint8_t *dst,
+                           uint64_t *value_len) {
+    const fuzz_value *v = arg;
+    if (offset > v->len || len > v->len - offset) return NDS_ERANGE;
+    memcpy(dst, v->data + offset, len);
+    *value_len = v->len;
+    return 0;
+}
+
+static void check_guard(const uint8_t *out, size_t cap, const char *codec, const char *what) {
+    for (size_t i = 0; i < GUARD; i++)
+        if (out[cap + i] != 0xA5) {
+            fprintf(stderr, "fuzz_codecs: %s %s wrote past out_len %zu\n", codec, what, cap);
+            abort();
+        }
+}
+
+/* decode_part_read of bytes [begin, end) over in[0..n): the decode_part contract, and the bytes
+ * decode_part gave (part, when part_rc is 0) whenever it succeeds too. */
+static void part_read_checked(const nds_codec *c, void *st, const uint8_t *in, size_t n,
+                              size_t cap, const uint8_t *part, int part_rc) {
+    size_t begin = cap / 3, end = cap - cap / 3;
+    uint8_t *out = malloc(cap + GUARD);
+    memset(out + cap, 0xA5, GUARD);
+    fuzz_value v = {in, n};
+    nds_part_reader r = {fuzz_value_read, &v};
+    int rc = c->decode_part_read(st, &r, cap ? out : NULL, cap, begin, end);
+    check_guard(out, cap, c->name, "decode_part_read");
+    if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM && rc != NDS_EUNSUPPORTED) {
+        fprintf(stderr, "fuzz_codecs: %s decode_part_read returned %d: %s\n", c->name, rc,
+                nds_error_last()->message);
+        abort();
+    }
+    if (rc == 0 && part_rc == 0 && begin < end && memcmp(out + begin, part + begin, end - begin)) {
+        fprintf(stderr, "fuzz_codecs: %s decode_part_read and decode_part differ\n", c->name);
+        abort();
+    }
+    free(out);
+}
+
 /* Decodes in[0..n) into a buffer of cap bytes plus a guard area; aborts on a contract violation. */
 static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size_t n, size_t cap) {
     /* The guard catches writes past out_cap by the (uninstrumented) libraries, which ASan misses.
@@ -87,11 +135,7 @@ static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size
     memset(out + cap, 0xA5, GUARD);
     size_t got = 0;
     int rc = c->decode(st, in, n, cap ? out : NULL, cap, &got);
-    for (size_t i = 0; i < GUARD; i++)
-        if (out[cap + i] != 0xA5) {
-            fprintf(stderr, "fuzz_codecs: %s wrote past out_cap %zu\n", c->name, cap);
-            abort();
-        }
+    check_guard(out, cap, c->name, "decode");
     if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM) {
         fprintf(stderr, "fuzz_codecs: %s decode returned %d: %s\n", c->name, rc,
                 nds_error_last()->message);
@@ -102,17 +146,13 @@ static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size
     if (c->version >= 2 && c->decode_part) {
         memset(out + cap, 0xA5, GUARD);
         rc = c->decode_part(st, in, n, cap ? out : NULL, cap, cap / 3, cap - cap / 3);
-        for (size_t i = 0; i < GUARD; i++)
-            if (out[cap + i] != 0xA5) {
-                fprintf(stderr, "fuzz_codecs: %s decode_part wrote past out_len %zu\n", c->name,
-                        cap);
-                abort();
-            }
+        check_guard(out, cap, c->name, "decode_part");
         if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM) {
             fprintf(stderr, "fuzz_codecs: %s decode_part returned %d: %s\n", c->name, rc,
                     nds_error_last()->message);
             abort();
         }
+        if (c->version >= 3 && c->decode_part_read) part_read_checked(c, st, in, n, cap, out, rc);
     }
     free(out);
 }

@@ -250,8 +250,51 @@ static bool reads_part(const io_call *c, const chunk_sel *s) {
            c->grid_shape == c->a->meta.chunk_shape && !c->txn && !nds_context_cache(c->a->ctx);
 }
 
+/* Reads parts of one stored value (codec.h nds_part_reader) straight into the reader's buffers,
+ * all from the version the first read saw. */
+typedef struct part_source {
+    nds_kvstore *kv;
+    const char *key;
+    nds_generation seen; /* NDS_GEN_NONE until the first read */
+} part_source;
+
+static int read_value_part(void *arg, uint64_t offset, size_t len, uint8_t *dst,
+                           uint64_t *value_len) {
+    part_source *p = arg;
+    struct iovec iov = {dst, len};
+    nds_read_result r;
+    int rc = nds_kvstore_read_into(p->kv, p->key, offset, &iov, 1, &r);
+    bool first = p->seen.kind == NDS_GEN_NONE;
+    /* Later reads stay within the size the first one reported: a value shorter now is another
+     * version. */
+    if (rc == NDS_ERANGE && !first) return NDS_ECONFLICT;
+    if (rc) return rc;
+    if (r.state != NDS_READ_VALUE) return first ? NDS_ENOTFOUND : NDS_ECONFLICT;
+    if (!first && !nds_generation_equal(&p->seen, &r.generation)) return NDS_ECONFLICT;
+    p->seen = r.generation;
+    *value_len = r.total_size;
+    return 0;
+}
+
+/* Decodes bytes [lo, hi) of a chunk reading only the stored bytes they need, from a store that
+ * reads into place (file). NDS_EUNSUPPORTED (no message): read the value whole instead, as when
+ * it changed between two reads (NDS_ECONFLICT). */
+static int read_part_in_place(io_call *c, const uint64_t *cell, const char *key, uint8_t *chunk,
+                              uint64_t lo, uint64_t hi, int *present) {
+    const nds_format *f = c->a->format;
+    if (f->version < 4 || !f->read_chunk_part || !nds_kvstore_can_read_into(c->a->kv))
+        return NDS_EUNSUPPORTED;
+    part_source src = {c->a->kv, key, {NDS_GEN_NONE, {0}}};
+    nds_part_reader r = {read_value_part, &src};
+    int rc = f->read_chunk_part(c->a->state, cell, &r, chunk, lo, hi);
+    *present = rc != NDS_ENOTFOUND;
+    if (rc == NDS_ENOTFOUND) return 0;
+    return rc == NDS_ECONFLICT ? NDS_EUNSUPPORTED : rc;
+}
+
 /* Decodes the part of a chunk a selection needs: only the bytes [lo, hi) holding it are decoded
- * into chunk (all of it when the format's pipeline cannot decode a part). */
+ * into chunk (all of it when the format's pipeline cannot decode a part), reading only the
+ * stored bytes they need where the store and the codec allow. */
 static int load_part(io_call *c, const uint64_t *cell, const chunk_sel *s, uint8_t *chunk,
                      int *present) {
     nds_array *a = c->a;
@@ -260,17 +303,18 @@ static int load_part(io_call *c, const uint64_t *cell, const chunk_sel *s, uint8
     uint64_t lo, hi;
     sel_byte_span(c, s, &lo, &hi);
     int rc = nds_array_chunk_key(a, cell, key, sizeof key);
-    if (rc || (rc = nds_kvstore_read(a->kv, key, NULL, &r)))
-        return rc ? nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
-                                   nds_kvstore_url(a->kv))
-                  : rc;
-    *present = r.state == NDS_READ_VALUE;
-    if (*present) {
-        rc = a->format->decode_chunk_part(a->state, cell, r.value.data, r.value.len, chunk, lo, hi);
-        if (rc == NDS_EUNSUPPORTED)
-            rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, chunk);
+    if (rc) return rc;
+    rc = read_part_in_place(c, cell, key, chunk, lo, hi, present);
+    if (rc == NDS_EUNSUPPORTED && !(rc = nds_kvstore_read(a->kv, key, NULL, &r))) {
+        *present = r.state == NDS_READ_VALUE;
+        if (*present) {
+            rc = a->format->decode_chunk_part(a->state, cell, r.value.data, r.value.len, chunk,
+                                              lo, hi);
+            if (rc == NDS_EUNSUPPORTED)
+                rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, chunk);
+        }
+        nds_read_result_dispose(&r);
     }
-    nds_read_result_dispose(&r);
     return rc ? nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
                                nds_kvstore_url(a->kv))
               : 0;

@@ -110,6 +110,12 @@ int nds_codec_decode_part(const nds_codec *c, void *state, const uint8_t *in, si
     return c->decode_part(state, in, len, out, n, begin, end);
 }
 
+int nds_codec_decode_part_read(const nds_codec *c, void *state, const nds_part_reader *r,
+                               uint8_t *out, size_t n, size_t begin, size_t end) {
+    if (c->version < 3 || !c->decode_part_read) return NDS_EUNSUPPORTED;
+    return c->decode_part_read(state, r, out, n, begin, end);
+}
+
 void nds_default_chunks(size_t rank, const uint64_t *shape, size_t itemsize, uint64_t target_bytes,
                         uint64_t *chunks) {
     uint64_t target = target_bytes / itemsize;

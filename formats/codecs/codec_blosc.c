@@ -22,6 +22,7 @@
 
 #include "ndstore/sys/codec.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/json_util.h"
 #include "internal/util.h"
 
@@ -195,6 +196,99 @@ static int bl_decode_part(void *state, const uint8_t *in, size_t len, uint8_t *o
     return 0;
 }
 
+/* ---- decode_part_read: only the stored bytes a range needs ---- */
+
+/* Little-endian 32-bit fields of the blosc header and block index. */
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Reads through r; a value shorter than its header says is a truncated chunk. */
+static int read_stored(const nds_part_reader *r, uint64_t offset, size_t len, uint8_t *dst,
+                       uint64_t *value_len) {
+    int rc = r->read(r->arg, offset, len, dst, value_len);
+    if (rc == NDS_ERANGE)
+        return nds_err(NDS_ECORRUPT, "blosc: truncated chunk: %zu bytes at %llu are missing", len,
+                       (unsigned long long)offset);
+    return rc;
+}
+
+/* Where the blocks holding bytes [begin, end) of a chunk lie in its stored bytes. */
+typedef struct block_span {
+    size_t index_end;  /* header and block index: bytes [0, index_end) */
+    size_t first, last; /* blocks first..last */
+    size_t lo, hi;      /* their stored bytes [lo, hi) */
+} block_span;
+
+/* Finds the span from the header h and the block index idx (nblocks entries, read already);
+ * false when the index does not describe blocks in order inside the chunk (the whole value is
+ * then read, and decode_part reports what is wrong). */
+static bool find_block_span(const uint8_t *idx, size_t nblocks, size_t cbytes, block_span *sp) {
+    sp->lo = le32(idx + 4 * sp->first);
+    sp->hi = sp->last + 1 < nblocks ? le32(idx + 4 * (sp->last + 1)) : cbytes;
+    if (sp->lo < sp->index_end || sp->hi > cbytes || sp->lo >= sp->hi) return false;
+    for (size_t k = sp->first; k < sp->last; k++)
+        if (le32(idx + 4 * k) >= le32(idx + 4 * (k + 1))) return false;
+    return true;
+}
+
+/* Turns buf (header and index, then the span's bytes) into a chunk of its own that holds only
+ * the span's blocks: cbytes shrunk to what is there, the span's block starts moved to where
+ * its bytes now are; other blocks start at the span (never read). */
+static void compact_chunk(uint8_t *buf, size_t nblocks, const block_span *sp) {
+    size_t shift = sp->lo - sp->index_end;
+    put_le32(buf + 12, (uint32_t)(sp->index_end + sp->hi - sp->lo));
+    for (size_t k = 0; k < nblocks; k++) {
+        uint8_t *start = buf + BLOSC_MIN_HEADER_LENGTH + 4 * k;
+        bool in_span = k >= sp->first && k <= sp->last;
+        put_le32(start, (uint32_t)(in_span ? le32(start) - shift : sp->index_end));
+    }
+}
+
+/* Reads the header and the block index into the codec scratch, then the blocks holding bytes
+ * [begin, end) after them, and decodes those (blosc_getitem on the compacted chunk). Chunks
+ * stored without compression (memcpyed) and item ranges decode_part would decode whole are read
+ * whole. */
+static int bl_decode_part_read(void *state, const nds_part_reader *r, uint8_t *out,
+                               size_t out_len, size_t begin, size_t end) {
+    uint8_t h[BLOSC_MIN_HEADER_LENGTH];
+    uint64_t value_len;
+    int rc = read_stored(r, 0, sizeof h, h, &value_len);
+    if (rc) return rc;
+    size_t nbytes = le32(h + 4), blocksize = le32(h + 8), cbytes = le32(h + 12);
+    size_t typesize = h[3] ? h[3] : 1;
+    if (begin >= end) return 0;
+    /* The whole items bl_decode_part decodes: bytes [from, to). */
+    size_t from = begin / typesize * typesize;
+    size_t to = (nds_min_u64(end, nbytes) + typesize - 1) / typesize * typesize;
+    if ((h[2] & BLOSC_MEMCPYED) || blocksize == 0 || blocksize > nbytes || nbytes != out_len ||
+        cbytes > value_len || to > nbytes || from >= to)
+        return NDS_EUNSUPPORTED;
+    size_t nblocks = nbytes / blocksize + (nbytes % blocksize != 0);
+    block_span sp = {.index_end = BLOSC_MIN_HEADER_LENGTH + 4 * nblocks,
+                     .first = from / blocksize,
+                     .last = (to - 1) / blocksize};
+    if (sp.index_end > cbytes) return NDS_EUNSUPPORTED;
+    nds_buf *b = nds_scratch_reserve(NDS_SCRATCH_CODEC, sp.index_end);
+    if (!b) return NDS_ENOMEM;
+    memcpy(b->data, h, sizeof h);
+    rc = read_stored(r, sizeof h, sp.index_end - sizeof h, b->data + sizeof h, &value_len);
+    if (rc) return rc;
+    if (!find_block_span(b->data + sizeof h, nblocks, cbytes, &sp)) return NDS_EUNSUPPORTED;
+    size_t len = sp.index_end + sp.hi - sp.lo;
+    if (!(b = nds_scratch_reserve(NDS_SCRATCH_CODEC, len))) return NDS_ENOMEM;
+    if (!(rc = read_stored(r, sp.lo, sp.hi - sp.lo, b->data + sp.index_end, &value_len))) {
+        compact_chunk(b->data, nblocks, &sp);
+        rc = bl_decode_part(state, b->data, len, out, out_len, begin, end);
+    }
+    nds_scratch_trim(NDS_SCRATCH_CODEC);
+    return rc;
+}
+
 static int bl_config_json(void *state, struct json_object **out) {
     const bl_state *s = state;
     json_object *o = json_object_new_object();
@@ -217,4 +311,5 @@ const nds_codec nds_codec_blosc = {
     .decode = bl_decode,
     .config_json = bl_config_json,
     .decode_part = bl_decode_part,
+    .decode_part_read = bl_decode_part_read,
 };

@@ -52,6 +52,10 @@ int nds_codec_decode_exact(const nds_codec *c, void *state, const uint8_t *in, s
  *  NDS_EUNSUPPORTED (no message) when the codec decodes whole values only. */
 int nds_codec_decode_part(const nds_codec *c, void *state, const uint8_t *in, size_t len,
                           uint8_t *out, size_t n, size_t begin, size_t end);
+/** Bytes [begin, end) of a value whose decoded size is exactly n, reading only the stored bytes
+ * they need through r (codec decode_part_read); NDS_EUNSUPPORTED when the codec cannot. */
+int nds_codec_decode_part_read(const nds_codec *c, void *state, const nds_part_reader *r,
+                               uint8_t *out, size_t n, size_t begin, size_t end);
 
 /** A default chunk shape for an array of rank dims of shape and itemsize-byte elements: about
  * target_bytes per chunk (at least one element), from the whole shape (a zero-length dimension
@@ -103,6 +107,7 @@ enum {
     NDS_SCRATCH_FORMAT0,
     NDS_SCRATCH_FORMAT1,
     NDS_SCRATCH_FORMAT2,
+    NDS_SCRATCH_CODEC, /* a codec's stored bytes read in part (decode_part_read) */
     NDS_SCRATCH_SLOTS
 };
 /** The calling thread's buffer of slot (its len is whatever the last user left); NULL when out of

@@ -351,27 +351,108 @@ START_TEST(fortran_big_endian_compressed) {
 }
 END_TEST
 
-/* Regions of blosc chunks decode only the blocks that hold them (decode_chunk_part): random boxes
- * with steps, little- and big-endian, against the array written. */
+/* Regions of blosc chunks decode only the blocks that hold them (decode_chunk_part), and on
+ * file:// read only those blocks' stored bytes (read_chunk_part): random boxes with steps, little-
+ * and big-endian, against the array written; on file:// a missing chunk reads as fill and a cut
+ * short one is corrupt, named. */
 START_TEST(blosc_partial_reads) {
     static const char *const dtypes[] = {"<u2", ">u2"};
     enum { X = 40, Y = 50, Z = 300 };
+    uint64_t shape[3] = {X, Y, Z};
     uint16_t *v = malloc(sizeof(uint16_t) * X * Y * Z);
-    for (size_t i = 0; i < (size_t)X * Y * Z; i++) v[i] = (uint16_t)(i * 7 + i / 300);
-    for (int t = 0; t < 2; t++) {
-        char path[32], meta[256];
-        snprintf(path, sizeof path, "part/%d", t);
-        snprintf(meta, sizeof meta,
-                 "\"shape\":[%d,%d,%d],\"chunks\":[16,20,256],\"dtype\":\"%s\",\"compressor\":"
-                 "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":1,\"blocksize\":4096}",
-                 X, Y, Z, dtypes[t]);
-        nds_array *a = create_meta(path, meta);
+    char dir[] = "/tmp/nds-zarr2-part-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (int t = 0; t < 4; t++) {
+        for (size_t i = 0; i < (size_t)X * Y * Z; i++) v[i] = (uint16_t)(i * 7 + i / 300);
+        char url[128];
+        if (t < 2)
+            snprintf(url, sizeof url, "memory://part/%d/", t);
+        else
+            snprintf(url, sizeof url, "file://%s/%d/", dir, t);
+        nds_array *a;
+        NDS_OK(open_spec(&a,
+                         "{\"driver\":\"zarr\",\"kvstore\":\"%s\",\"metadata\":{\"shape\":[%d,%d,%d],"
+                         "\"chunks\":[16,20,256],\"dtype\":\"%s\",\"fill_value\":3,\"compressor\":"
+                         "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":1,"
+                         "\"blocksize\":4096}},\"create\":true}",
+                         url, X, Y, Z, dtypes[t % 2]));
         write_all(a, v);
-        uint64_t shape[3] = {X, Y, Z};
-        assert_random_boxes_u16(a, v, shape, 60, dtypes[t]);
+        assert_random_boxes_u16(a, v, shape, 60, dtypes[t % 2]);
+        if (t >= 2) {
+            char path[160];
+            snprintf(path, sizeof path, "%s/%d/1.1.0", dir, t);
+            ck_assert_int_eq(unlink(path), 0);
+            uint64_t lo[3] = {16, 20, 0}, hi[3] = {32, 40, 256};
+            set_box_u16(v, shape, lo, hi, 3);
+            assert_random_boxes_u16(a, v, shape, 30, "missing chunk");
+            snprintf(path, sizeof path, "%s/%d/0.0.0", dir, t);
+            ck_assert_int_eq(truncate(path, 2000), 0);
+            nds_box box;
+            NDS_OK(nds_box_parse(&box, "[2:5, 3:9, 100:200]", 3, shape));
+            uint16_t out[3 * 6 * 100];
+            EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "0.0.0");
+        }
         nds_array_free(a);
     }
+    nds_test_rmtree(dir);
     free(v);
+}
+END_TEST
+
+/* A region read from file:// reads a chunk's header and block index, then its blocks: a chunk
+ * replaced between the two reads must not mix versions. One thread rewrites a chunk, alternating
+ * two contents whose blocks lie at different places, while this one reads regions of it; every
+ * region read is one version or the other, whole. */
+typedef struct rewriter {
+    nds_array *a;
+    const uint16_t *versions[2];
+    volatile int stop;
+} rewriter;
+
+static void *rewrite_chunk(void *p) {
+    rewriter *w = p;
+    for (int i = 0; !w->stop; i++) write_all(w->a, w->versions[i % 2]);
+    return NULL;
+}
+
+START_TEST(partial_reads_see_one_version) {
+    enum { N = 64 * 64 };
+    char dir[] = "/tmp/nds-zarr2-replace-XXXXXX", url[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(url, sizeof url, "file://%s/", dir);
+    uint16_t *one = malloc(2 * N), *two = malloc(2 * N), out[20 * 30];
+    for (size_t i = 0; i < N; i++) {
+        one[i] = (uint16_t)i;                  /* compresses well */
+        two[i] = (uint16_t)(i * 2654435761u >> 7); /* hardly */
+    }
+    nds_array *a, *w;
+    const char *spec = "{\"driver\":\"zarr\",\"kvstore\":\"%s\",\"metadata\":{\"shape\":[64,64],"
+                       "\"chunks\":[64,64],\"dtype\":\"<u2\",\"compressor\":{\"id\":\"blosc\","
+                       "\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":1,\"blocksize\":1024}},"
+                       "\"create\":true}";
+    NDS_OK(open_spec(&w, spec, url));
+    write_all(w, one);
+    NDS_OK(nds_array_open(&a, url, NULL));
+    rewriter rw = {w, {one, two}, 0};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, rewrite_chunk, &rw), 0);
+    nds_box box;
+    uint64_t shape[2] = {64, 64};
+    NDS_OK(nds_box_parse(&box, "[30:50, 20:50]", 2, shape));
+    for (int k = 0; k < 400; k++) {
+        NDS_OK(nds_array_read(a, &box, out, NULL));
+        const uint16_t *want = out[0] == one[30 * 64 + 20] ? one : two;
+        for (size_t i = 0; i < 20; i++)
+            ck_assert_msg(memcmp(out + i * 30, want + (30 + i) * 64 + 20, 2 * 30) == 0,
+                          "read %d: row %zu mixes versions", k, 30 + i);
+    }
+    rw.stop = 1;
+    pthread_join(th, NULL);
+    nds_array_free(a);
+    nds_array_free(w);
+    nds_test_rmtree(dir);
+    free(one);
+    free(two);
 }
 END_TEST
 
@@ -1483,6 +1564,7 @@ int main(void) {
     tcase_add_test(tc, create_defaults_and_schema);
     tcase_add_test(tc, create_race_loser_opens);
     tcase_add_test(tc, blosc_partial_reads);
+    tcase_add_test(tc, partial_reads_see_one_version);
     tcase_add_test(tc, staged_write_conflict_is_redone);
     tcase_add_test(tc, staged_txn_commit_conflict_is_redone);
     tcase_add_test(tc, create_race_threads);

@@ -19,8 +19,21 @@ extern "C" {
 
 struct json_object;
 
-/* 2 added decode_part; codecs built as version 1 still register (without it). */
-#define NDS_CODEC_VERSION 2
+/* 2 added decode_part; 3 added decode_part_read. Codecs built for an older version still register
+ * (without the later members). */
+#define NDS_CODEC_VERSION 3
+
+/**
+ * Reads parts of one stored value for decode_part_read: len bytes from offset into dst, and the
+ * value's whole stored size into *value_len. Returns 0; NDS_ERANGE when the value ends before
+ * offset + len; NDS_ENOTFOUND (no message) when the value does not exist; NDS_ECONFLICT (no
+ * message) when it is no longer the version an earlier read of this reader saw; or an I/O error.
+ * Every read of one reader sees the same stored version.
+ */
+typedef struct nds_part_reader {
+    int (*read)(void *arg, uint64_t offset, size_t len, uint8_t *dst, uint64_t *value_len);
+    void *arg;
+} nds_part_reader;
 
 typedef struct nds_codec {
     /** NDS_CODEC_VERSION; checked at registration. Members are only appended. */
@@ -53,6 +66,17 @@ typedef struct nds_codec {
      */
     int (*decode_part)(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_len,
                        size_t begin, size_t end);
+    /* ---- version 3 ---- */
+    /**
+     * Optional (NULL: decode_part reads the whole value): decode_part for a value in a store that
+     * can read part of it, reading through r only the stored bytes the range needs (blosc: its
+     * header, block index and the blocks holding the range). Errors of r other than NDS_ERANGE
+     * (the value is shorter than it says: NDS_ECORRUPT) are returned as they are. Returns
+     * NDS_EUNSUPPORTED (no message) when this value is better read whole (the caller then reads it
+     * and calls decode_part, which reports any damage).
+     */
+    int (*decode_part_read)(void *state, const nds_part_reader *r, uint8_t *out, size_t out_len,
+                            size_t begin, size_t end);
 } nds_codec;
 
 /** Registers a codec (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */

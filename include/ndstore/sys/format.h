@@ -18,6 +18,7 @@
 #include "ndstore/box.h"
 #include "ndstore/kvstore.h"
 #include "ndstore/sys/buf.h"
+#include "ndstore/sys/codec.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,9 +26,9 @@ extern "C" {
 
 struct json_object;
 
-/* 2 added decode_chunk_part; 3 added update_chunk. Formats built for an older version
- * still register (without the later members). */
-#define NDS_FORMAT_VERSION 3
+/* 2 added decode_chunk_part; 3 added update_chunk; 4 added read_chunk_part. Formats built for
+ * an older version still register (without the later members). */
+#define NDS_FORMAT_VERSION 4
 
 /** The grid a format describes; filled by open and resize. */
 typedef struct nds_array_meta {
@@ -177,6 +178,16 @@ typedef struct nds_format {
     int (*update_chunk)(void *state, const uint64_t *cell, const uint8_t *old, size_t old_len,
                         const nds_box *changed, void (*merge)(void *ctx, uint8_t *chunk),
                         void *merge_ctx, uint8_t *chunk, nds_buf *out, int *all_fill);
+    /* ---- version 4 ---- */
+    /**
+     * Optional: decode_chunk_part for a chunk in a store that can read part of a value, reading
+     * its stored bytes through r (codec.h) only as far as the part needs (zarr v2 and v3 with
+     * blosc: the blocks holding it). r's errors NDS_ENOTFOUND and NDS_ECONFLICT are returned as
+     * they are; NDS_EUNSUPPORTED (no message) when this array or this chunk is better read whole:
+     * the core then reads the value and calls decode_chunk_part.
+     */
+    int (*read_chunk_part)(void *state, const uint64_t *cell, const nds_part_reader *r,
+                           uint8_t *out, size_t begin, size_t end);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
