@@ -224,8 +224,8 @@ typedef struct block_span {
     size_t lo, hi;      /* their stored bytes [lo, hi) */
 } block_span;
 
-/* Finds the span from the header h and the block index idx (nblocks entries, read already);
- * false when the index does not describe blocks in order inside the chunk (the whole value is
+/* Finds the stored bytes of blocks sp->first..sp->last from the block index idx (nblocks
+ * entries) and the chunk's stored size cbytes; false when the index does not describe blocks in order inside the chunk (the whole value is
  * then read, and decode_part reports what is wrong). */
 static bool find_block_span(const uint8_t *idx, size_t nblocks, size_t cbytes, block_span *sp) {
     sp->lo = le32(idx + 4 * sp->first);
@@ -257,11 +257,11 @@ static int bl_decode_part_read(void *state, const nds_part_reader *r, uint8_t *o
                                size_t out_len, size_t begin, size_t end) {
     uint8_t h[BLOSC_MIN_HEADER_LENGTH];
     uint64_t value_len;
+    if (begin >= end) return 0;
     int rc = read_stored(r, 0, sizeof h, h, &value_len);
     if (rc) return rc;
     size_t nbytes = le32(h + 4), blocksize = le32(h + 8), cbytes = le32(h + 12);
     size_t typesize = h[3] ? h[3] : 1;
-    if (begin >= end) return 0;
     /* The whole items bl_decode_part decodes: bytes [from, to). */
     size_t from = begin / typesize * typesize;
     size_t to = (nds_min_u64(end, nbytes) + typesize - 1) / typesize * typesize;
