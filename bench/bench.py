@@ -151,6 +151,7 @@ class Workload:
         self.zarr_path = os.path.join(args.tmp, 'zarr_python.zarr')
         self.chunk_bytes = int(np.prod(chunks)) * np.dtype(dtype).itemsize
         self.r = {}
+        self.limit_runs = []
 
     def nds(self, mode, *extra):
         cmd = [self.args.nds_bench, '--mode', mode, '--array', 'file://%s/' % self.nds_path,
@@ -169,12 +170,15 @@ class Workload:
                 sys.exit('nds_bench drew other random regions than bench_zarr_python.py')
         return res
 
-    def run_limit(self):
+    def run_limit(self, runs):
+        """Adds `runs` runs of nds_limit to self.limit_runs and sets self.r['limit'] to the best
+        of all so far."""
         cmd = [self.args.nds_limit, '--input', self.raw, '--dtype', self.dtype, '--shape',
                csv(self.shape), '--chunks', csv(self.chunks), '--codec', self.codec,
                '--min-seconds', str(self.args.limit_seconds), '--dir', self.args.tmp]
-        runs = [settled(lambda: run_json(cmd)) for _ in range(self.args.reps)]
-        lim = {k: max(r[k] for r in runs) for k in runs[0]}
+        self.limit_runs += [settled(lambda: run_json(cmd)) for _ in range(runs)]
+        all_runs = self.limit_runs
+        lim = {k: max(r[k] for r in all_runs) for k in all_runs[0]}
         if self.codec == 'none':
             lim['write'] = min(lim['compress_mbs'], lim['file_write_mbs'])
             lim['read'] = min(lim['decompress_mbs'], lim['file_read_mbs'])
@@ -208,8 +212,14 @@ class Workload:
 
     def run(self, scaling):
         t0 = time.perf_counter()
-        self.run_limit()
+        # The limit is measured before and after ndstore's phases (half the repetitions each,
+        # best of all): this machine's speed drifts by 20-40 % within minutes, and a limit taken
+        # only before could catch a slow moment that ndstore's phases then miss.
+        before = (self.args.reps + 1) // 2
+        self.run_limit(before)
         self.run_ndstore(scaling)
+        if self.args.reps > before:
+            self.run_limit(self.args.reps - before)
         self.run_zarr()
         r = self.r
         print('  %-24s write %5.0f / %5.0f MB/s, read %5.0f / %5.0f MB/s (ndstore / zarr-python), '
