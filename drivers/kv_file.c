@@ -266,23 +266,51 @@ static int file_preadv_all(int fd, const char *key, uint64_t off, const struct i
     return rc;
 }
 
+/* Opens key's value for read_into / read_ranges, setting out's state, generation and size;
+ * *fd < 0 when the value is missing. */
+static int open_to_read(const char *key, int *fd, nds_read_result *out) {
+    int rc = file_open_value(key, fd, out);
+    out->state = out->generation.kind == NDS_GEN_VALUE ? NDS_READ_VALUE : NDS_READ_MISSING;
+    return rc;
+}
+
+/* Reads the span of the iov lengths' sum at offset of a value of total bytes into iov. */
+static int read_span(int fd, const char *key, uint64_t offset, const struct iovec *iov,
+                     size_t iovcnt, uint64_t total) {
+    uint64_t span = 0;
+    for (size_t i = 0; i < iovcnt; i++)
+        span += iov[i].iov_len;
+    if (offset > total || span > total - offset)
+        return nds_err(NDS_ERANGE, "file: read %s: %llu bytes at %llu, past its %llu", key,
+                       (unsigned long long)span, (unsigned long long)offset,
+                       (unsigned long long)total);
+    return file_preadv_all(fd, key, offset, iov, iovcnt);
+}
+
 static int file_read_into(void *state, const char *key, uint64_t offset, const struct iovec *iov,
                           size_t iovcnt, nds_read_result *out) {
     (void)state;
     int fd;
-    int rc = file_open_value(key, &fd, out);
-    out->state = out->generation.kind == NDS_GEN_VALUE ? NDS_READ_VALUE : NDS_READ_MISSING;
+    int rc = open_to_read(key, &fd, out);
     if (rc != 0 || fd < 0)
         return rc;
-    uint64_t span = 0;
-    for (size_t i = 0; i < iovcnt; i++)
-        span += iov[i].iov_len;
-    if (offset > out->total_size || span > out->total_size - offset)
-        rc = nds_err(NDS_ERANGE, "file: read %s: %llu bytes at %llu, past its %llu", key,
-                     (unsigned long long)span, (unsigned long long)offset,
-                     (unsigned long long)out->total_size);
-    else
-        rc = file_preadv_all(fd, key, offset, iov, iovcnt);
+    rc = read_span(fd, key, offset, iov, iovcnt, out->total_size);
+    close(fd);
+    return rc;
+}
+
+/* The ranges in one open of the value, so all from one version of it. */
+static int file_read_ranges(void *state, const char *key, const nds_byte_range *ranges, size_t n,
+                            nds_read_result *out) {
+    (void)state;
+    int fd;
+    int rc = open_to_read(key, &fd, out);
+    if (rc != 0 || fd < 0)
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct iovec iov = {ranges[i].dst, ranges[i].len};
+        rc = read_span(fd, key, ranges[i].offset, &iov, 1, out->total_size);
+    }
     close(fd);
     return rc;
 }
@@ -526,4 +554,5 @@ const nds_kv_driver nds_kv_driver_file = {
     .publish = nds_file_publish,
     .discard = nds_file_discard,
     .read_into = file_read_into,
+    .read_ranges = file_read_ranges,
 };

@@ -245,6 +245,20 @@ int nds_kvstore_read_into(nds_kvstore *kv, const char *key, uint64_t offset, con
     return rc;
 }
 
+bool nds_kvstore_can_read_ranges(const nds_kvstore *kv) {
+    const nds_kv_driver *d = kv->inst->driver;
+    return d->version >= 4 && d->read_ranges;
+}
+
+int nds_kvstore_read_ranges(nds_kvstore *kv, const char *key, const nds_byte_range *ranges,
+                            size_t n, nds_read_result *out) {
+    memset(out, 0, sizeof *out);
+    int rc;
+    WITH_FULL_KEY(kv, key, full,
+                  rc = kv->inst->driver->read_ranges(kv->inst->state, full, ranges, n, out));
+    return rc;
+}
+
 bool nds_kvstore_can_stage(const nds_kvstore *kv) {
     const nds_kv_driver *d = kv->inst->driver;
     return d->version >= 2 && d->stage && !(d->capabilities & NDS_KV_CAP_READ_ONLY);

@@ -39,6 +39,11 @@ bool nds_kvstore_can_read_into(const nds_kvstore *kv);
 /** kv_driver.h read_into for a key relative to kv; only where nds_kvstore_can_read_into. */
 int nds_kvstore_read_into(nds_kvstore *kv, const char *key, uint64_t offset, const struct iovec *iov,
                           size_t iovcnt, nds_read_result *out);
+/** Whether kv's driver reads several ranges of a value at once (kv_driver.h read_ranges). */
+bool nds_kvstore_can_read_ranges(const nds_kvstore *kv);
+/** kv_driver.h read_ranges for a key relative to kv; only where nds_kvstore_can_read_ranges. */
+int nds_kvstore_read_ranges(nds_kvstore *kv, const char *key, const nds_byte_range *ranges,
+                            size_t n, nds_read_result *out);
 /** Stages a value for key (relative to the handle) where no reader sees it. Only when
  *  nds_kvstore_can_stage. */
 int nds_kvstore_stage(nds_kvstore *kv, const char *key, const void *data, size_t len,

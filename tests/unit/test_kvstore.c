@@ -324,6 +324,42 @@ START_TEST(file_read_into_scatters_a_span) {
 }
 END_TEST
 
+/* read_ranges: ranges anywhere in a value (out of order, overlapping, empty) land in their
+ * buffers, with read's generation and size; a range past the value is NDS_ERANGE; a missing key
+ * touches nothing. */
+START_TEST(file_read_ranges_reads_each_range) {
+    const char *dir = temp_dir();
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "file://%s/", dir), 0);
+    nds_kvstore *kv = open_store(url);
+    ck_assert(nds_kvstore_can_read_ranges(kv));
+    uint8_t value[5000], out[4][128];
+    for (size_t i = 0; i < sizeof value; i++) value[i] = (uint8_t)(i * 13 + 5);
+    nds_generation g;
+    NDS_OK(nds_kvstore_write(kv, "v", value, sizeof value, NULL, &g));
+    memset(out, 0xEE, sizeof out);
+    nds_byte_range ranges[4] = {{4900, 100, out[0]}, {0, 10, out[1]}, {5, 20, out[2]},
+                                {2500, 0, out[3]}};
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read_ranges(kv, "v", ranges, 4, &r));
+    ck_assert_int_eq(r.state, NDS_READ_VALUE);
+    ck_assert_uint_eq(r.total_size, sizeof value);
+    ck_assert(nds_generation_equal(&r.generation, &g));
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_int_eq(memcmp(out[i], value + ranges[i].offset, ranges[i].len), 0);
+        ck_assert_int_eq(out[i][ranges[i].len], 0xEE); /* nothing past the range */
+    }
+    ranges[3] = (nds_byte_range){4990, 11, out[3]};
+    ck_assert_int_eq(nds_kvstore_read_ranges(kv, "v", ranges, 4, &r), NDS_ERANGE);
+    memset(out, 0xEE, sizeof out);
+    NDS_OK(nds_kvstore_read_ranges(kv, "missing", ranges, 4, &r));
+    ck_assert_int_eq(r.state, NDS_READ_MISSING);
+    ck_assert_int_eq(out[0][0], 0xEE);
+    free(url);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 START_TEST(file_directories_and_odd_files) {
     const char *dir = temp_dir();
     char *url = NULL, *p;
@@ -1022,6 +1058,7 @@ int main(void) {
     tcase_add_test(file, file_list_reaps_temp_files_of_dead_writers);
     tcase_add_test(file, file_generation_is_stat_identity);
     tcase_add_test(file, file_read_into_scatters_a_span);
+    tcase_add_test(file, file_read_ranges_reads_each_range);
     tcase_add_test(file, file_directories_and_odd_files);
     tcase_add_test(file, file_delete_range_prunes_empty_dirs);
     tcase_add_test(file, file_write_races_directory_removal);

@@ -549,6 +549,14 @@ START_TEST(reads_past_the_cache_stream) {
 }
 END_TEST
 
+/* Replaces the file at path with n bytes of data (a chunk file written behind the array's back). */
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
 /* Uncompressed chunks on file:// with rows of 2 KiB are read straight into the output (read_into):
  * full and partial reads equal what was written (edge chunks, whose stored rows run past the array,
  * take the copying path); a missing chunk reads as fill, a short or long chunk file is corrupt. */
@@ -586,15 +594,9 @@ START_TEST(uncompressed_reads_into_place) {
             ck_assert(out[i * Y + j] == (gone ? -1.0f : v[i * Y + j]));
         }
     nds_box_full(&box, 2, shape);
-    FILE *f = fopen(path, "wb"); /* a chunk file cut short */
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(v, 1, 100, f), 100);
-    fclose(f);
+    write_file(path, v, 100); /* a chunk file cut short */
     EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "1.1");
-    f = fopen(path, "wb"); /* and one too long */
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(v, 1, 4 * 512 * 4 + 1, f), 4 * 512 * 4 + 1);
-    fclose(f);
+    write_file(path, v, 4 * 512 * 4 + 1); /* and one too long */
     EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "expected 8192 bytes, found 8193");
     nds_array_free(a);
     nds_kvstore *kv;
@@ -604,6 +606,49 @@ START_TEST(uncompressed_reads_into_place) {
     rmdir(dir);
     free(v);
     free(base);
+}
+END_TEST
+
+/* Uncompressed chunks on file:// whose planes are larger than a region's rows in them are read
+ * one plane's span at a time (read_ranges), the rows between left unread: random boxes (with and
+ * without steps) and one box of a few rows per plane against the values written; a missing chunk
+ * reads as fill, a short or long chunk file is corrupt, named. */
+START_TEST(uncompressed_regions_read_by_plane) {
+    enum { X = 24, Y = 128, Z = 256 };
+    char dir[] = "/tmp/nds-zarr2-planes-XXXXXX", url[128], path[160];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(url, sizeof url, "file://%s/", dir);
+    nds_array *a;
+    NDS_OK(open_spec(&a, "{\"driver\":\"zarr\",\"kvstore\":\"%s\",\"metadata\":{\"shape\":[%d,%d,%d],"
+                         "\"chunks\":[8,64,128],\"dtype\":\"<u2\",\"compressor\":null,"
+                         "\"fill_value\":4},\"create\":true}",
+                     url, X, Y, Z));
+    uint64_t shape[3] = {X, Y, Z};
+    uint16_t *v = malloc(sizeof(uint16_t) * X * Y * Z), out[5 * 10 * 95];
+    for (size_t i = 0; i < (size_t)X * Y * Z; i++) v[i] = (uint16_t)(i * 11 + i / 256);
+    write_all(a, v);
+    assert_random_boxes_u16(a, v, shape, 80, "planes");
+    nds_box box;
+    NDS_OK(nds_box_parse(&box, "[2:7, 70:80, 140:235]", 3, shape)); /* 10 rows of 16 KiB planes */
+    NDS_OK(nds_array_read(a, &box, out, NULL));
+    for (size_t i = 0; i < 5; i++)
+        for (size_t j = 0; j < 10; j++)
+            ck_assert_int_eq(memcmp(out + (i * 10 + j) * 95, v + ((2 + i) * Y + 70 + j) * Z + 140,
+                                    2 * 95), 0);
+    snprintf(path, sizeof path, "%s/0.1.1", dir);
+    ck_assert_int_eq(unlink(path), 0);
+    uint64_t lo[3] = {0, 64, 128}, hi[3] = {8, 128, 256};
+    set_box_u16(v, shape, lo, hi, 4);
+    NDS_OK(nds_array_read(a, &box, out, NULL));
+    ck_assert_int_eq(out[0], 4);
+    assert_random_boxes_u16(a, v, shape, 30, "planes, a chunk missing");
+    write_file(path, v, 1000); /* a chunk file cut short */
+    EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "0.1.1");
+    write_file(path, v, 8 * 64 * 128 * 2 + 1); /* and one too long */
+    EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "expected 131072 bytes, found 131073");
+    nds_array_free(a);
+    nds_test_rmtree(dir);
+    free(v);
 }
 END_TEST
 
@@ -1556,6 +1601,7 @@ int main(void) {
     tcase_add_test(tc, corrupt_chunks);
     tcase_add_test(tc, reads_in_runs_along_rows);
     tcase_add_test(tc, uncompressed_reads_into_place);
+    tcase_add_test(tc, uncompressed_regions_read_by_plane);
     tcase_add_test(tc, reads_past_the_cache_stream);
     tcase_add_test(tc, bool_bytes_kept);
     tcase_add_test(tc, open_modes);

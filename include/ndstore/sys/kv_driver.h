@@ -18,9 +18,16 @@ extern "C" {
 
 struct json_object;
 
-/* 2 added stage/publish/discard; 3 added read_into. Drivers built for an older version still
- * register (without those). */
-#define NDS_KV_DRIVER_VERSION 3
+/* 2 added stage/publish/discard; 3 added read_into; 4 added read_ranges. Drivers built for an
+ * older version still register (without those). */
+#define NDS_KV_DRIVER_VERSION 4
+
+/** One byte range of a value for read_ranges: len bytes from offset, into dst. */
+typedef struct nds_byte_range {
+    uint64_t offset;
+    size_t len;
+    uint8_t *dst;
+} nds_byte_range;
 
 /** One write of a multi-key commit. */
 typedef struct nds_kv_op {
@@ -101,6 +108,14 @@ typedef struct nds_kv_driver {
      */
     int (*read_into)(void *state, const char *key, uint64_t offset, const struct iovec *iov,
                      size_t iovcnt, nds_read_result *out);
+    /* ---- version 4 ---- */
+    /**
+     * Optional: read_into for several ranges of one value, all from one stored version with one
+     * lookup of the key (the parts of a value a region needs, where one span from the first to
+     * the last would read several times the bytes). A range past the value's end is NDS_ERANGE.
+     */
+    int (*read_ranges)(void *state, const char *key, const nds_byte_range *ranges, size_t n,
+                       nds_read_result *out);
 } nds_kv_driver;
 
 /** Registers a driver (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
