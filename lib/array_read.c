@@ -161,7 +161,7 @@ static int read_into_place(io_call *c, const uint64_t *cell, const chunk_sel *s)
 /* A range read plane by plane must save at least this many bytes over the one span from the
  * selection's first byte to its last, to pay for its system call (measured: one pread costs
  * about what the kernel's copy of 8 KiB does; 64^3 uint16 chunks, whose planes are 8 KiB, gained
- * nothing from it, 128^3 ones 1.35-1.43x); at most RANGES_MAX of them. */
+ * nothing from it, 128^3 ones 1.27-1.43x); at most RANGES_MAX of them. */
 #define RANGE_MIN_SAVING 8192
 #define RANGES_MAX 4096
 
@@ -206,21 +206,23 @@ static int read_planes(io_call *c, const chunk_sel *s, const char *key, size_t p
     nds_read_result r;
     int rc = nds_kvstore_read_ranges(a->kv, key, ranges, planes, &r);
     free(ranges);
+    /* The driver reports the value's size with a range past its end too. */
     if (rc == NDS_ERANGE || (!rc && r.state == NDS_READ_VALUE && r.total_size != a->chunk_bytes))
-        return wrong_size(a, key, r.total_size, rc == NDS_ERANGE);
-    if (rc)
-        return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
-                              nds_kvstore_url(a->kv));
-    if (r.state != NDS_READ_VALUE) {
+        rc = wrong_size(a, key, r.total_size, false);
+    else if (rc)
+        rc = nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                            nds_kvstore_url(a->kv));
+    else if (r.state != NDS_READ_VALUE)
         fill_selection(c, s);
-        return 0;
+    else {
+        packed[rank - 1] = c->chunk_stride[rank - 1];
+        packed[rank - 2] = c->chunk_stride[rank - 2];
+        packed[rank - 3] = (int64_t)plane_bytes;
+        for (size_t d = rank - 3; d-- > 0;) packed[d] = packed[d + 1] * (int64_t)s->extent[d + 1];
+        copy_out(c, s, buf, packed);
     }
-    packed[rank - 1] = c->chunk_stride[rank - 1];
-    packed[rank - 2] = c->chunk_stride[rank - 2];
-    packed[rank - 3] = (int64_t)plane_bytes;
-    for (size_t d = rank - 3; d-- > 0;) packed[d] = packed[d + 1] * (int64_t)s->extent[d + 1];
-    copy_out(c, s, buf, packed);
-    return 0;
+    nds_scratch_trim(NDS_SCRATCH_CHUNK); /* do not pin huge chunks per thread */
+    return rc;
 }
 
 /* Reads a chunk whose stored bytes are its canonical form: copied straight from the stored value

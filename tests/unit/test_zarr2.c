@@ -644,6 +644,7 @@ START_TEST(uncompressed_regions_read_by_plane) {
     assert_random_boxes_u16(a, v, shape, 30, "planes, a chunk missing");
     write_file(path, v, 1000); /* a chunk file cut short */
     EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "0.1.1");
+    EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "found 1000");
     write_file(path, v, 8 * 64 * 128 * 2 + 1); /* and one too long */
     EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "expected 131072 bytes, found 131073");
     nds_array_free(a);

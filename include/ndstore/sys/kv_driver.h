@@ -112,7 +112,8 @@ typedef struct nds_kv_driver {
     /**
      * Optional: read_into for several ranges of one value, all from one stored version with one
      * lookup of the key (the parts of a value a region needs, where one span from the first to
-     * the last would read several times the bytes). A range past the value's end is NDS_ERANGE.
+     * the last would read several times the bytes). out as for read_into; a range past the
+     * value's end is NDS_ERANGE, with out's total_size still the value's size.
      */
     int (*read_ranges)(void *state, const char *key, const nds_byte_range *ranges, size_t n,
                        nds_read_result *out);
