@@ -21,6 +21,15 @@ int open_spec(nds_array **a, const char *fmt, ...) {
     return nds_array_open(a, spec, NULL);
 }
 
+nds_array *zarr2_in_memory(const char *path, const char *members) {
+    nds_array *a;
+    NDS_OK(open_spec(&a,
+                     "{\"driver\":\"zarr\",\"kvstore\":\"memory://%s/\",\"metadata\":{%s},"
+                     "\"create\":true}",
+                     path, members));
+    return a;
+}
+
 void put_raw(const char *url, const char *key, const void *data, size_t len) {
     nds_kvstore *kv;
     NDS_OK(nds_kvstore_open(&kv, url, NULL));

@@ -22,6 +22,10 @@ json_object *get_json(const char *url, const char *key);
 /** The compact JSON of member key of o (borrowed from o), or "absent". */
 const char *member_str(json_object *o, const char *key);
 
+/** Creates a zarr v2 array at memory://<path>/ with the given "metadata" members (a JSON object's
+ *  body), asserting success. */
+nds_array *zarr2_in_memory(const char *path, const char *members);
+
 /** Reads the whole array into out (asserting success). */
 void read_all(nds_array *a, void *out);
 /** Writes in to the whole array (asserting success). */
