@@ -1,0 +1,215 @@
+/* Partial decodes of the codecs that have them (blosc, zstd): decode_part fills the bytes asked
+ * for as a whole decode does and writes nothing past the value; blosc's decode_part_read reads only
+ * the stored bytes a range needs through an nds_part_reader. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <blosc.h>
+
+#include "support_check.h"
+#include "support_codecs.h"
+
+/* decode_part fills the bytes asked for exactly as a whole decode does, writes nothing past the
+ * value, and refuses what decode refuses (plus a block size larger than the chunk). */
+START_TEST(test_blosc_decode_part) {
+    static const int shuffles[] = {0, 1, 2};
+    static const size_t elems[] = {1, 2, 4, 8};
+    enum { N = 300000 }; /* several blosc blocks */
+    uint8_t *data = malloc(N), *whole = malloc(N);
+    for (size_t si = 0; si < 3; si++)
+        for (size_t ei = 0; ei < 4; ei++) {
+            char json[96];
+            snprintf(json, sizeof json, "{\"cname\": \"lz4\", \"clevel\": 5, \"shuffle\": %d}",
+                     shuffles[si]);
+            void *st = make(&nds_codec_blosc, json, elems[ei]);
+            nds_buf enc = {0};
+            encode_filled(&nds_codec_blosc, st, data, N, (int)(si + ei) % PAT_COUNT, &enc);
+            for (int k = 0; k < 40; k++) {
+                size_t a = rnd() % (N + 1), b = rnd() % (N + 1);
+                size_t begin = a < b ? a : b, end = a < b ? b : a;
+                uint8_t *out = guarded(N);
+                ck_assert_int_eq(
+                    nds_codec_blosc.decode_part(st, enc.data, enc.len, out, N, begin, end), 0);
+                ck_assert_msg(memcmp(out + begin, data + begin, end - begin) == 0,
+                              "%s elem %zu: bytes %zu..%zu differ", json, elems[ei], begin, end);
+                check_guard(out, N, "blosc decode_part");
+                free(out);
+            }
+            size_t got;
+            ck_assert_int_eq(nds_codec_blosc.decode(st, enc.data, enc.len, whole, N, &got), 0);
+            /* The value's size must be the chunk's. */
+            assert_error(nds_codec_blosc.decode_part(st, enc.data, enc.len, whole, N - 1, 0, 8),
+                         NDS_ECORRUPT, "blosc", "decode_part size");
+            /* Truncated input and a block size beyond the chunk. */
+            assert_error(nds_codec_blosc.decode_part(st, enc.data, enc.len / 2, whole, N, 0, 8),
+                         NDS_ECORRUPT, "truncated", "decode_part truncated");
+            enc.data[8] = 0, enc.data[9] = 0, enc.data[10] = 0, enc.data[11] = 0x80;
+            assert_error(nds_codec_blosc.decode_part(st, enc.data, enc.len, whole, N, 0, 8),
+                         NDS_ECORRUPT, "block size", "decode_part blocksize");
+            nds_buf_dispose(&enc);
+            nds_codec_blosc.destroy(st);
+        }
+    free(data);
+    free(whole);
+}
+END_TEST
+
+/* A stored value read in parts (nds_part_reader) from memory: counts the bytes read, shows only
+ * the first visible bytes (as a value of that size), and fails call number fail_call (from 1)
+ * with fail_rc. */
+typedef struct mem_value {
+    const uint8_t *data;
+    size_t len, visible, bytes_read;
+    int calls, fail_call, fail_rc;
+} mem_value;
+
+static int mem_value_read(void *arg, uint64_t offset, size_t len, uint8_t *dst,
+                          uint64_t *value_len) {
+    mem_value *m = arg;
+    if (++m->calls == m->fail_call) return m->fail_rc;
+    if (offset > m->visible || len > m->visible - offset) return NDS_ERANGE;
+    memcpy(dst, m->data + offset, len);
+    m->bytes_read += len;
+    *value_len = m->visible;
+    return 0;
+}
+
+static int part_read(void *st, mem_value *m, uint8_t *out, size_t n, size_t begin, size_t end) {
+    nds_part_reader r = {mem_value_read, m};
+    m->calls = 0;
+    m->bytes_read = 0;
+    return nds_codec_blosc.decode_part_read(st, &r, out, n, begin, end);
+}
+
+static uint32_t le32_at(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* decode_part_read gives the bytes asked for as a whole decode does and reads only the header,
+ * the block index and the blocks holding them (blosc's format: a 16-byte header, then one 32-bit
+ * start per block, blocks in order); it declines (NDS_EUNSUPPORTED) what is better read whole,
+ * damage included (the whole decode names it), and returns the reader's own errors as they are. */
+START_TEST(test_blosc_decode_part_read) {
+    static const size_t elems[] = {1, 2, 4, 8};
+    enum { N = 600000 };
+    uint8_t *data = malloc(N), *whole = malloc(N);
+    for (size_t ei = 0; ei < 4; ei++) {
+        char json[128];
+        snprintf(json, sizeof json,
+                 "{\"cname\": \"lz4\", \"clevel\": 5, \"shuffle\": 1, \"blocksize\": %d}",
+                 16384);
+        void *st = make(&nds_codec_blosc, json, elems[ei]);
+        nds_buf enc = {0};
+        encode_filled(&nds_codec_blosc, st, data, N, PAT_TEXT, &enc);
+        ck_assert(!(enc.data[2] & BLOSC_MEMCPYED));
+        size_t BS = le32_at(enc.data + 8), NB = (N + BS - 1) / BS; /* c-blosc may round it up */
+        ck_assert_uint_ge(NB, 4);
+        mem_value m = {.data = enc.data, .len = enc.len, .visible = enc.len};
+        for (int k = 0; k < 60; k++) {
+            size_t a = rnd() % N, b = rnd() % N, begin = a < b ? a : b, end = (a < b ? b : a) + 1;
+            if (k % 3 == 0) end = begin + 1 + rnd() % 64; /* within a block or two */
+            if (end > N) end = N;
+            uint8_t *out = guarded(N);
+            ck_assert_int_eq(part_read(st, &m, out, N, begin, end), 0);
+            ck_assert_msg(memcmp(out + begin, data + begin, end - begin) == 0,
+                          "elem %zu: bytes %zu..%zu differ", elems[ei], begin, end);
+            check_guard(out, N, "blosc decode_part_read");
+            free(out);
+            size_t e = elems[ei], first = begin / e * e / BS, last = ((end + e - 1) / e * e - 1) / BS;
+            size_t span_end = last + 1 < NB ? le32_at(enc.data + 16 + 4 * (last + 1)) : enc.len;
+            size_t want = 16 + 4 * NB + span_end - le32_at(enc.data + 16 + 4 * first);
+            ck_assert_msg(m.bytes_read == want, "elem %zu, bytes %zu..%zu: read %zu, expected %zu",
+                          e, begin, end, m.bytes_read, want);
+        }
+        /* A value shorter than its header says is left to the whole decode to report; the
+         * reader's own errors come back as they are. */
+        m.visible = enc.len - 10;
+        ck_assert_int_eq(part_read(st, &m, whole, N, N - 5, N), NDS_EUNSUPPORTED);
+        m.visible = enc.len;
+        m.fail_call = 1, m.fail_rc = NDS_ENOTFOUND;
+        ck_assert_int_eq(part_read(st, &m, whole, N, 0, 8), NDS_ENOTFOUND);
+        m.fail_call = 3, m.fail_rc = NDS_ECONFLICT;
+        ck_assert_int_eq(part_read(st, &m, whole, N, 0, 8), NDS_ECONFLICT);
+        m.fail_call = 0;
+        /* Declined: another decoded size, a block index out of order, a block start past the
+         * chunk. */
+        ck_assert_int_eq(part_read(st, &m, whole, N - 1, 0, 8), NDS_EUNSUPPORTED);
+        uint8_t *bad = malloc(enc.len);
+        memcpy(bad, enc.data, enc.len);
+        memcpy(bad + 16 + 4 * 1, enc.data + 16 + 4 * 2, 4); /* block 1 starts where block 2 does */
+        mem_value mb = {.data = bad, .len = enc.len, .visible = enc.len};
+        ck_assert_int_eq(part_read(st, &mb, whole, N, 1 * BS, 2 * BS + 1), NDS_EUNSUPPORTED);
+        memcpy(bad + 16 + 4 * 1, enc.data + 16 + 4 * 1, 4);
+        bad[16 + 4 * 2 + 3] = 0x7f; /* block 2 starts past the end: block 1's end unknown */
+        ck_assert_int_eq(part_read(st, &mb, whole, N, 1 * BS, 1 * BS + 1), NDS_EUNSUPPORTED);
+        free(bad);
+        nds_buf_dispose(&enc);
+        nds_codec_blosc.destroy(st);
+    }
+    /* A chunk stored without compression (memcpyed) is read whole. */
+    void *st = make(&nds_codec_blosc, "{\"cname\": \"lz4\", \"clevel\": 5, \"shuffle\": 0}", 1);
+    nds_buf enc = {0};
+    encode_filled(&nds_codec_blosc, st, data, N, PAT_RANDOM, &enc);
+    ck_assert(enc.data[2] & BLOSC_MEMCPYED);
+    mem_value m = {.data = enc.data, .len = enc.len, .visible = enc.len};
+    ck_assert_int_eq(part_read(st, &m, whole, N, 100, 200), NDS_EUNSUPPORTED);
+    nds_buf_dispose(&enc);
+    nds_codec_blosc.destroy(st);
+    free(data);
+    free(whole);
+}
+END_TEST
+
+/* zstd decodes a frame's start only, as far as the part asked for: the bytes asked for come back as
+ * a whole decode gives them, nothing is written past the value; a value of another size, two
+ * frames, a cut-short frame fall back to (and fail as) a whole decode. */
+START_TEST(test_zstd_decode_part) {
+    enum { N = 600000 }; /* several 128 KiB zstd blocks */
+    uint8_t *data = malloc(N), *whole = malloc(N);
+    static const char *const configs[] = {"{\"level\": 1}", "{\"level\": 3, \"checksum\": true}"};
+    for (int ci = 0; ci < 2; ci++) {
+        void *st = make(&nds_codec_zstd, configs[ci], 1);
+        nds_buf enc = {0}, two = {0};
+        encode_filled(&nds_codec_zstd, st, data, N, ci + 1, &enc);
+        for (int k = 0; k < 60; k++) {
+            size_t a = rnd() % (N + 1), b = rnd() % (N + 1);
+            size_t begin = a < b ? a : b, end = a < b ? b : a;
+            uint8_t *out = guarded(N);
+            ck_assert_int_eq(nds_codec_zstd.decode_part(st, enc.data, enc.len, out, N, begin, end),
+                             0);
+            ck_assert_msg(memcmp(out + begin, data + begin, end - begin) == 0,
+                          "%s: bytes %zu..%zu differ", configs[ci], begin, end);
+            check_guard(out, N, "zstd decode_part");
+            free(out);
+        }
+        assert_error(nds_codec_zstd.decode_part(st, enc.data, enc.len, whole, N - 1, 0, 8),
+                     NDS_ECORRUPT, "zstd", "decode_part size");
+        assert_error(nds_codec_zstd.decode_part(st, enc.data, enc.len / 2, whole, N, 0, 8),
+                     NDS_ECORRUPT, "zstd", "decode_part truncated");
+        /* Two frames of N/2 bytes each: the part is decoded from the whole value. */
+        encode_two(&nds_codec_zstd, st, data, N / 2, N, &two);
+        ck_assert_int_eq(nds_codec_zstd.decode_part(st, two.data, two.len, whole, N, N / 2 - 5,
+                                                    N / 2 + 5),
+                         0);
+        ck_assert_int_eq(memcmp(whole, data, N), 0);
+        nds_buf_dispose(&two);
+        nds_buf_dispose(&enc);
+        nds_codec_zstd.destroy(st);
+    }
+    free(data);
+    free(whole);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("codecs_part");
+    TCase *tc = tcase_create("codecs_part");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_blosc_decode_part);
+    tcase_add_test(tc, test_blosc_decode_part_read);
+    tcase_add_test(tc, test_zstd_decode_part);
+    suite_add_tcase(s, tc);
+    return nds_test_run(s);
+}
