@@ -48,10 +48,6 @@ static uint32_t fmix32(uint32_t h) {
     return h ^ (h >> 16);
 }
 
-static uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Mixes the four 32-bit lanes k into h: a whole 16-byte block (full), or the zero-padded tail,
  * whose lanes are mixed into h without the block's rotate-add step (a lane of zeros mixes in
  * nothing, as in the reference's fall-through switch). */
@@ -76,13 +72,13 @@ void nds_murmurhash3_x86_128(const void *data, size_t len, uint32_t seed, uint32
     uint32_t h[4] = {seed, seed, seed, seed}, k[4];
     size_t nblocks = len / 16;
     for (size_t b = 0; b < nblocks; b++, p += 16) {
-        for (int i = 0; i < 4; i++) k[i] = get32(p + 4 * i);
+        for (int i = 0; i < 4; i++) k[i] = nds_load_le32(p + 4 * i);
         mix_lanes(h, k, 1);
     }
     uint8_t tail[16] = {0};
     size_t rest = len & 15;
     memcpy(tail, p, rest);
-    for (int i = 0; i < 4; i++) k[i] = get32(tail + 4 * i);
+    for (int i = 0; i < 4; i++) k[i] = nds_load_le32(tail + 4 * i);
     mix_lanes(h, k, 0);
     for (int i = 0; i < 4; i++) h[i] ^= (uint32_t)len;
     h[0] += h[1] + h[2] + h[3];
@@ -95,7 +91,7 @@ void nds_murmurhash3_x86_128(const void *data, size_t len, uint32_t seed, uint32
 
 uint64_t nds_pc_murmur_u64(uint64_t key) {
     uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(key >> (8 * i));
+    nds_store_le64(b, key);
     uint32_t h[4];
     nds_murmurhash3_x86_128(b, 8, 0, h);
     return (uint64_t)h[0] | (uint64_t)h[1] << 32;
@@ -222,7 +218,7 @@ int nds_pc_gzip(const uint8_t *in, size_t len, nds_buf *out) {
  * write one member). */
 int nds_pc_gunzip(const uint8_t *in, size_t len, size_t limit, nds_buf *out) {
     const gzip_codec *g = NULL;
-    uint64_t isize = len >= 4 ? get32(in + len - 4) : 0;
+    uint64_t isize = len >= 4 ? nds_load_le32(in + len - 4) : 0;
     size_t got = 0;
     out->len = 0;
     if (len < 2 || in[0] != 0x1f || in[1] != 0x8b)
@@ -247,14 +243,6 @@ int nds_pc_gunzip(const uint8_t *in, size_t len, size_t limit, nds_buf *out) {
 
 /* ---- minishard and shard indexes ------------------------------------------------------------- */
 
-static uint64_t get64(const uint8_t *p) {
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Undoes a raw/gzip encoding: *p / *len point at the plain bytes (in `tmp` when inflated). */
 static int undo_encoding(bool gzip, const uint8_t **p, size_t *len, size_t limit, nds_buf *tmp) {
     if (!gzip) {
@@ -273,8 +261,8 @@ static int read_refs(const uint8_t *p, size_t n, uint64_t index_end, uint64_t fi
                      nds_pc_chunk_ref *r) {
     uint64_t id = 0, pos = index_end;
     for (size_t i = 0; i < n; i++) {
-        uint64_t did = get64(p + 8 * i), doff = get64(p + 8 * (n + i)),
-                 size = get64(p + 8 * (2 * n + i));
+        uint64_t did = nds_load_le64(p + 8 * i), doff = nds_load_le64(p + 8 * (n + i)),
+                 size = nds_load_le64(p + 8 * (2 * n + i));
         if (i > 0 && did == 0)
             return nds_err(NDS_ECORRUPT, "minishard index lists chunk id %llu twice",
                            (unsigned long long)id);
@@ -376,8 +364,8 @@ static int add_minishard(const nds_pc_sharding *s, uint64_t shard, uint64_t m,
 static int index_entry(const nds_pc_sharding *s, const uint8_t *data, size_t len, uint64_t m,
                        uint64_t *a, uint64_t *b) {
     uint64_t index_end = (uint64_t)16 << s->minishard_bits;
-    *a = get64(data + 16 * m);
-    *b = get64(data + 16 * m + 8);
+    *a = nds_load_le64(data + 16 * m);
+    *b = nds_load_le64(data + 16 * m + 8);
     if (*a > *b || *b > len - index_end)
         return nds_err(NDS_ECORRUPT, "shard index entry %llu: minishard index [%llu, %llu) is %s",
                        (unsigned long long)m, (unsigned long long)*a, (unsigned long long)*b,
@@ -496,9 +484,9 @@ static int build_minishard(const nds_pc_sharding *s, const item *it, size_t i, s
                      : (nds_buf_append(out, c->data, c->len) ? NDS_ENOMEM : 0);
         if (rc)
             return rc == NDS_ENOMEM ? nds_err(NDS_ENOMEM, "out of memory building a shard") : rc;
-        put64(index->data + 8 * k, c->id - prev_id);
-        put64(index->data + 8 * (n + k), start - prev_end);
-        put64(index->data + 8 * (2 * n + k), out->len - start);
+        nds_store_le64(index->data + 8 * k, c->id - prev_id);
+        nds_store_le64(index->data + 8 * (n + k), start - prev_end);
+        nds_store_le64(index->data + 8 * (2 * n + k), out->len - start);
         prev_id = c->id;
         prev_end = out->len;
     }
@@ -508,8 +496,8 @@ static int build_minishard(const nds_pc_sharding *s, const item *it, size_t i, s
                            : (nds_buf_append(out, index->data, index->len) ? NDS_ENOMEM : 0);
     if (rc) return rc == NDS_ENOMEM ? nds_err(NDS_ENOMEM, "out of memory building a shard") : rc;
     uint64_t m = minishard_of(s, it[i].c.id);
-    put64(out->data + 16 * m, a);
-    put64(out->data + 16 * m + 8, out->len - index_end);
+    nds_store_le64(out->data + 16 * m, a);
+    nds_store_le64(out->data + 16 * m + 8, out->len - index_end);
     return 0;
 }
 
@@ -539,9 +527,9 @@ static int build_items(const nds_pc_sharding *s, item *items, size_t n, nds_buf 
     /* Empty minishards get a zero-length range at the end of the previous one. (A written entry
      * never is [0, 0): a minishard's index follows its chunks' data.) */
     for (uint64_t m = 0, last = 0; !rc && m < index_end / 16; m++) {
-        uint64_t a = get64(out->data + 16 * m), b = get64(out->data + 16 * m + 8);
+        uint64_t a = nds_load_le64(out->data + 16 * m), b = nds_load_le64(out->data + 16 * m + 8);
         if (a == 0 && b == 0)
-            put64(out->data + 16 * m, last), put64(out->data + 16 * m + 8, last);
+            nds_store_le64(out->data + 16 * m, last), nds_store_le64(out->data + 16 * m + 8, last);
         else
             last = b;
     }
@@ -693,7 +681,8 @@ static int lookup_once(const lookup *l, int *present, int *state) {
         *state = 0;
         return 0;
     }
-    uint64_t a = get64(r.value.data), b = get64(r.value.data + 8), total = r.total_size;
+    uint64_t a = nds_load_le64(r.value.data), b = nds_load_le64(r.value.data + 8),
+             total = r.total_size;
     nds_read_result_dispose(&r);
     if (a > b || index_end + b < b || index_end + b > total)
         return nds_err(NDS_ECORRUPT, "shard index entry %llu: minishard index [%llu, %llu) is %s",

@@ -198,15 +198,6 @@ static int bl_decode_part(void *state, const uint8_t *in, size_t len, uint8_t *o
 
 /* ---- decode_part_read: only the stored bytes a range needs ---- */
 
-/* Little-endian 32-bit fields of the blosc header and block index. */
-static uint32_t le32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put_le32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Reads through r; a value shorter than its header says is a truncated chunk. */
 static int read_stored(const nds_part_reader *r, uint64_t offset, size_t len, uint8_t *dst,
                        uint64_t *value_len) {
@@ -228,11 +219,11 @@ typedef struct block_span {
  * entries) and the chunk's stored size cbytes; false when the index does not describe blocks in order inside the chunk (the whole value is
  * then read, and decode_part reports what is wrong). */
 static bool find_block_span(const uint8_t *idx, size_t nblocks, size_t cbytes, block_span *sp) {
-    sp->lo = le32(idx + 4 * sp->first);
-    sp->hi = sp->last + 1 < nblocks ? le32(idx + 4 * (sp->last + 1)) : cbytes;
+    sp->lo = nds_load_le32(idx + 4 * sp->first);
+    sp->hi = sp->last + 1 < nblocks ? nds_load_le32(idx + 4 * (sp->last + 1)) : cbytes;
     if (sp->lo < sp->index_end || sp->hi > cbytes || sp->lo >= sp->hi) return false;
     for (size_t k = sp->first; k < sp->last; k++)
-        if (le32(idx + 4 * k) >= le32(idx + 4 * (k + 1))) return false;
+        if (nds_load_le32(idx + 4 * k) >= nds_load_le32(idx + 4 * (k + 1))) return false;
     return true;
 }
 
@@ -241,11 +232,11 @@ static bool find_block_span(const uint8_t *idx, size_t nblocks, size_t cbytes, b
  * its bytes now are; other blocks start at the span (never read). */
 static void compact_chunk(uint8_t *buf, size_t nblocks, const block_span *sp) {
     size_t shift = sp->lo - sp->index_end;
-    put_le32(buf + 12, (uint32_t)(sp->index_end + sp->hi - sp->lo));
+    nds_store_le32(buf + 12, (uint32_t)(sp->index_end + sp->hi - sp->lo));
     for (size_t k = 0; k < nblocks; k++) {
         uint8_t *start = buf + BLOSC_MIN_HEADER_LENGTH + 4 * k;
         bool in_span = k >= sp->first && k <= sp->last;
-        put_le32(start, (uint32_t)(in_span ? le32(start) - shift : sp->index_end));
+        nds_store_le32(start, (uint32_t)(in_span ? nds_load_le32(start) - shift : sp->index_end));
     }
 }
 
@@ -260,7 +251,8 @@ static int bl_decode_part_read(void *state, const nds_part_reader *r, uint8_t *o
     if (begin >= end) return 0;
     int rc = read_stored(r, 0, sizeof h, h, &value_len);
     if (rc) return rc;
-    size_t nbytes = le32(h + 4), blocksize = le32(h + 8), cbytes = le32(h + 12);
+    size_t nbytes = nds_load_le32(h + 4), blocksize = nds_load_le32(h + 8),
+           cbytes = nds_load_le32(h + 12);
     size_t typesize = h[3] ? h[3] : 1;
     /* The whole items bl_decode_part decodes: bytes [from, to). */
     size_t from = begin / typesize * typesize;

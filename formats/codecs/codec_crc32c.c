@@ -19,6 +19,7 @@
 
 #include "ndstore/sys/codec.h"
 #include "internal/error.h"
+#include "internal/util.h"
 
 /* The reflected Castagnoli polynomial. */
 #define CRC32C_POLY 0x82F63B78u
@@ -45,8 +46,7 @@ static void crc_init(void) {
 
 static uint32_t crc_sw(uint32_t crc, const uint8_t *p, size_t n) {
     for (; n >= 8; p += 8, n -= 8) {
-        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                             (uint32_t)p[3] << 24);
+        uint32_t lo = crc ^ nds_load_le32(p);
         crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
               crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
               crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
@@ -115,7 +115,7 @@ static int crc_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) 
     if (nds_buf_reserve(out, len + 4) != 0) return nds_err(NDS_ENOMEM, "crc32c: out of memory");
     if (len) memcpy(out->data, in, len);
     uint32_t c = nds_crc32c(in, len);
-    for (int i = 0; i < 4; i++) out->data[len + (size_t)i] = (uint8_t)(c >> (8 * i));
+    nds_store_le32(out->data + len, c);
     out->len = len + 4;
     return 0;
 }
@@ -126,8 +126,7 @@ static int crc_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, 
     if (len < 4)
         return nds_err(NDS_ECORRUPT, "crc32c: %zu bytes is too short to hold a checksum", len);
     size_t n = len - 4;
-    uint32_t stored = (uint32_t)in[n] | (uint32_t)in[n + 1] << 8 | (uint32_t)in[n + 2] << 16 |
-                      (uint32_t)in[n + 3] << 24;
+    uint32_t stored = nds_load_le32(in + n);
     uint32_t actual = nds_crc32c(in, n);
     if (stored != actual)
         return nds_err(NDS_ECORRUPT, "crc32c mismatch (stored %08x, computed %08x)", stored,

@@ -21,6 +21,7 @@
 #include "ndstore/sys/codec.h"
 #include "internal/error.h"
 #include "internal/json_util.h"
+#include "internal/util.h"
 
 #define DOC "lz4 config"
 #define HEADER 4
@@ -61,10 +62,7 @@ static int lz4_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) 
     int rc = nds_buf_reserve(out, HEADER + (size_t)bound);
     if (rc) return rc;
     uint8_t *p = out->data;
-    p[0] = (uint8_t)len;
-    p[1] = (uint8_t)(len >> 8);
-    p[2] = (uint8_t)(len >> 16);
-    p[3] = (uint8_t)(len >> 24);
+    nds_store_le32(p, (uint32_t)len);
     static const char empty[1];
     int n = LZ4_compress_fast(len ? (const char *)in : empty, (char *)p + HEADER, (int)len, bound,
                               s->acceleration);
@@ -78,8 +76,7 @@ static int lz4_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, 
     (void)state;
     if (len < HEADER)
         return nds_err(NDS_ECORRUPT, "lz4: truncated header (%zu bytes, need %d)", len, HEADER);
-    uint32_t n =
-        (uint32_t)in[0] | (uint32_t)in[1] << 8 | (uint32_t)in[2] << 16 | (uint32_t)in[3] << 24;
+    uint32_t n = nds_load_le32(in);
     if (n > out_cap)
         return nds_err(NDS_ECORRUPT, "lz4: header declares %u bytes, more than the %zu expected", n,
                        out_cap);

@@ -23,20 +23,8 @@
 
 #define TABLE_OFFSET_LIMIT (UINT32_C(1) << 24)
 
-static void put32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static uint64_t get_label(const uint8_t *p, size_t elem) {
-    uint64_t v = get32(p);
-    return elem == 8 ? v | (uint64_t)get32(p + 4) << 32 : v;
+    return elem == 8 ? nds_load_le64(p) : nds_load_le32(p);
 }
 
 /* A label of the input, in host order. */
@@ -152,8 +140,11 @@ static int emit_table(encoder *e, size_t n, uint32_t *offset) {
     int rc = append_zeros(e->out, n * e->elem, &at);
     if (rc) return rc;
     for (size_t i = 0; i < n; i++) {
-        put32(e->out->data + at + i * e->elem, (uint32_t)e->uniq[i]);
-        if (e->elem == 8) put32(e->out->data + at + i * 8 + 4, (uint32_t)(e->uniq[i] >> 32));
+        uint8_t *label = e->out->data + at + i * e->elem;
+        if (e->elem == 8)
+            nds_store_le64(label, e->uniq[i]);
+        else
+            nds_store_le32(label, (uint32_t)e->uniq[i]);
     }
     e->tables[j] = (table_entry){h, (uint32_t)words, (uint32_t)n};
     e->ntables++;
@@ -219,12 +210,13 @@ static int encode_block(encoder *e, const void *in, const int64_t *stride, const
             for (uint64_t x = 0; x < ext[0]; x++) {
                 uint64_t pos = (uint64_t)bits * (x + e->block[0] * (y + e->block[1] * z));
                 uint8_t *w = e->out->data + at + (pos / 32) * 4;
-                put32(w, get32(w) | index_of(e->uniq, nuniq, e->vals[i++]) << (pos % 32));
+                nds_store_le32(w, nds_load_le32(w) | index_of(e->uniq, nuniq, e->vals[i++])
+                                                         << (pos % 32));
             }
     uint32_t table = 0;
     if ((rc = emit_table(e, nuniq, &table))) return rc;
-    put32(e->out->data + hdr, table | (uint32_t)bits << 24);
-    put32(e->out->data + hdr + 4, (uint32_t)values_off);
+    nds_store_le32(e->out->data + hdr, table | (uint32_t)bits << 24);
+    nds_store_le32(e->out->data + hdr + 4, (uint32_t)values_off);
     return 0;
 }
 
@@ -282,7 +274,7 @@ int nds_cseg_encode(const void *in, size_t elem, const uint64_t vol[3], const in
             rc = nds_err(NDS_ELIMIT, "compressed_segmentation: encoded chunk above 16 GiB");
             break;
         }
-        put32(out->data + at + c * 4, (uint32_t)words);
+        nds_store_le32(out->data + at + c * 4, (uint32_t)words);
         rc = encode_channel(&e, (const uint8_t *)in + (int64_t)c * stride[3] * (int64_t)elem,
                             stride, vol);
     }
@@ -306,7 +298,7 @@ typedef struct decoder {
 /* Decodes the block at origin of the channel starting at byte chan, whose header is at hdr. */
 static int decode_block(const decoder *k, size_t chan, size_t hdr, const uint64_t *vol,
                         const uint64_t *origin, int64_t chan_off) {
-    uint32_t h0 = get32(k->data + hdr), h1 = get32(k->data + hdr + 4);
+    uint32_t h0 = nds_load_le32(k->data + hdr), h1 = nds_load_le32(k->data + hdr + 4);
     unsigned bits = h0 >> 24;
     if (bits > 32 || (bits & (bits - 1)) != 0)
         return nds_err(NDS_ECORRUPT,
@@ -333,7 +325,8 @@ static int decode_block(const decoder *k, size_t chan, size_t hdr, const uint64_
         for (uint64_t y = 0; y < ext[1]; y++)
             for (uint64_t x = 0; x < ext[0]; x++) {
                 uint64_t pos = bits * (x + k->block[0] * (y + k->block[1] * z)), idx = 0;
-                if (bits) idx = (get32(k->data + vstart + pos / 32 * 4) >> (pos % 32)) & mask;
+                if (bits)
+                    idx = (nds_load_le32(k->data + vstart + pos / 32 * 4) >> (pos % 32)) & mask;
                 if (idx >= tcount)
                     return nds_err(NDS_ECORRUPT,
                                    "compressed_segmentation: index %llu past the end "
@@ -385,7 +378,7 @@ int nds_cseg_decode(const uint8_t *data, size_t len, size_t elem, const uint64_t
                        "of %zu channels",
                        len, nchan);
     for (size_t c = 0; c < nchan; c++) {
-        uint64_t chan = (uint64_t)get32(data + c * 4) * 4;
+        uint64_t chan = (uint64_t)nds_load_le32(data + c * 4) * 4;
         if (chan > len)
             return nds_err(NDS_ECORRUPT,
                            "compressed_segmentation: channel %zu starts at byte %llu, "

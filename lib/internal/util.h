@@ -20,6 +20,21 @@ static inline uint64_t nds_min_u64(uint64_t a, uint64_t b) { return a < b ? a : 
 static inline uint64_t nds_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static inline uint64_t nds_ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
+/* Little-endian fields of stored formats (blosc headers, shard indexes, checksums), byte by byte
+ * so that any alignment and any host byte order work. */
+static inline uint32_t nds_load_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t nds_load_le64(const uint8_t *p) {
+    return (uint64_t)nds_load_le32(p) | (uint64_t)nds_load_le32(p + 4) << 32;
+}
+static inline void nds_store_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void nds_store_le64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
 /** Product of n values into *out; false on overflow. An empty product is 1. */
 bool nds_product_u64(const uint64_t *v, size_t n, uint64_t *out);
 
