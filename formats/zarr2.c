@@ -256,28 +256,39 @@ static int zarr2_decode_chunk(void *state, const uint64_t *cell, const uint8_t *
     return rc;
 }
 
+/* Whether bytes [begin, end) of the decoded value are bytes [begin, end) of the chunk: C order
+ * with a compressor (which decodes a part where it can: blosc, zstd). */
+static bool parts_are_chunk_parts(const zarr2 *z) { return z->codec && !z->m.fortran; }
+
+/* A part decoded in the stored byte order put into the host's (rc passed through). */
+static int part_to_host(const zarr2 *z, int rc, uint8_t *out, size_t begin, size_t end) {
+    if (rc == 0 && z->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(z->m.dtype));
+    return rc;
+}
+
 /* C-order chunks with a compressor that can decode a part (blosc, zstd) decode only the bytes
  * asked for. */
 static int zarr2_decode_chunk_part(void *state, const uint64_t *cell, const uint8_t *data,
                                    size_t len, uint8_t *out, size_t begin, size_t end) {
     const zarr2 *z = state;
     (void)cell;
-    if (!z->codec || z->m.fortran) return NDS_EUNSUPPORTED;
-    int rc = nds_codec_decode_part(z->codec, z->codec_state, data, len, out, z->m.chunk_nbytes,
-                                   begin, end);
-    if (rc == 0 && z->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(z->m.dtype));
-    return rc;
+    if (!parts_are_chunk_parts(z)) return NDS_EUNSUPPORTED;
+    return part_to_host(z,
+                        nds_codec_decode_part(z->codec, z->codec_state, data, len, out,
+                                              z->m.chunk_nbytes, begin, end),
+                        out, begin, end);
 }
 
+/* The same, reading only the stored bytes the part needs (blosc). */
 static int zarr2_read_chunk_part(void *state, const uint64_t *cell, const nds_part_reader *r,
                                  uint8_t *out, size_t begin, size_t end) {
     const zarr2 *z = state;
     (void)cell;
-    if (!z->codec || z->m.fortran) return NDS_EUNSUPPORTED;
-    int rc = nds_codec_decode_part_read(z->codec, z->codec_state, r, out, z->m.chunk_nbytes, begin,
-                                        end);
-    if (rc == 0 && z->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(z->m.dtype));
-    return rc;
+    if (!parts_are_chunk_parts(z)) return NDS_EUNSUPPORTED;
+    return part_to_host(z,
+                        nds_codec_decode_part_read(z->codec, z->codec_state, r, out,
+                                                   z->m.chunk_nbytes, begin, end),
+                        out, begin, end);
 }
 
 static int zarr2_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,

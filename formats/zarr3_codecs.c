@@ -590,22 +590,28 @@ static bool part_is_chunk_part(const nds_z3_chain *c) {
     return c->ab == AB_BYTES && !c->transpose && c->n_bb == 1 && !c->bb[0].crc;
 }
 
+/* A part decoded in the stored byte order put into the host's (rc passed through). */
+static int part_to_host(const nds_z3_chain *c, int rc, uint8_t *out, size_t begin, size_t end) {
+    if (rc == 0 && c->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(c->arr.dtype));
+    return rc;
+}
+
 int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out,
                              size_t begin, size_t end) {
     if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
-    int rc = nds_codec_decode_part(c->bb[0].codec, c->bb[0].state, in, len, out, c->nbytes, begin,
-                                   end);
-    if (rc == 0 && c->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(c->arr.dtype));
-    return rc;
+    const bb_codec *b = &c->bb[0];
+    return part_to_host(
+        c, nds_codec_decode_part(b->codec, b->state, in, len, out, c->nbytes, begin, end), out,
+        begin, end);
 }
 
 int nds_z3_chain_read_part(const nds_z3_chain *c, const nds_part_reader *r, uint8_t *out,
                            size_t begin, size_t end) {
     if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
-    int rc = nds_codec_decode_part_read(c->bb[0].codec, c->bb[0].state, r, out, c->nbytes, begin,
-                                        end);
-    if (rc == 0 && c->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(c->arr.dtype));
-    return rc;
+    const bb_codec *b = &c->bb[0];
+    return part_to_host(
+        c, nds_codec_decode_part_read(b->codec, b->state, r, out, c->nbytes, begin, end), out,
+        begin, end);
 }
 
 /* ---- encode ---------------------------------------------------------------------------------- */
