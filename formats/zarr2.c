@@ -291,6 +291,17 @@ static int zarr2_read_chunk_part(void *state, const uint64_t *cell, const nds_pa
                         out, begin, end);
 }
 
+/* C-order chunks decoded a piece at a time where the compressor can (blosc). */
+static int zarr2_decode_chunk_pieces(void *state, const uint64_t *cell, const uint8_t *data,
+                                     size_t len, nds_piece_sink sink, void *arg) {
+    const zarr2 *z = state;
+    (void)cell;
+    if (!parts_are_chunk_parts(z)) return NDS_EUNSUPPORTED;
+    return nds_codec_decode_pieces(z->codec, z->codec_state, data, len, z->m.chunk_nbytes,
+                                   z->m.itemsize, z->swap ? nds_dtype_swap_unit(z->m.dtype) : 0,
+                                   sink, arg);
+}
+
 static int zarr2_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,
                               nds_buf *out) {
     const zarr2 *z = state;
@@ -495,6 +506,7 @@ const nds_format nds_format_zarr2 = {
     .decode_chunk = zarr2_decode_chunk,
     .decode_chunk_part = zarr2_decode_chunk_part,
     .read_chunk_part = zarr2_read_chunk_part,
+    .decode_chunk_pieces = zarr2_decode_chunk_pieces,
     .encode_chunk = zarr2_encode_chunk,
     .metadata_json = zarr2_metadata_json,
     .resize = zarr2_resize,

@@ -221,6 +221,13 @@ static int zarr3_read_chunk_part(void *state, const uint64_t *cell, const nds_pa
     return nds_z3_chain_read_part(z->m.chain, r, out, begin, end);
 }
 
+static int zarr3_decode_chunk_pieces(void *state, const uint64_t *cell, const uint8_t *data,
+                                     size_t len, nds_piece_sink sink, void *arg) {
+    const zarr3 *z = state;
+    (void)cell;
+    return nds_z3_chain_decode_pieces(z->m.chain, data, len, sink, arg);
+}
+
 static int zarr3_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,
                               nds_buf *out) {
     const zarr3 *z = state;
@@ -439,6 +446,7 @@ const nds_format nds_format_zarr3 = {
     .decode_chunk = zarr3_decode_chunk,
     .decode_chunk_part = zarr3_decode_chunk_part,
     .read_chunk_part = zarr3_read_chunk_part,
+    .decode_chunk_pieces = zarr3_decode_chunk_pieces,
     .update_chunk = zarr3_update_chunk,
     .encode_chunk = zarr3_encode_chunk,
     .metadata_json = zarr3_metadata_json,

@@ -614,6 +614,14 @@ int nds_z3_chain_read_part(const nds_z3_chain *c, const nds_part_reader *r, uint
         begin, end);
 }
 
+int nds_z3_chain_decode_pieces(const nds_z3_chain *c, const uint8_t *in, size_t len,
+                               nds_piece_sink sink, void *arg) {
+    if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
+    const bb_codec *b = &c->bb[0];
+    return nds_codec_decode_pieces(b->codec, b->state, in, len, c->nbytes, c->elem,
+                                   c->swap ? nds_dtype_swap_unit(c->arr.dtype) : 0, sink, arg);
+}
+
 /* ---- encode ---------------------------------------------------------------------------------- */
 
 /* The array as the array-to-bytes codec stores it: transposed and in the stored byte order. A

@@ -77,6 +77,11 @@ int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t le
  * (format.h read_chunk_part). */
 int nds_z3_chain_read_part(const nds_z3_chain *c, const nds_part_reader *r, uint8_t *out,
                            size_t begin, size_t end);
+/** The canonical chunk handed to sink a piece at a time, in the host's byte order, when the
+ * chain is one codec that can (blosc) over the bytes codec; else NDS_EUNSUPPORTED (no message).
+ * (format.h decode_chunk_pieces) */
+int nds_z3_chain_decode_pieces(const nds_z3_chain *c, const uint8_t *in, size_t len,
+                               nds_piece_sink sink, void *arg);
 /** Encodes a canonical array into out (replacing its contents; out->len set). */
 int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out);
 /** A write's merge, as nds_format.update_chunk receives it. */

@@ -7,7 +7,9 @@
  * mode the payload is encoded and decoded back and must come back unchanged. Codecs with decode_part
  * (blosc, zstd) also decode the middle third of out_cap bytes under the same contract, and those
  * with decode_part_read (blosc) decode it again reading the payload in parts, which must give the
- * same bytes whenever both succeed.
+ * same bytes whenever both succeed. Codecs with decode_pieces (blosc) hand the payload over in
+ * pieces, which must come in order inside out_cap and, when they do, be what decode gives (decode
+ * must then succeed too).
  * Run: fuzz_codecs -max_len=70000 fuzz/corpus/fuzz_codecs/ ; replayed in CI by replay_main.c.
  */
 #include <stdint.h>
@@ -127,6 +129,43 @@ static void part_read_checked(const nds_codec *c, void *st, const uint8_t *in, s
     free(out);
 }
 
+/* decode_pieces' pieces put together, checked to come in order inside the value. */
+typedef struct pieces {
+    uint8_t *out;
+    size_t next, cap;
+} pieces;
+
+static int put_piece(void *arg, size_t offset, uint8_t *data, size_t len) {
+    pieces *p = arg;
+    if (offset != p->next || len > p->cap - offset) {
+        fprintf(stderr, "fuzz_codecs: piece [%zu, +%zu) after %zu of %zu\n", offset, len,
+                p->next, p->cap);
+        abort();
+    }
+    memcpy(p->out + offset, data, len);
+    p->next = offset + len;
+    return 0;
+}
+
+/* decode_pieces over in[0..n) for a value of cap bytes: the pieces cover it and are what decode
+ * gave (whole, decode_rc 0 with got == cap), or it fails as decode may. */
+static void pieces_checked(const nds_codec *c, void *st, const uint8_t *in, size_t n, size_t cap,
+                           const uint8_t *whole, int decode_rc, size_t got) {
+    pieces p = {malloc(cap + 1), 0, cap};
+    int rc = c->decode_pieces(st, in, n, cap, 1, put_piece, &p);
+    if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM && rc != NDS_EUNSUPPORTED) {
+        fprintf(stderr, "fuzz_codecs: %s decode_pieces returned %d: %s\n", c->name, rc,
+                nds_error_last()->message);
+        abort();
+    }
+    if (rc == 0 && (p.next != cap || decode_rc != 0 || got != cap || memcmp(p.out, whole, cap))) {
+        fprintf(stderr, "fuzz_codecs: %s decode_pieces gave what decode did not (%d, %zu)\n",
+                c->name, decode_rc, got);
+        abort();
+    }
+    free(p.out);
+}
+
 /* Decodes in[0..n) into a buffer of cap bytes plus a guard area; aborts on a contract violation. */
 static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size_t n, size_t cap) {
     /* The guard catches writes past out_cap by the (uninstrumented) libraries, which ASan misses.
@@ -142,6 +181,7 @@ static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size
         abort();
     }
     if (rc == 0 && got > cap) abort();
+    if (c->version >= 4 && c->decode_pieces) pieces_checked(c, st, in, n, cap, out, rc, got);
     /* decode_part (blosc, zstd) of the middle third, under the same contract. */
     if (c->version >= 2 && c->decode_part) {
         memset(out + cap, 0xA5, GUARD);

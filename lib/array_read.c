@@ -407,6 +407,125 @@ static int load_selection(io_call *c, const uint64_t *cell, const chunk_sel *s, 
     return rc;
 }
 
+/* ---- whole chunks a piece at a time ---- */
+
+/* Whether a chunk can be read a piece at a time: a format that hands its decoded bytes over in
+ * pieces (zarr v2 and v3 with blosc: a block at a time), the whole chunk, the storage grid,
+ * nothing to overlay and no cache to fill with whole chunks. */
+static bool reads_pieces(const io_call *c, const chunk_sel *s) {
+    const nds_format *f = c->a->format;
+    return f->version >= 5 && f->decode_chunk_pieces && s->whole &&
+           c->grid_shape == c->a->meta.chunk_shape && !c->txn && !nds_context_cache(c->a->ctx);
+}
+
+/* Where the pieces of one chunk go. The chunk is seen as a grid of bytes (its last dimension
+ * counted in bytes): unit[d] bytes per index of dimension d, shape[d] indexes, of which the
+ * selection holds [0, held[d]) (a whole selection starts at the chunk's origin). */
+typedef struct piece_target {
+    const io_call *c;
+    uint8_t *dst; /* the selection's first byte in the caller's buffer */
+    uint64_t unit[NDS_MAX_RANK], shape[NDS_MAX_RANK], held[NDS_MAX_RANK];
+} piece_target;
+
+static void piece_target_init(piece_target *t, const io_call *c, const chunk_sel *s) {
+    size_t rank = c->a->meta.rank, last = rank - 1;
+    t->c = c;
+    t->dst = sel_buffer(c, s);
+    for (size_t d = 0; d < rank; d++) {
+        t->unit[d] = d == last ? 1 : (uint64_t)c->chunk_stride[d];
+        t->shape[d] = c->grid_shape[d] * (d == last ? c->a->elem : 1);
+        t->held[d] = s->extent[d] * (d == last ? c->a->elem : 1);
+    }
+}
+
+/* Copies, of the chunk bytes from pos (indexes fixed in the dimensions before d, count indexes of
+ * dimension d, everything after it), what lies in the selection; data holds the chunk's bytes
+ * from offset. */
+static void copy_piece_box(const piece_target *t, const uint8_t *data, uint64_t offset,
+                           uint64_t pos, size_t d, uint64_t count) {
+    const io_call *c = t->c;
+    size_t rank = c->a->meta.rank, last = rank - 1;
+    uint64_t extent[NDS_MAX_RANK], start = 0;
+    int64_t src_stride[NDS_MAX_RANK], dst_stride[NDS_MAX_RANK];
+    uint8_t *dst = t->dst;
+    for (size_t k = 0; k < rank; k++) {
+        uint64_t lo = k <= d ? pos / t->unit[k] % t->shape[k] : 0;
+        uint64_t hi = k < d ? lo + 1 : k == d ? lo + count : t->shape[k];
+        if (hi > t->held[k]) hi = t->held[k];
+        if (lo >= hi) return; /* outside the array (an edge chunk) */
+        extent[k] = hi - lo;
+        start += lo * t->unit[k];
+        src_stride[k] = (int64_t)t->unit[k];
+        dst_stride[k] = k == last ? 1 : c->buf_stride[k];
+        dst += (int64_t)lo * dst_stride[k];
+    }
+    const uint8_t *src = data + (start - offset);
+    if (c->stream)
+        nds_strided_copy_streaming(rank, extent, 1, dst, dst_stride, src, src_stride);
+    else
+        nds_strided_copy(rank, extent, 1, dst, dst_stride, src, src_stride);
+}
+
+/* nds_piece_sink: copies chunk bytes [offset, offset + len) into the selection, as the few boxes
+ * that range is made of: from its start up to whole rows, planes, ... (coarser and coarser),
+ * then down again to its end. */
+static int copy_piece(void *arg, size_t offset, uint8_t *data, size_t len) {
+    const piece_target *t = arg;
+    size_t d = t->c->a->meta.rank - 1;
+    uint64_t pos = offset, end = (uint64_t)offset + len;
+    for (; d > 0; d--) { /* pos is a multiple of unit[d] here */
+        uint64_t next = (pos + t->unit[d - 1] - 1) / t->unit[d - 1] * t->unit[d - 1];
+        if (next > end) break; /* the rest lies within one index of dimension d - 1 */
+        if (next > pos) copy_piece_box(t, data, offset, pos, d, (next - pos) / t->unit[d]);
+        pos = next;
+    }
+    for (; pos < end; d++) {
+        uint64_t count = (end - pos) / t->unit[d];
+        if (count) copy_piece_box(t, data, offset, pos, d, count);
+        pos += count * t->unit[d];
+    }
+    return 0;
+}
+
+/* Decodes a stored chunk whole and copies its selection out (the format could not hand it over
+ * in pieces). */
+static int decode_and_scatter(io_call *c, const uint64_t *cell, const chunk_sel *s,
+                              const nds_bytes *value) {
+    nds_array *a = c->a;
+    uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, c->grid_bytes);
+    if (!chunk) return NDS_ENOMEM;
+    int rc = a->format->decode_chunk(a->state, cell, value->data, value->len, chunk);
+    if (!rc) scatter(c, s, chunk);
+    nds_scratch_trim(NDS_SCRATCH_CHUNK);
+    return rc;
+}
+
+/* Reads a whole chunk a piece at a time, each piece copied into the caller's buffer while it is
+ * in the cache: no decoded chunk in between, which for chunks larger than the cache saves a pass
+ * over memory (and the chunk buffer). */
+static int read_pieces(io_call *c, const uint64_t *cell, const chunk_sel *s) {
+    nds_array *a = c->a;
+    char key[KEY_MAX];
+    nds_read_result r;
+    int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    if (rc) return rc;
+    if (!(rc = nds_kvstore_read(a->kv, key, NULL, &r))) {
+        if (r.state != NDS_READ_VALUE) {
+            fill_selection(c, s);
+        } else {
+            piece_target t;
+            piece_target_init(&t, c, s);
+            rc = a->format->decode_chunk_pieces(a->state, cell, r.value.data, r.value.len,
+                                                copy_piece, &t);
+            if (rc == NDS_EUNSUPPORTED) rc = decode_and_scatter(c, cell, s, &r.value);
+        }
+        nds_read_result_dispose(&r);
+    }
+    return rc ? nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, key,
+                               nds_kvstore_url(a->kv))
+              : 0;
+}
+
 /* ---- runs of chunks along the last dimension ---- */
 
 /* A task decodes at most this many chunks at once, and at most RUN_BUDGET bytes of them. Runs of
@@ -483,6 +602,7 @@ static int read_task(void *ctx, size_t i) {
     nds_chunk_cache *cache = nds_context_cache(a->ctx);
     if (cache && c->grid_shape == a->meta.chunk_shape && !c->txn)
         return read_cached(c, cell, &s, cache);
+    if (reads_pieces(c, &s)) return read_pieces(c, cell, &s);
     uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, c->grid_bytes);
     if (!chunk) return NDS_ENOMEM;
     int present, rc = load_selection(c, cell, &s, chunk, &present);

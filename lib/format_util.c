@@ -8,6 +8,7 @@
 
 #include "internal/error.h"
 #include "internal/format_util.h"
+#include "internal/dtype_util.h"
 #include "internal/util.h"
 
 #define SCRATCH_KEEP ((size_t)64 << 20)
@@ -114,6 +115,28 @@ int nds_codec_decode_part_read(const nds_codec *c, void *state, const nds_part_r
                                uint8_t *out, size_t n, size_t begin, size_t end) {
     if (c->version < 3 || !c->decode_part_read) return NDS_EUNSUPPORTED;
     return c->decode_part_read(state, r, out, n, begin, end);
+}
+
+/* A sink that puts each piece into the host's byte order before handing it on. */
+typedef struct swapping_sink {
+    size_t unit;
+    nds_piece_sink sink;
+    void *arg;
+} swapping_sink;
+
+static int swap_piece(void *arg, size_t offset, uint8_t *data, size_t len) {
+    const swapping_sink *w = arg;
+    nds_byteswap_span(data, 0, len, w->unit);
+    return w->sink(w->arg, offset, data, len);
+}
+
+int nds_codec_decode_pieces(const nds_codec *c, void *state, const uint8_t *in, size_t len,
+                            size_t n, size_t elem, size_t swap_unit, nds_piece_sink sink,
+                            void *arg) {
+    if (c->version < 4 || !c->decode_pieces) return NDS_EUNSUPPORTED;
+    if (swap_unit <= 1) return c->decode_pieces(state, in, len, n, elem, sink, arg);
+    swapping_sink w = {swap_unit, sink, arg};
+    return c->decode_pieces(state, in, len, n, elem, swap_piece, &w);
 }
 
 void nds_default_chunks(size_t rank, const uint64_t *shape, size_t itemsize, uint64_t target_bytes,

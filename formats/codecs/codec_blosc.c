@@ -21,6 +21,7 @@
 #include <json-c/json.h>
 
 #include "ndstore/sys/codec.h"
+#include "blosc_blocks.h"
 #include "internal/error.h"
 #include "internal/format_util.h"
 #include "internal/json_util.h"
@@ -281,6 +282,14 @@ static int bl_decode_part_read(void *state, const nds_part_reader *r, uint8_t *o
     return rc;
 }
 
+/* Block by block, for reads that copy each block out while it is in the cache: lz4 chunks are
+ * decoded here (blosc_blocks.c), the others by c-blosc whole. */
+static int bl_decode_pieces(void *state, const uint8_t *in, size_t len, size_t out_len,
+                            size_t align, nds_piece_sink sink, void *arg) {
+    (void)state;
+    return nds_blosc_decode_blocks(in, len, out_len, align, sink, arg);
+}
+
 static int bl_config_json(void *state, struct json_object **out) {
     const bl_state *s = state;
     json_object *o = json_object_new_object();
@@ -304,4 +313,5 @@ const nds_codec nds_codec_blosc = {
     .config_json = bl_config_json,
     .decode_part = bl_decode_part,
     .decode_part_read = bl_decode_part_read,
+    .decode_pieces = bl_decode_pieces,
 };

@@ -56,6 +56,12 @@ int nds_codec_decode_part(const nds_codec *c, void *state, const uint8_t *in, si
  * they need through r (codec decode_part_read); NDS_EUNSUPPORTED when the codec cannot. */
 int nds_codec_decode_part_read(const nds_codec *c, void *state, const nds_part_reader *r,
                                uint8_t *out, size_t n, size_t begin, size_t end);
+/** A value whose decoded size is exactly n, of elem-byte elements, handed to sink a piece at a
+ * time (codec decode_pieces), each piece's bytes swapped in units of swap_unit first (0: stored
+ * in the host's order); NDS_EUNSUPPORTED when the codec cannot. */
+int nds_codec_decode_pieces(const nds_codec *c, void *state, const uint8_t *in, size_t len,
+                            size_t n, size_t elem, size_t swap_unit, nds_piece_sink sink,
+                            void *arg);
 
 /** A default chunk shape for an array of rank dims of shape and itemsize-byte elements: about
  * target_bytes per chunk (at least one element), from the whole shape (a zero-length dimension

@@ -1,6 +1,7 @@
 /* Partial decodes of the codecs that have them (blosc, zstd): decode_part fills the bytes asked
  * for as a whole decode does and writes nothing past the value; blosc's decode_part_read reads only
- * the stored bytes a range needs through an nds_part_reader. */
+ * the stored bytes a range needs through an nds_part_reader; blosc's decode_pieces hands over a
+ * chunk block by block as c-blosc decodes it. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "support_check.h"
 #include "support_codecs.h"
+#include "internal/util.h"
 
 /* decode_part fills the bytes asked for exactly as a whole decode does, writes nothing past the
  * value, and refuses what decode refuses (plus a block size larger than the chunk). */
@@ -83,10 +85,6 @@ static int part_read(void *st, mem_value *m, uint8_t *out, size_t n, size_t begi
     return nds_codec_blosc.decode_part_read(st, &r, out, n, begin, end);
 }
 
-static uint32_t le32_at(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* decode_part_read gives the bytes asked for as a whole decode does and reads only the header,
  * the block index and the blocks holding them (blosc's format: a 16-byte header, then one 32-bit
  * start per block, blocks in order); it declines (NDS_EUNSUPPORTED) what is better read whole,
@@ -104,7 +102,7 @@ START_TEST(test_blosc_decode_part_read) {
         nds_buf enc = {0};
         encode_filled(&nds_codec_blosc, st, data, N, PAT_TEXT, &enc);
         ck_assert(!(enc.data[2] & BLOSC_MEMCPYED));
-        size_t BS = le32_at(enc.data + 8), NB = (N + BS - 1) / BS; /* c-blosc may round it up */
+        size_t BS = nds_load_le32(enc.data + 8), NB = (N + BS - 1) / BS; /* c-blosc may round it up */
         ck_assert_uint_ge(NB, 4);
         mem_value m = {.data = enc.data, .len = enc.len, .visible = enc.len};
         for (int k = 0; k < 60; k++) {
@@ -118,8 +116,8 @@ START_TEST(test_blosc_decode_part_read) {
             check_guard(out, N, "blosc decode_part_read");
             free(out);
             size_t e = elems[ei], first = begin / e * e / BS, last = ((end + e - 1) / e * e - 1) / BS;
-            size_t span_end = last + 1 < NB ? le32_at(enc.data + 16 + 4 * (last + 1)) : enc.len;
-            size_t want = 16 + 4 * NB + span_end - le32_at(enc.data + 16 + 4 * first);
+            size_t span_end = last + 1 < NB ? nds_load_le32(enc.data + 16 + 4 * (last + 1)) : enc.len;
+            size_t want = 16 + 4 * NB + span_end - nds_load_le32(enc.data + 16 + 4 * first);
             ck_assert_msg(m.bytes_read == want, "elem %zu, bytes %zu..%zu: read %zu, expected %zu",
                           e, begin, end, m.bytes_read, want);
         }
@@ -203,6 +201,143 @@ START_TEST(test_zstd_decode_part) {
 }
 END_TEST
 
+/* Puts decode_pieces' pieces together, checking that they come in order, aligned, inside the
+ * value. */
+typedef struct assembled {
+    uint8_t *out;
+    size_t next, pieces, cap, align;
+} assembled;
+
+static int assemble(void *arg, size_t offset, uint8_t *data, size_t len) {
+    assembled *a = arg;
+    if (offset != a->next || len > a->cap - offset || offset % a->align)
+        ck_abort_msg("piece [%zu, +%zu) after %zu of %zu (align %zu)", offset, len, a->next,
+                     a->cap, a->align);
+    memcpy(a->out + offset, data, len);
+    a->next = offset + len;
+    a->pieces++;
+    return 0;
+}
+
+/* decode_pieces of the chunk enc (decoded size n) with pieces aligned to align; the result
+ * assembled into out. */
+static int pieces_of(void *st, const nds_buf *enc, size_t n, size_t align, uint8_t *out,
+                     assembled *a) {
+    *a = (assembled){.out = out, .cap = n, .align = align};
+    return nds_codec_blosc.decode_pieces(st, enc->data, enc->len, n, align, assemble, a);
+}
+
+/* The blosc chunks c-blosc writes with lz4 or lz4hc decode block by block to what c-blosc
+ * decodes: element sizes 1 to 17 (split by byte or not, under each split mode), byte shuffle or
+ * none, block sizes that leave a short last block, sizes that are not a whole number of
+ * elements, compressible and incompressible data (c-blosc 1.21 turns a forced block size of 1000
+ * into 65536 for 2- and 4-byte elements, keeps it for 8-byte ones). */
+START_TEST(test_blosc_decode_pieces) {
+    static const size_t typesizes[] = {1, 2, 3, 4, 7, 8, 16, 17};
+    static const size_t sizes[] = {1, 37, 1000, 70001, 300000};
+    static const int modes[] = {BLOSC_FORWARD_COMPAT_SPLIT, BLOSC_ALWAYS_SPLIT, BLOSC_NEVER_SPLIT};
+    static const int patterns[] = {PAT_RAMP, PAT_INT32, PAT_RANDOM};
+    uint8_t *data = malloc(300000), *out = malloc(300000), *ref = malloc(300000);
+    size_t decoded = 0, declined = 0, unreadable = 0;
+    for (size_t m = 0; m < 3; m++) {
+        blosc_set_splitmode(modes[m]);
+        for (size_t t = 0; t < sizeof typesizes / sizeof *typesizes; t++)
+            for (int config = 0; config < 8; config++) {
+                char json[160];
+                snprintf(json, sizeof json,
+                         "{\"cname\":\"%s\",\"clevel\":5,\"shuffle\":%d,\"blocksize\":%d}",
+                         config & 4 ? "lz4hc" : "lz4", config & 1, config & 2 ? 1000 : 0);
+                void *st = make(&nds_codec_blosc, json, typesizes[t]);
+                for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+                    size_t n = sizes[z];
+                    nds_buf enc = {0};
+                    assembled a;
+                    encode_filled(&nds_codec_blosc, st, data, n, patterns[(z + t) % 3], &enc);
+                    /* c-blosc's own decode is the reference: it cannot decode what it splits
+                     * against its decoder's rule (BLOSC_ALWAYS_SPLIT, blocks under 128
+                     * elements), and then neither may decode_pieces. */
+                    size_t got = 0;
+                    bool ok = nds_codec_blosc.decode(st, enc.data, enc.len, ref, n, &got) == 0;
+                    int rc = pieces_of(st, &enc, n, 1, out, &a);
+                    bool memcpyed = enc.data[2] & BLOSC_MEMCPYED;
+                    if (ok && rc != 0 && !(rc == NDS_EUNSUPPORTED && memcpyed && a.pieces == 0))
+                        ck_abort_msg("%s typesize %zu, %zu bytes, split mode %d: %d %s", json,
+                                     typesizes[t], n, modes[m], rc, nds_error_last()->message);
+                    if (rc == 0 && (!ok || a.next != n || memcmp(out, ref, n) != 0 ||
+                                    memcmp(ref, data, n) != 0))
+                        ck_abort_msg("%s typesize %zu, %zu bytes, split mode %d: differs (c-blosc "
+                                     "decodes it: %d)",
+                                     json, typesizes[t], n, modes[m], ok);
+                    unreadable += !ok;
+                    decoded += rc == 0;
+                    declined += rc != 0;
+                    nds_buf_dispose(&enc);
+                }
+                nds_codec_blosc.destroy(st);
+            }
+    }
+    blosc_set_splitmode(BLOSC_FORWARD_COMPAT_SPLIT);
+    /* Declined: memcpyed chunks (incompressible, or too small to compress) and those c-blosc
+     * cannot decode. */
+    ck_assert_uint_gt(decoded, 150); /* of 960 */
+    ck_assert_uint_lt(unreadable, decoded / 8);
+    free(data);
+    free(out);
+    free(ref);
+}
+END_TEST
+
+/* What decode_pieces leaves to c-blosc (before any piece) and what it reports: bit shuffle,
+ * another compressor, memcpyed, another decoded size, blocks not a multiple of the alignment, a
+ * value cut short or with a block index out of place are declined; an lz4 stream that does not
+ * decode is corrupt, naming the block; random damage never crashes or writes out of place. */
+START_TEST(test_blosc_decode_pieces_refuses) {
+    enum { N = 1000000 };
+    uint8_t *data = malloc(N), *out = malloc(N);
+    static const char *const declined[] = {
+        "{\"cname\":\"lz4\",\"shuffle\":2}", "{\"cname\":\"blosclz\",\"shuffle\":1}",
+        "{\"cname\":\"zstd\",\"shuffle\":1}", "{\"cname\":\"lz4\",\"clevel\":0}"};
+    assembled a;
+    for (size_t i = 0; i < sizeof declined / sizeof *declined; i++) {
+        void *st = make(&nds_codec_blosc, declined[i], 2);
+        nds_buf enc = {0};
+        encode_filled(&nds_codec_blosc, st, data, N, PAT_INT32, &enc);
+        ck_assert_int_eq(pieces_of(st, &enc, N, 1, out, &a), NDS_EUNSUPPORTED);
+        ck_assert_uint_eq(a.pieces, 0);
+        nds_buf_dispose(&enc);
+        nds_codec_blosc.destroy(st);
+    }
+    /* c-blosc 1.21 makes the block size 65536: 16 blocks */
+    void *st = make(&nds_codec_blosc, "{\"cname\":\"lz4\",\"shuffle\":1,\"blocksize\":1000}", 2);
+    nds_buf enc = {0};
+    encode_filled(&nds_codec_blosc, st, data, N, PAT_RAMP, &enc);
+    ck_assert_int_eq(pieces_of(st, &enc, N - 2, 1, out, &a), NDS_EUNSUPPORTED);
+    ck_assert_int_eq(pieces_of(st, &enc, N, 3, out, &a), NDS_EUNSUPPORTED);
+    nds_buf cut = {.data = enc.data, .len = enc.len - 1};
+    ck_assert_int_eq(pieces_of(st, &cut, N, 1, out, &a), NDS_EUNSUPPORTED);
+    uint32_t start1 = nds_load_le32(enc.data + 20);
+    nds_store_le32(enc.data + 20, (uint32_t)enc.len); /* block 1 starts past the end */
+    ck_assert_int_eq(pieces_of(st, &enc, N, 1, out, &a), NDS_EUNSUPPORTED);
+    nds_store_le32(enc.data + 20, start1);
+    ck_assert_int_eq(pieces_of(st, &enc, N, 2, out, &a), 0);
+    ck_assert_int_eq(memcmp(out, data, N), 0);
+    memset(enc.data + start1 + 4, 0xff, 8); /* block 1's lz4 stream */
+    assert_error(pieces_of(st, &enc, N, 1, out, &a), NDS_ECORRUPT, "of block 1 (of",
+                 "damaged lz4 stream");
+    ck_assert_uint_eq(a.pieces, 1);
+    for (int k = 0; k < 400; k++) { /* random damage: any answer but a crash */
+        encode_filled(&nds_codec_blosc, st, data, N, PAT_RAMP, &enc);
+        for (int j = 0; j < 1 + k % 4; j++) enc.data[rnd() % enc.len] ^= (uint8_t)(1 + rnd() % 255);
+        int rc = pieces_of(st, &enc, N, 1, out, &a);
+        ck_assert_msg(rc == 0 || rc == NDS_ECORRUPT || rc == NDS_EUNSUPPORTED, "damage: %d", rc);
+    }
+    nds_buf_dispose(&enc);
+    nds_codec_blosc.destroy(st);
+    free(data);
+    free(out);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("codecs_part");
     TCase *tc = tcase_create("codecs_part");
@@ -210,6 +345,8 @@ int main(void) {
     tcase_add_test(tc, test_blosc_decode_part);
     tcase_add_test(tc, test_blosc_decode_part_read);
     tcase_add_test(tc, test_zstd_decode_part);
+    tcase_add_test(tc, test_blosc_decode_pieces);
+    tcase_add_test(tc, test_blosc_decode_pieces_refuses);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }

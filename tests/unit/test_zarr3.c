@@ -136,6 +136,44 @@ START_TEST(blosc_partial_reads) {
 }
 END_TEST
 
+/* Whole chunks of a bytes + blosc-lz4 chain are decoded a block at a time, each block copied into
+ * the output while it is in the cache (decode_chunk_pieces): full reads of arrays with 12
+ * chunks along their rows (too many for a run), edge chunks in every dimension, blocks of 64 KiB
+ * and a short last one, both byte orders, on memory:// and file://. */
+START_TEST(whole_chunks_read_in_pieces) {
+    static const char *const endian[] = {"little", "big"};
+    enum { X = 30, Y = 45, Z = 1000 };
+    uint16_t *v = malloc(sizeof(uint16_t) * X * Y * Z), *out = malloc(sizeof(uint16_t) * X * Y * Z);
+    for (size_t i = 0; i < (size_t)X * Y * Z; i++) v[i] = (uint16_t)(i * 3 + i / 91);
+    char dir[] = "/tmp/nds-zarr3-pieces-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (int t = 0; t < 4; t++) {
+        char url[128], codecs[256];
+        if (t < 2)
+            snprintf(url, sizeof url, "memory://pieces/%d/", t);
+        else
+            snprintf(url, sizeof url, "file://%s/%d/", dir, t);
+        snprintf(codecs, sizeof codecs,
+                 "[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"%s\"}},{\"name\":\"blosc\","
+                 "\"configuration\":{\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":\"shuffle\","
+                 "\"typesize\":2,\"blocksize\":1000}}]",
+                 endian[t % 2]);
+        nds_array *a;
+        NDS_OK(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"%s\",\"metadata\":%s,"
+                             "\"create\":true}",
+                         url, array_doc("[30,45,1000]", "uint16", "[20,20,90]", "0", codecs)));
+        write_all(a, v);
+        memset(out, 0, sizeof(uint16_t) * X * Y * Z);
+        read_all(a, out);
+        ck_assert_msg(memcmp(out, v, sizeof(uint16_t) * X * Y * Z) == 0, "%s: full read", url);
+        nds_array_free(a);
+    }
+    nds_test_rmtree(dir);
+    free(v);
+    free(out);
+}
+END_TEST
+
 /* Sharded arrays read through their inner-chunk grid, in runs along the last dimension (4 inner
  * chunks of a shard per task): full reads and random boxes against the values written, with one
  * shard missing (fill value) and partial shards at the edges. */
@@ -1468,6 +1506,7 @@ int main(void) {
     tcase_add_test(tc, crc32c_codec);
     tcase_add_test(tc, dtypes_round_trip);
     tcase_add_test(tc, blosc_partial_reads);
+    tcase_add_test(tc, whole_chunks_read_in_pieces);
     tcase_add_test(tc, sharded_reads_in_runs);
     tcase_add_test(tc, stored_byte_layout);
     tcase_add_test(tc, fill_values);

@@ -19,9 +19,9 @@ extern "C" {
 
 struct json_object;
 
-/* 2 added decode_part; 3 added decode_part_read. Codecs built for an older version still register
- * (without the later members). */
-#define NDS_CODEC_VERSION 3
+/* 2 added decode_part; 3 added decode_part_read; 4 added decode_pieces. Codecs built for an older
+ * version still register (without the later members). */
+#define NDS_CODEC_VERSION 4
 
 /**
  * Reads parts of one stored value for decode_part_read: len bytes from offset into dst, and the
@@ -34,6 +34,14 @@ typedef struct nds_part_reader {
     int (*read)(void *arg, uint64_t offset, size_t len, uint8_t *dst, uint64_t *value_len);
     void *arg;
 } nds_part_reader;
+
+/**
+ * Receives a decoded value piece by piece (decode_pieces): bytes [offset, offset + len) of it in
+ * data, which the receiver may change (a format swaps bytes there) and which is valid only during
+ * the call. Pieces come in order and cover the value once. A nonzero return stops the decode and
+ * is returned by it.
+ */
+typedef int (*nds_piece_sink)(void *arg, size_t offset, uint8_t *data, size_t len);
 
 typedef struct nds_codec {
     /** NDS_CODEC_VERSION; checked at registration. Members are only appended. */
@@ -77,6 +85,20 @@ typedef struct nds_codec {
      */
     int (*decode_part_read)(void *state, const nds_part_reader *r, uint8_t *out, size_t out_len,
                             size_t begin, size_t end);
+    /* ---- version 4 ---- */
+    /**
+     * Optional (NULL: whole values only): decodes in[0..len), whose decoded size must be out_len,
+     * a piece at a time into the codec's own cache-sized buffers, handing each piece to sink
+     * (blosc: one block at a time), so that the caller can copy it where it belongs while it is
+     * still in the cache instead of decoding the whole value first and copying it afterwards.
+     * Every piece starts at a multiple of align (the caller's element size, so that it can swap
+     * bytes piece by piece). Returns NDS_EUNSUPPORTED (no message) before any piece when this
+     * value is better decoded whole or its pieces would not be aligned (the caller then calls
+     * decode, which reports any damage). Damage found after the first piece is NDS_ECORRUPT with
+     * a message, as for decode.
+     */
+    int (*decode_pieces)(void *state, const uint8_t *in, size_t len, size_t out_len,
+                         size_t align, nds_piece_sink sink, void *arg);
 } nds_codec;
 
 /** Registers a codec (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */

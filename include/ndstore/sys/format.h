@@ -26,9 +26,10 @@ extern "C" {
 
 struct json_object;
 
-/* 2 added decode_chunk_part; 3 added update_chunk; 4 added read_chunk_part. Formats built for
+/* 2 added decode_chunk_part; 3 added update_chunk; 4 added read_chunk_part; 5 added
+ * decode_chunk_pieces. Formats built for
  * an older version still register (without the later members). */
-#define NDS_FORMAT_VERSION 4
+#define NDS_FORMAT_VERSION 5
 
 /** The grid a format describes; filled by open and resize. */
 typedef struct nds_array_meta {
@@ -188,6 +189,17 @@ typedef struct nds_format {
      */
     int (*read_chunk_part)(void *state, const uint64_t *cell, const nds_part_reader *r,
                            uint8_t *out, size_t begin, size_t end);
+    /* ---- version 5 ---- */
+    /**
+     * Optional: decode_chunk handing the canonical chunk's bytes to sink a piece at a time
+     * (codec.h nds_piece_sink: in order, host byte order, each while it is in the cache), for a
+     * read that copies them into its output without a whole decoded chunk in between (zarr v2 and
+     * v3 with blosc: one block at a time). NDS_EUNSUPPORTED (no message) before any piece when
+     * this array or this chunk cannot: the core then calls decode_chunk. Damage found after the
+     * first piece: NDS_ECORRUPT with a message, as for decode_chunk.
+     */
+    int (*decode_chunk_pieces)(void *state, const uint64_t *cell, const uint8_t *data,
+                               size_t len, nds_piece_sink sink, void *arg);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */

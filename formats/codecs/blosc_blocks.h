@@ -1,0 +1,34 @@
+/* Decoding c-blosc 1.x chunks one block at a time (the blosc codec's decode_pieces).
+ *
+ * c-blosc decodes a chunk only whole, into one buffer: a read then copies that buffer into the
+ * caller's array, a second pass over memory. Here each block is decoded with liblz4 and
+ * unshuffled into a block-sized buffer that stays in the cache, and handed on from there.
+ * Private to formats/codecs/. Reentrant; the block buffers are the calling thread's
+ * NDS_SCRATCH_CODEC.
+ */
+#ifndef NDS_FORMATS_BLOSC_BLOCKS_H
+#define NDS_FORMATS_BLOSC_BLOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ndstore/sys/codec.h"
+
+/**
+ * Decodes the blosc chunk in[0..len), whose decoded size must be out_len, block after block, and
+ * calls sink with each decoded block (each starting at a multiple of align). Handles chunks of format version 2 compressed with lz4 or
+ * lz4hc, byte-shuffled or not, whose header, block index and split sizes all lie inside the
+ * chunk, in blocks of a multiple of align bytes; any other chunk (memcpyed, bit-shuffled, another compressor, another size, anything
+ * out of place) is NDS_EUNSUPPORTED before any block, for c-blosc to decode (and judge) whole.
+ * A split that lz4 cannot decode to its size: NDS_ECORRUPT naming the block.
+ */
+int nds_blosc_decode_blocks(const uint8_t *in, size_t len, size_t out_len, size_t align,
+                            nds_piece_sink sink, void *arg);
+
+/**
+ * c-blosc's byte unshuffle of one block of n bytes: element i's byte j comes from
+ * src[j * (n / typesize) + i]; the last n % typesize bytes are copied as they are.
+ */
+void nds_blosc_unshuffle(size_t typesize, size_t n, const uint8_t *src, uint8_t *dst);
+
+#endif
