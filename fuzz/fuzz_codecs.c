@@ -152,6 +152,8 @@ static int put_piece(void *arg, size_t offset, uint8_t *data, size_t len) {
 static void pieces_checked(const nds_codec *c, void *st, const uint8_t *in, size_t n, size_t cap,
                            const uint8_t *whole, int decode_rc, size_t got) {
     pieces p = {malloc(cap + 1), 0, cap};
+    char why[256];
+    snprintf(why, sizeof why, "%s", decode_rc ? nds_error_last()->message : "");
     int rc = c->decode_pieces(st, in, n, cap, 1, put_piece, &p);
     if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM && rc != NDS_EUNSUPPORTED) {
         fprintf(stderr, "fuzz_codecs: %s decode_pieces returned %d: %s\n", c->name, rc,
@@ -159,8 +161,8 @@ static void pieces_checked(const nds_codec *c, void *st, const uint8_t *in, size
         abort();
     }
     if (rc == 0 && (p.next != cap || decode_rc != 0 || got != cap || memcmp(p.out, whole, cap))) {
-        fprintf(stderr, "fuzz_codecs: %s decode_pieces gave what decode did not (%d, %zu)\n",
-                c->name, decode_rc, got);
+        fprintf(stderr, "fuzz_codecs: %s decode_pieces gave what decode did not (%d, %zu: %s)\n",
+                c->name, decode_rc, got, why);
         abort();
     }
     free(p.out);

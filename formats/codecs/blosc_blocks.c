@@ -24,6 +24,7 @@
 
 #define HEADER 16
 #define FORMAT_VERSION 2
+#define LZ4_VERSION 1 /* the compressor format version c-blosc writes and accepts for lz4 */
 #define FLAG_SHUFFLE 0x01
 #define FLAG_MEMCPYED 0x02
 #define FLAG_BITSHUFFLE 0x04
@@ -81,7 +82,7 @@ static bool read_layout(const uint8_t *in, size_t len, size_t out_len, chunk_lay
                         .nbytes = nds_load_le32(in + 4),
                         .blocksize = nds_load_le32(in + 8),
                         .cbytes = nds_load_le32(in + 12)};
-    if (in[0] != FORMAT_VERSION || c->flags >> 5 != COMPRESSOR_LZ4 ||
+    if (in[0] != FORMAT_VERSION || in[1] != LZ4_VERSION || c->flags >> 5 != COMPRESSOR_LZ4 ||
         (c->flags & (FLAG_MEMCPYED | FLAG_BITSHUFFLE | FLAG_RESERVED)) || c->typesize == 0 ||
         c->nbytes != out_len || c->nbytes == 0 || c->blocksize == 0 ||
         c->blocksize > c->nbytes || c->blocksize > BLOCK_MAX || c->cbytes > len)
