@@ -94,74 +94,41 @@ static bool read_layout(const uint8_t *in, size_t len, size_t out_len, chunk_lay
     return true;
 }
 
-/* Decodes block k's splits one after the other into dst (block_in_place checked their places). */
-static int decode_block(const chunk_layout *c, size_t k, uint8_t *dst) {
-    size_t splits = block_splits(c, k), part = block_bytes(c, k) / splits;
-    size_t off = nds_load_le32(c->in + HEADER + 4 * k);
-    for (size_t j = 0; j < splits; j++) {
-        size_t size = nds_load_le32(c->in + off);
-        const char *src = (const char *)c->in + off + 4;
-        off += 4 + size;
-        if (size == part) {
-            memcpy(dst + j * part, src, part);
-            continue;
-        }
-        int got = LZ4_decompress_safe(src, (char *)dst + j * part, (int)size, (int)part);
-        if (got != (int)part)
-            return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_BLOSC, got,
-                                 "blosc: corrupt chunk: stream %zu of block %zu (of %zu) does "
-                                 "not decode to %zu bytes (lz4 returned %d)",
-                                 j, k, c->nblocks, part, got);
-    }
-    return 0;
-}
-
-int nds_blosc_decode_blocks(const uint8_t *in, size_t len, size_t out_len, size_t align,
-                            nds_piece_sink sink, void *arg) {
-    chunk_layout c;
-    if (!read_layout(in, len, out_len, &c) || align == 0 || c.blocksize % align)
-        return NDS_EUNSUPPORTED;
-    bool shuffled = (c.flags & FLAG_SHUFFLE) && c.typesize > 1;
-    uint8_t *buf = nds_scratch(NDS_SCRATCH_CODEC, (shuffled ? 2 : 1) * c.blocksize);
-    if (!buf) return NDS_ENOMEM;
-    uint8_t *block = shuffled ? buf + c.blocksize : buf;
-    int rc = 0;
-    for (size_t k = 0; k < c.nblocks && !rc; k++) {
-        size_t bytes = block_bytes(&c, k);
-        rc = decode_block(&c, k, buf);
-        if (!rc && shuffled) nds_blosc_unshuffle(c.typesize, bytes, buf, block);
-        if (!rc) rc = sink(arg, k * c.blocksize, block, bytes);
-    }
-    return rc;
-}
+/* Where a shuffled block's byte streams are: stream j (byte j of every element) at start[j],
+ * count bytes long; the bytes past the block's whole elements at rest. */
+typedef struct block_streams {
+    const uint8_t *start[256];
+    const uint8_t *rest;
+    size_t count;
+} block_streams;
 
 /* ---- unshuffle ---- */
 
 /* Elements [from, count) of any type, one byte at a time. */
-static void unshuffle_tail(size_t typesize, size_t count, size_t from, const uint8_t *src,
-                           uint8_t *dst) {
-    for (size_t i = from; i < count; i++)
-        for (size_t j = 0; j < typesize; j++) dst[i * typesize + j] = src[j * count + i];
+static void unshuffle_tail(size_t typesize, const block_streams *bs, size_t from, uint8_t *dst) {
+    for (size_t i = from; i < bs->count; i++)
+        for (size_t j = 0; j < typesize; j++) dst[i * typesize + j] = bs->start[j][i];
 }
 
 #if defined(__SSE2__)
+static __m128i load16(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)p); }
+
 /* 16 elements at a time: interleaving the streams' bytes, then pairs of them, then quads. */
-static size_t unshuffle2(size_t count, const uint8_t *src, uint8_t *dst) {
+static size_t unshuffle2(const block_streams *bs, uint8_t *dst) {
     size_t i = 0;
-    for (; i + 16 <= count; i += 16) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
-        __m128i b = _mm_loadu_si128((const __m128i *)(src + count + i));
+    for (; i + 16 <= bs->count; i += 16) {
+        __m128i a = load16(bs->start[0] + i), b = load16(bs->start[1] + i);
         _mm_storeu_si128((__m128i *)(dst + 2 * i), _mm_unpacklo_epi8(a, b));
         _mm_storeu_si128((__m128i *)(dst + 2 * i + 16), _mm_unpackhi_epi8(a, b));
     }
     return i;
 }
 
-static size_t unshuffle4(size_t count, const uint8_t *src, uint8_t *dst) {
+static size_t unshuffle4(const block_streams *bs, uint8_t *dst) {
     size_t i = 0;
-    for (; i + 16 <= count; i += 16) {
+    for (; i + 16 <= bs->count; i += 16) {
         __m128i s[4], p[4];
-        for (int j = 0; j < 4; j++) s[j] = _mm_loadu_si128((const __m128i *)(src + j * count + i));
+        for (int j = 0; j < 4; j++) s[j] = load16(bs->start[j] + i);
         p[0] = _mm_unpacklo_epi8(s[0], s[1]);
         p[1] = _mm_unpackhi_epi8(s[0], s[1]);
         p[2] = _mm_unpacklo_epi8(s[2], s[3]);
@@ -175,11 +142,11 @@ static size_t unshuffle4(size_t count, const uint8_t *src, uint8_t *dst) {
     return i;
 }
 
-static size_t unshuffle8(size_t count, const uint8_t *src, uint8_t *dst) {
+static size_t unshuffle8(const block_streams *bs, uint8_t *dst) {
     size_t i = 0;
-    for (; i + 16 <= count; i += 16) {
+    for (; i + 16 <= bs->count; i += 16) {
         __m128i s[8], p[8], q[8];
-        for (int j = 0; j < 8; j++) s[j] = _mm_loadu_si128((const __m128i *)(src + j * count + i));
+        for (int j = 0; j < 8; j++) s[j] = load16(bs->start[j] + i);
         for (int j = 0; j < 4; j++) { /* bytes of streams 2j, 2j+1: elements 0-7, 8-15 */
             p[j] = _mm_unpacklo_epi8(s[2 * j], s[2 * j + 1]);
             p[j + 4] = _mm_unpackhi_epi8(s[2 * j], s[2 * j + 1]);
@@ -202,13 +169,70 @@ static size_t unshuffle8(size_t count, const uint8_t *src, uint8_t *dst) {
 }
 #endif
 
-void nds_blosc_unshuffle(size_t typesize, size_t n, const uint8_t *src, uint8_t *dst) {
-    size_t count = n / typesize, done = 0;
+/* c-blosc's byte unshuffle of a block of n bytes: byte j of element i is stream j's byte i; the
+ * bytes past the whole elements are copied as they are. */
+static void unshuffle(size_t typesize, size_t n, const block_streams *bs, uint8_t *dst) {
+    size_t done = 0;
 #if defined(__SSE2__)
-    if (typesize == 2) done = unshuffle2(count, src, dst);
-    if (typesize == 4) done = unshuffle4(count, src, dst);
-    if (typesize == 8) done = unshuffle8(count, src, dst);
+    if (typesize == 2) done = unshuffle2(bs, dst);
+    if (typesize == 4) done = unshuffle4(bs, dst);
+    if (typesize == 8) done = unshuffle8(bs, dst);
 #endif
-    unshuffle_tail(typesize, count, done, src, dst);
-    memcpy(dst + count * typesize, src + count * typesize, n - count * typesize);
+    unshuffle_tail(typesize, bs, done, dst);
+    memcpy(dst + bs->count * typesize, bs->rest, n - bs->count * typesize);
+}
+
+/* ---- blocks ---- */
+
+/* Decodes block k's splits one after the other into dst (block_in_place checked their places).
+ * A split stored as is stays where it is when the block is shuffled (the unshuffle reads it
+ * there: half the streams of noisy data are), and is copied into dst otherwise. */
+static int decode_block(const chunk_layout *c, size_t k, bool shuffled, uint8_t *dst,
+                        block_streams *bs) {
+    size_t bytes = block_bytes(c, k), splits = block_splits(c, k), part = bytes / splits;
+    size_t off = nds_load_le32(c->in + HEADER + 4 * k);
+    for (size_t j = 0; j < splits; j++) {
+        size_t size = nds_load_le32(c->in + off);
+        const uint8_t *src = c->in + off + 4;
+        off += 4 + size;
+        bs->start[j] = dst + j * part;
+        if (size == part && shuffled) {
+            bs->start[j] = src;
+        } else if (size == part) {
+            memcpy(dst + j * part, src, part);
+        } else {
+            int got = LZ4_decompress_safe((const char *)src, (char *)dst + j * part, (int)size,
+                                          (int)part);
+            if (got != (int)part)
+                return nds_err_cause(NDS_ECORRUPT, NDS_CAUSE_BLOSC, got,
+                                     "blosc: corrupt chunk: stream %zu of block %zu (of %zu) "
+                                     "does not decode to %zu bytes (lz4 returned %d)",
+                                     j, k, c->nblocks, part, got);
+        }
+    }
+    /* One stream per byte of the type, or one holding them all one after the other. */
+    bs->count = bytes / c->typesize;
+    for (size_t j = splits; j < c->typesize; j++) bs->start[j] = bs->start[0] + j * bs->count;
+    bs->rest = bs->start[0] + (splits == 1 ? bs->count * c->typesize : 0);
+    return 0;
+}
+
+int nds_blosc_decode_blocks(const uint8_t *in, size_t len, size_t out_len, size_t align,
+                            nds_piece_sink sink, void *arg) {
+    chunk_layout c;
+    if (!read_layout(in, len, out_len, &c) || align == 0 || c.blocksize % align)
+        return NDS_EUNSUPPORTED;
+    bool shuffled = (c.flags & FLAG_SHUFFLE) && c.typesize > 1;
+    uint8_t *buf = nds_scratch(NDS_SCRATCH_CODEC, (shuffled ? 2 : 1) * c.blocksize);
+    if (!buf) return NDS_ENOMEM;
+    uint8_t *block = shuffled ? buf + c.blocksize : buf;
+    block_streams bs = {.count = 0};
+    int rc = 0;
+    for (size_t k = 0; k < c.nblocks && !rc; k++) {
+        size_t bytes = block_bytes(&c, k);
+        rc = decode_block(&c, k, shuffled, buf, &bs);
+        if (!rc && shuffled) unshuffle(c.typesize, bytes, &bs, block);
+        if (!rc) rc = sink(arg, k * c.blocksize, block, bytes);
+    }
+    return rc;
 }

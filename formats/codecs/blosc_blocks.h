@@ -25,10 +25,4 @@
 int nds_blosc_decode_blocks(const uint8_t *in, size_t len, size_t out_len, size_t align,
                             nds_piece_sink sink, void *arg);
 
-/**
- * c-blosc's byte unshuffle of one block of n bytes: element i's byte j comes from
- * src[j * (n / typesize) + i]; the last n % typesize bytes are copied as they are.
- */
-void nds_blosc_unshuffle(size_t typesize, size_t n, const uint8_t *src, uint8_t *dst);
-
 #endif
