@@ -9,7 +9,8 @@
  * with decode_part_read (blosc) decode it again reading the payload in parts, which must give the
  * same bytes whenever both succeed. Codecs with decode_pieces (blosc) hand the payload over in
  * pieces, which must come in order inside out_cap and, when they do, be what decode gives (decode
- * must then succeed too).
+ * must then succeed too). ndstore's own decoder of blosc-lz4 chunks (blosc_blocks.c) must succeed
+ * exactly where c-blosc's does, with c-blosc's bytes.
  * Run: fuzz_codecs -max_len=70000 fuzz/corpus/fuzz_codecs/ ; replayed in CI by replay_main.c.
  */
 #include <stdint.h>
@@ -17,10 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <blosc.h>
 #include <json-c/json.h>
 
 #include "ndstore/errors.h"
 #include "ndstore/sys/codec.h"
+#include "../formats/codecs/blosc_blocks.h"
 
 extern const nds_codec nds_codec_zstd;
 extern const nds_codec nds_codec_blosc;
@@ -168,6 +171,22 @@ static void pieces_checked(const nds_codec *c, void *st, const uint8_t *in, size
     free(p.out);
 }
 
+/* ndstore's decoder of blosc-lz4 chunks against c-blosc's, on the chunks it takes (it checks the
+ * header and every block's place first, so c-blosc parses nothing it would not). */
+static void blosc_checked(const uint8_t *in, size_t n, size_t cap) {
+    uint8_t *mine = malloc(cap + 1), *ref = malloc(cap + 1);
+    int rc = nds_blosc_decode_into(in, n, mine, cap);
+    if (rc != NDS_EUNSUPPORTED) {
+        int cb = blosc_decompress_ctx(in, ref, cap, 1);
+        if ((rc == 0) != (cb == (int)cap) || (rc == 0 && memcmp(mine, ref, cap) != 0)) {
+            fprintf(stderr, "fuzz_codecs: blosc blocks %d, c-blosc %d (of %zu)\n", rc, cb, cap);
+            abort();
+        }
+    }
+    free(mine);
+    free(ref);
+}
+
 /* Decodes in[0..n) into a buffer of cap bytes plus a guard area; aborts on a contract violation. */
 static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size_t n, size_t cap) {
     /* The guard catches writes past out_cap by the (uninstrumented) libraries, which ASan misses.
@@ -184,6 +203,7 @@ static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size
     }
     if (rc == 0 && got > cap) abort();
     if (c->version >= 4 && c->decode_pieces) pieces_checked(c, st, in, n, cap, out, rc, got);
+    if (c == &nds_codec_blosc) blosc_checked(in, n, cap);
     /* decode_part (blosc, zstd) of the middle third, under the same contract. */
     if (c->version >= 2 && c->decode_part) {
         memset(out + cap, 0xA5, GUARD);

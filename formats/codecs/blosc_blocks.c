@@ -217,22 +217,36 @@ static int decode_block(const chunk_layout *c, size_t k, bool shuffled, uint8_t 
     return 0;
 }
 
+/* Decodes every block of c: into its place in out when out is not NULL (shuffled blocks
+ * unshuffled straight there, others decoded there), else into a block buffer handed to sink. */
+static int decode_blocks(const chunk_layout *c, uint8_t *out, nds_piece_sink sink, void *arg) {
+    bool shuffled = (c->flags & FLAG_SHUFFLE) && c->typesize > 1;
+    size_t buffers = (shuffled ? 1 : 0) + (out ? 0 : 1);
+    uint8_t *buf = nds_scratch(NDS_SCRATCH_CODEC, (buffers ? buffers : 1) * c->blocksize);
+    if (!buf) return NDS_ENOMEM;
+    uint8_t *block = shuffled ? buf + c->blocksize : buf; /* when out is NULL */
+    block_streams bs = {.count = 0};
+    int rc = 0;
+    for (size_t k = 0; k < c->nblocks && !rc; k++) {
+        size_t bytes = block_bytes(c, k);
+        uint8_t *place = out ? out + k * c->blocksize : block;
+        rc = decode_block(c, k, shuffled, shuffled ? buf : place, &bs);
+        if (!rc && shuffled) unshuffle(c->typesize, bytes, &bs, place);
+        if (!rc && !out) rc = sink(arg, k * c->blocksize, place, bytes);
+    }
+    return rc;
+}
+
 int nds_blosc_decode_blocks(const uint8_t *in, size_t len, size_t out_len, size_t align,
                             nds_piece_sink sink, void *arg) {
     chunk_layout c;
     if (!read_layout(in, len, out_len, &c) || align == 0 || c.blocksize % align)
         return NDS_EUNSUPPORTED;
-    bool shuffled = (c.flags & FLAG_SHUFFLE) && c.typesize > 1;
-    uint8_t *buf = nds_scratch(NDS_SCRATCH_CODEC, (shuffled ? 2 : 1) * c.blocksize);
-    if (!buf) return NDS_ENOMEM;
-    uint8_t *block = shuffled ? buf + c.blocksize : buf;
-    block_streams bs = {.count = 0};
-    int rc = 0;
-    for (size_t k = 0; k < c.nblocks && !rc; k++) {
-        size_t bytes = block_bytes(&c, k);
-        rc = decode_block(&c, k, shuffled, buf, &bs);
-        if (!rc && shuffled) unshuffle(c.typesize, bytes, &bs, block);
-        if (!rc) rc = sink(arg, k * c.blocksize, block, bytes);
-    }
-    return rc;
+    return decode_blocks(&c, NULL, sink, arg);
+}
+
+int nds_blosc_decode_into(const uint8_t *in, size_t len, uint8_t *out, size_t out_len) {
+    chunk_layout c;
+    if (!read_layout(in, len, out_len, &c)) return NDS_EUNSUPPORTED;
+    return decode_blocks(&c, out, NULL, NULL);
 }

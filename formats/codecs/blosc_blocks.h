@@ -1,9 +1,10 @@
-/* Decoding c-blosc 1.x chunks one block at a time (the blosc codec's decode_pieces).
+/* Decoding c-blosc 1.x lz4 chunks one block at a time (the blosc codec's decode_pieces, and its
+ * decode of such chunks).
  *
  * c-blosc decodes a chunk only whole, into one buffer: a read then copies that buffer into the
  * caller's array, a second pass over memory. Here each block is decoded with liblz4 and
  * unshuffled into a block-sized buffer that stays in the cache, and handed on from there.
- * Private to formats/codecs/. Reentrant; the block buffers are the calling thread's
+ * Private to formats/codecs/ (and the codec fuzz harness). Reentrant; the block buffers are the calling thread's
  * NDS_SCRATCH_CODEC.
  */
 #ifndef NDS_FORMATS_BLOSC_BLOCKS_H
@@ -24,5 +25,12 @@
  */
 int nds_blosc_decode_blocks(const uint8_t *in, size_t len, size_t out_len, size_t align,
                             nds_piece_sink sink, void *arg);
+
+/**
+ * The same chunks decoded whole into out[0..out_len) (out_len: the decoded size), each block
+ * unshuffled straight into its place: what c-blosc does, less the copy of streams stored as is.
+ * NDS_EUNSUPPORTED (nothing written) for the chunks nds_blosc_decode_blocks declines.
+ */
+int nds_blosc_decode_into(const uint8_t *in, size_t len, uint8_t *out, size_t out_len);
 
 #endif

@@ -8,7 +8,9 @@
  * frames, the global blosc state (blosc_init / blosc_set_nthreads), internal threads.
  *
  * Threading: an instance is immutable; the *_ctx functions keep all state on the stack of the call
- * and use one internal thread, since ndstore already spreads chunks over its own pool. Limits:
+ * and use one internal thread, since ndstore already spreads chunks over its own pool. Chunks
+ * compressed with lz4 are decoded by blosc_blocks.c (block by block, into place or piece by piece),
+ * the others by c-blosc. Limits:
  * c-blosc 1.x handles at most BLOSC_MAX_BUFFERSIZE (2 GiB - 16) bytes per chunk; larger input is
  * NDS_ELIMIT. Ownership: encode grows the caller's nds_buf; decode writes only out[0..out_cap).
  */
@@ -154,6 +156,11 @@ static int bl_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, s
     if (nbytes == 0) { /* blosc returns 0 for both "empty" and some errors; settle it here */
         *out_len = 0;
         return 0;
+    }
+    rc = nds_blosc_decode_into(in, len, out, nbytes); /* lz4 chunks: see blosc_blocks.h */
+    if (rc != NDS_EUNSUPPORTED) {
+        *out_len = rc ? 0 : nbytes;
+        return rc;
     }
     /* destsize = the declared size, which also bounds the block buffers blosc allocates. */
     int n = blosc_decompress_ctx(in, out, nbytes, 1);

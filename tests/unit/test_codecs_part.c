@@ -227,8 +227,8 @@ static int pieces_of(void *st, const nds_buf *enc, size_t n, size_t align, uint8
     return nds_codec_blosc.decode_pieces(st, enc->data, enc->len, n, align, assemble, a);
 }
 
-/* The blosc chunks c-blosc writes with lz4 or lz4hc decode block by block to what c-blosc
- * decodes: element sizes 1 to 17 (split by byte or not, under each split mode), byte shuffle or
+/* The blosc chunks c-blosc writes with lz4 or lz4hc decode block by block (decode_pieces) and
+ * whole (decode) to what c-blosc decodes: element sizes 1 to 17 (split by byte or not, under each split mode), byte shuffle or
  * none, block sizes that leave a short last block, sizes that are not a whole number of
  * elements, compressible and incompressible data (c-blosc 1.21 turns a forced block size of 1000
  * into 65536 for 2- and 4-byte elements, keeps it for 8-byte ones). */
@@ -257,7 +257,12 @@ START_TEST(test_blosc_decode_pieces) {
                      * against its decoder's rule (BLOSC_ALWAYS_SPLIT, blocks under 128
                      * elements), and then neither may decode_pieces. */
                     size_t got = 0;
-                    bool ok = nds_codec_blosc.decode(st, enc.data, enc.len, ref, n, &got) == 0;
+                    bool ok = blosc_decompress_ctx(enc.data, ref, n, 1) == (int)n;
+                    /* the codec's whole decode (blosc_blocks.c for lz4) gives the same */
+                    bool whole = nds_codec_blosc.decode(st, enc.data, enc.len, out, n, &got) == 0;
+                    if (whole != ok || (ok && memcmp(out, ref, n) != 0))
+                        ck_abort_msg("%s typesize %zu, %zu bytes, split mode %d: decode %d, "
+                                     "c-blosc %d", json, typesizes[t], n, modes[m], whole, ok);
                     int rc = pieces_of(st, &enc, n, 1, out, &a);
                     bool memcpyed = enc.data[2] & BLOSC_MEMCPYED;
                     if (ok && rc != 0 && !(rc == NDS_EUNSUPPORTED && memcpyed && a.pieces == 0))
