@@ -10,7 +10,8 @@
  * same bytes whenever both succeed. Codecs with decode_pieces (blosc) hand the payload over in
  * pieces, which must come in order inside out_cap and, when they do, be what decode gives (decode
  * must then succeed too). ndstore's own decoder of blosc-lz4 chunks (blosc_blocks.c) must succeed
- * exactly where c-blosc's does, with c-blosc's bytes.
+ * exactly where c-blosc's does, with c-blosc's bytes, and decode a range of blocks to c-blosc's
+ * bytes.
  * Run: fuzz_codecs -max_len=70000 fuzz/corpus/fuzz_codecs/ ; replayed in CI by replay_main.c.
  */
 #include <stdint.h>
@@ -180,6 +181,18 @@ static void blosc_checked(const uint8_t *in, size_t n, size_t cap) {
         int cb = blosc_decompress_ctx(in, ref, cap, 1);
         if ((rc == 0) != (cb == (int)cap) || (rc == 0 && memcmp(mine, ref, cap) != 0)) {
             fprintf(stderr, "fuzz_codecs: blosc blocks %d, c-blosc %d (of %zu)\n", rc, cb, cap);
+            abort();
+        }
+    }
+    /* The blocks holding the middle third: c-blosc's bytes there, and no failure where c-blosc
+     * decodes the whole chunk. */
+    size_t begin = cap / 3, end = cap - cap / 3;
+    rc = nds_blosc_decode_range(in, n, mine, cap, begin, end);
+    if (rc != NDS_EUNSUPPORTED) {
+        int cb = blosc_decompress_ctx(in, ref, cap, 1);
+        if ((rc != 0 && cb == (int)cap) ||
+            (rc == 0 && cb == (int)cap && memcmp(mine + begin, ref + begin, end - begin) != 0)) {
+            fprintf(stderr, "fuzz_codecs: blosc blocks range %d, c-blosc %d\n", rc, cb);
             abort();
         }
     }

@@ -40,6 +40,7 @@
 typedef struct chunk_layout {
     const uint8_t *in;
     size_t cbytes, nbytes, blocksize, nblocks, typesize;
+    size_t first, last; /* the blocks to decode */
     uint8_t flags;
 } chunk_layout;
 
@@ -72,9 +73,10 @@ static bool block_in_place(const chunk_layout *c, size_t k) {
     return true;
 }
 
-/* Reads the header and checks every block's place; false for chunks this decoder leaves to
- * c-blosc. */
-static bool read_layout(const uint8_t *in, size_t len, size_t out_len, chunk_layout *c) {
+/* Reads the header and checks the places of the blocks holding bytes [begin, end) (of a chunk
+ * decoding to out_len bytes); false for chunks this decoder leaves to c-blosc. */
+static bool read_layout(const uint8_t *in, size_t len, size_t out_len, size_t begin, size_t end,
+                        chunk_layout *c) {
     if (len < HEADER) return false;
     *c = (chunk_layout){.in = in,
                         .flags = in[2],
@@ -88,8 +90,10 @@ static bool read_layout(const uint8_t *in, size_t len, size_t out_len, chunk_lay
         c->blocksize > c->nbytes || c->blocksize > BLOCK_MAX || c->cbytes > len)
         return false;
     c->nblocks = c->nbytes / c->blocksize + (c->nbytes % c->blocksize != 0);
-    if (HEADER + 4 * c->nblocks > c->cbytes) return false;
-    for (size_t k = 0; k < c->nblocks; k++)
+    if (HEADER + 4 * c->nblocks > c->cbytes || begin >= end || end > c->nbytes) return false;
+    c->first = begin / c->blocksize;
+    c->last = (end - 1) / c->blocksize;
+    for (size_t k = c->first; k <= c->last; k++)
         if (!block_in_place(c, k)) return false;
     return true;
 }
@@ -222,12 +226,12 @@ static int decode_block(const chunk_layout *c, size_t k, bool shuffled, uint8_t 
 static int decode_blocks(const chunk_layout *c, uint8_t *out, nds_piece_sink sink, void *arg) {
     bool shuffled = (c->flags & FLAG_SHUFFLE) && c->typesize > 1;
     size_t buffers = (shuffled ? 1 : 0) + (out ? 0 : 1);
-    uint8_t *buf = nds_scratch(NDS_SCRATCH_CODEC, (buffers ? buffers : 1) * c->blocksize);
+    uint8_t *buf = nds_scratch(NDS_SCRATCH_BLOCKS, (buffers ? buffers : 1) * c->blocksize);
     if (!buf) return NDS_ENOMEM;
     uint8_t *block = shuffled ? buf + c->blocksize : buf; /* when out is NULL */
     block_streams bs = {.count = 0};
     int rc = 0;
-    for (size_t k = 0; k < c->nblocks && !rc; k++) {
+    for (size_t k = c->first; k <= c->last && !rc; k++) {
         size_t bytes = block_bytes(c, k);
         uint8_t *place = out ? out + k * c->blocksize : block;
         rc = decode_block(c, k, shuffled, shuffled ? buf : place, &bs);
@@ -240,13 +244,18 @@ static int decode_blocks(const chunk_layout *c, uint8_t *out, nds_piece_sink sin
 int nds_blosc_decode_blocks(const uint8_t *in, size_t len, size_t out_len, size_t align,
                             nds_piece_sink sink, void *arg) {
     chunk_layout c;
-    if (!read_layout(in, len, out_len, &c) || align == 0 || c.blocksize % align)
+    if (!read_layout(in, len, out_len, 0, out_len, &c) || align == 0 || c.blocksize % align)
         return NDS_EUNSUPPORTED;
     return decode_blocks(&c, NULL, sink, arg);
 }
 
 int nds_blosc_decode_into(const uint8_t *in, size_t len, uint8_t *out, size_t out_len) {
+    return nds_blosc_decode_range(in, len, out, out_len, 0, out_len);
+}
+
+int nds_blosc_decode_range(const uint8_t *in, size_t len, uint8_t *out, size_t out_len,
+                           size_t begin, size_t end) {
     chunk_layout c;
-    if (!read_layout(in, len, out_len, &c)) return NDS_EUNSUPPORTED;
+    if (!read_layout(in, len, out_len, begin, end, &c)) return NDS_EUNSUPPORTED;
     return decode_blocks(&c, out, NULL, NULL);
 }

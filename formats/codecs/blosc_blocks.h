@@ -5,7 +5,7 @@
  * caller's array, a second pass over memory. Here each block is decoded with liblz4 and
  * unshuffled into a block-sized buffer that stays in the cache, and handed on from there.
  * Private to formats/codecs/ (and the codec fuzz harness). Reentrant; the block buffers are the calling thread's
- * NDS_SCRATCH_CODEC.
+ * NDS_SCRATCH_BLOCKS.
  */
 #ifndef NDS_FORMATS_BLOSC_BLOCKS_H
 #define NDS_FORMATS_BLOSC_BLOCKS_H
@@ -32,5 +32,14 @@ int nds_blosc_decode_blocks(const uint8_t *in, size_t len, size_t out_len, size_
  * NDS_EUNSUPPORTED (nothing written) for the chunks nds_blosc_decode_blocks declines.
  */
 int nds_blosc_decode_into(const uint8_t *in, size_t len, uint8_t *out, size_t out_len);
+
+/**
+ * Only the blocks holding bytes [begin, end) of the chunk decoded into their places in out (the
+ * codec's decode_part; only those blocks' places are checked, so a chunk put together from its
+ * header, block index and some blocks decodes too). NDS_EUNSUPPORTED (nothing written) as for
+ * nds_blosc_decode_into, and for an empty range or one past the chunk.
+ */
+int nds_blosc_decode_range(const uint8_t *in, size_t len, uint8_t *out, size_t out_len,
+                           size_t begin, size_t end);
 
 #endif

@@ -173,8 +173,8 @@ static int bl_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, s
     return 0;
 }
 
-/* Decodes only the blocks holding bytes [begin, end) (blosc_getitem), in whole items of the
- * chunk's typesize. */
+/* Decodes only the blocks holding bytes [begin, end): lz4 chunks here (blosc_blocks.c), the
+ * others through blosc_getitem, in whole items of the chunk's typesize. */
 static int bl_decode_part(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_len,
                           size_t begin, size_t end) {
     size_t nbytes = 0;
@@ -190,6 +190,8 @@ static int bl_decode_part(void *state, const uint8_t *in, size_t len, uint8_t *o
     if (blocksize == 0 || blocksize > nbytes)
         return nds_err(NDS_ECORRUPT, "blosc: block size %zu for a %zu-byte chunk", blocksize,
                        nbytes);
+    rc = nds_blosc_decode_range(in, len, out, out_len, begin, nds_min_u64(end, nbytes));
+    if (rc != NDS_EUNSUPPORTED) return rc; /* lz4 chunks: see blosc_blocks.h */
     size_t typesize = in[3] ? in[3] : 1, first = begin / typesize;
     size_t items = (nds_min_u64(end, nbytes) + typesize - 1) / typesize - first;
     if ((first + items) * typesize > nbytes) { /* a partial last item: decode it all */

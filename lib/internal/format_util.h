@@ -114,6 +114,7 @@ enum {
     NDS_SCRATCH_FORMAT1,
     NDS_SCRATCH_FORMAT2,
     NDS_SCRATCH_CODEC, /* a codec's stored bytes read in part (decode_part_read) */
+    NDS_SCRATCH_BLOCKS, /* a codec's block buffers (blosc_blocks.c), over any of the above */
     NDS_SCRATCH_SLOTS
 };
 /** The calling thread's buffer of slot (its len is whatever the last user left); NULL when out of
