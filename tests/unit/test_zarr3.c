@@ -101,34 +101,41 @@ static uint32_t crc_bitwise(const uint8_t *p, size_t n) {
     return ~c;
 }
 
+/* A new uint16 array of a bytes + blosc-lz4 chain on store t: memory:// (t 0, 1) or file:// under
+ * dir (t 2, 3), the bytes codec little-endian for even t and big-endian for odd. */
+static nds_array *blosc_array_on(int t, const char *dir, const char *name, const char *shape,
+                                 const char *chunks, int blocksize) {
+    char url[160], codecs[256];
+    if (t < 2)
+        snprintf(url, sizeof url, "memory://%s/%d/", name, t);
+    else
+        snprintf(url, sizeof url, "file://%s/%d/", dir, t);
+    snprintf(codecs, sizeof codecs,
+             "[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"%s\"}},{\"name\":\"blosc\","
+             "\"configuration\":{\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":\"shuffle\","
+             "\"typesize\":2,\"blocksize\":%d}}]",
+             t % 2 ? "big" : "little", blocksize);
+    nds_array *a;
+    NDS_OK(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"%s\",\"metadata\":%s,"
+                         "\"create\":true}",
+                     url, array_doc(shape, "uint16", chunks, "0", codecs)));
+    return a;
+}
+
 /* Regions of blosc chunks decode only the blocks that hold them (decode_chunk_part; on file://
  * reading only those blocks' stored bytes, read_chunk_part), with either byte order of the bytes
  * codec. */
 START_TEST(blosc_partial_reads) {
-    static const char *const endian[] = {"little", "big"};
     enum { X = 40, Y = 50, Z = 300 };
     uint16_t *v = malloc(sizeof(uint16_t) * X * Y * Z);
     for (size_t i = 0; i < (size_t)X * Y * Z; i++) v[i] = (uint16_t)(i * 5 + i / 77);
     char dir[] = "/tmp/nds-zarr3-part-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     for (int t = 0; t < 4; t++) {
-        char url[128], codecs[256];
-        if (t < 2)
-            snprintf(url, sizeof url, "memory://part/%d/", t);
-        else
-            snprintf(url, sizeof url, "file://%s/%d/", dir, t);
-        snprintf(codecs, sizeof codecs,
-                 "[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"%s\"}},{\"name\":\"blosc\","
-                 "\"configuration\":{\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":\"shuffle\","
-                 "\"typesize\":2,\"blocksize\":4096}}]",
-                 endian[t % 2]);
-        nds_array *a;
-        NDS_OK(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"%s\",\"metadata\":%s,"
-                             "\"create\":true}",
-                         url, array_doc("[40,50,300]", "uint16", "[16,20,256]", "0", codecs)));
+        nds_array *a = blosc_array_on(t, dir, "part", "[40,50,300]", "[16,20,256]", 4096);
         write_all(a, v);
         uint64_t shape[3] = {X, Y, Z};
-        assert_random_boxes_u16(a, v, shape, 60, endian[t % 2]);
+        assert_random_boxes_u16(a, v, shape, 60, t % 2 ? "big" : "little");
         nds_array_free(a);
     }
     nds_test_rmtree(dir);
@@ -141,31 +148,17 @@ END_TEST
  * chunks along their rows (too many for a run), edge chunks in every dimension, blocks of 64 KiB
  * and a short last one, both byte orders, on memory:// and file://. */
 START_TEST(whole_chunks_read_in_pieces) {
-    static const char *const endian[] = {"little", "big"};
     enum { X = 30, Y = 45, Z = 1000 };
     uint16_t *v = malloc(sizeof(uint16_t) * X * Y * Z), *out = malloc(sizeof(uint16_t) * X * Y * Z);
     for (size_t i = 0; i < (size_t)X * Y * Z; i++) v[i] = (uint16_t)(i * 3 + i / 91);
     char dir[] = "/tmp/nds-zarr3-pieces-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     for (int t = 0; t < 4; t++) {
-        char url[128], codecs[256];
-        if (t < 2)
-            snprintf(url, sizeof url, "memory://pieces/%d/", t);
-        else
-            snprintf(url, sizeof url, "file://%s/%d/", dir, t);
-        snprintf(codecs, sizeof codecs,
-                 "[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"%s\"}},{\"name\":\"blosc\","
-                 "\"configuration\":{\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":\"shuffle\","
-                 "\"typesize\":2,\"blocksize\":1000}}]",
-                 endian[t % 2]);
-        nds_array *a;
-        NDS_OK(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"%s\",\"metadata\":%s,"
-                             "\"create\":true}",
-                         url, array_doc("[30,45,1000]", "uint16", "[20,20,90]", "0", codecs)));
+        nds_array *a = blosc_array_on(t, dir, "pieces", "[30,45,1000]", "[20,20,90]", 1000);
         write_all(a, v);
         memset(out, 0, sizeof(uint16_t) * X * Y * Z);
         read_all(a, out);
-        ck_assert_msg(memcmp(out, v, sizeof(uint16_t) * X * Y * Z) == 0, "%s: full read", url);
+        ck_assert_msg(memcmp(out, v, sizeof(uint16_t) * X * Y * Z) == 0, "store %d: full read", t);
         nds_array_free(a);
     }
     nds_test_rmtree(dir);
