@@ -225,9 +225,10 @@ static int decode_block(const chunk_layout *c, size_t k, bool shuffled, uint8_t 
  * unshuffled straight there, others decoded there), else into a block buffer handed to sink. */
 static int decode_blocks(const chunk_layout *c, uint8_t *out, nds_piece_sink sink, void *arg) {
     bool shuffled = (c->flags & FLAG_SHUFFLE) && c->typesize > 1;
+    /* The streams of a shuffled block, and the block itself when it has no place in out. */
     size_t buffers = (shuffled ? 1 : 0) + (out ? 0 : 1);
-    uint8_t *buf = nds_scratch(NDS_SCRATCH_BLOCKS, (buffers ? buffers : 1) * c->blocksize);
-    if (!buf) return NDS_ENOMEM;
+    uint8_t *buf = buffers ? nds_scratch(NDS_SCRATCH_BLOCKS, buffers * c->blocksize) : NULL;
+    if (buffers && !buf) return NDS_ENOMEM;
     uint8_t *block = shuffled ? buf + c->blocksize : buf; /* when out is NULL */
     block_streams bs = {.count = 0};
     int rc = 0;

@@ -35,3 +35,10 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 void nds_test_rmtree(const char *path) {
     if (path) nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+void nds_test_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}

@@ -18,5 +18,7 @@ int nds_test_run(Suite *s);
 char *nds_test_tmpdir(void);
 /** Removes a directory tree. */
 void nds_test_rmtree(const char *path);
+/** Creates or replaces the file at path with n bytes of data, asserting success. */
+void nds_test_write_file(const char *path, const void *data, size_t n);
 
 #endif

@@ -30,6 +30,28 @@ nds_array *zarr2_in_memory(const char *path, const char *members) {
     return a;
 }
 
+const char *zarr3_array_doc(const char *shape, const char *dtype, const char *chunks,
+                             const char *fill, const char *codecs) {
+    static char doc[8192];
+    snprintf(
+        doc, sizeof doc,
+        "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":%s,\"data_type\":\"%s\","
+        "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":%s}},"
+        "\"chunk_key_encoding\":{\"name\":\"default\",\"configuration\":{\"separator\":\"/\"}},"
+        "\"fill_value\":%s,\"codecs\":%s}",
+        shape, dtype, chunks, fill, codecs);
+    return doc;
+}
+
+nds_array *zarr3_in_memory(const char *path, const char *doc) {
+    nds_array *a;
+    NDS_OK(open_spec(&a,
+                     "{\"driver\":\"zarr3\",\"kvstore\":\"memory://%s/\",\"metadata\":%s,"
+                     "\"create\":true}",
+                     path, doc));
+    return a;
+}
+
 void put_raw(const char *url, const char *key, const void *data, size_t len) {
     nds_kvstore *kv;
     NDS_OK(nds_kvstore_open(&kv, url, NULL));

@@ -25,6 +25,12 @@ const char *member_str(json_object *o, const char *key);
 /** Creates a zarr v2 array at memory://<path>/ with the given "metadata" members (a JSON object's
  *  body), asserting success. */
 nds_array *zarr2_in_memory(const char *path, const char *members);
+/** A whole zarr v3 zarr.json for an array, with the codecs (JSON array text) and fill given (a
+ *  static buffer, overwritten by the next call). */
+const char *zarr3_array_doc(const char *shape, const char *dtype, const char *chunks,
+                            const char *fill, const char *codecs);
+/** Creates a zarr v3 array at memory://<path>/ from a whole zarr.json (doc), asserting success. */
+nds_array *zarr3_in_memory(const char *path, const char *doc);
 
 /** Reads the whole array into out (asserting success). */
 void read_all(nds_array *a, void *out);

@@ -25,6 +25,7 @@
 #include "ndstore/sys/codec.h"
 #include "internal/codec_spec.h"
 #include "internal/json_util.h"
+#include "support_check.h"
 #include "support_codecs.h"
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -937,13 +938,6 @@ static bool have_numcodecs(void) {
     return system("/usr/bin/python3 -c 'import numcodecs' >/dev/null 2>&1") == 0;
 }
 
-static void write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
 START_TEST(test_numcodecs_reads_ours) {
     if (!have_numcodecs()) {
         fprintf(stderr, "test_numcodecs_reads_ours: skipped, no /usr/bin/python3 with numcodecs\n");
@@ -968,11 +962,11 @@ START_TEST(test_numcodecs_reads_ours) {
             char path[256];
             const char *js = json_object_to_json_string_ext(cfg, JSON_C_TO_STRING_PLAIN);
             snprintf(path, sizeof path, "%s/%03zu_%d.json", dir, ci, pat);
-            write_file(path, js, strlen(js));
+            nds_test_write_file(path, js, strlen(js));
             snprintf(path, sizeof path, "%s/%03zu_%d.enc", dir, ci, pat);
-            write_file(path, enc.data, enc.len);
+            nds_test_write_file(path, enc.data, enc.len);
             snprintf(path, sizeof path, "%s/%03zu_%d.raw", dir, ci, pat);
-            write_file(path, data, n);
+            nds_test_write_file(path, data, n);
             nds_buf_dispose(&enc);
             count++;
         }
@@ -982,7 +976,7 @@ START_TEST(test_numcodecs_reads_ours) {
     free(data);
     char script[300], cmd[700];
     snprintf(script, sizeof script, "%s/check.py", dir);
-    write_file(script, py_check, strlen(py_check));
+    nds_test_write_file(script, py_check, strlen(py_check));
     snprintf(cmd, sizeof cmd, "cd / && /usr/bin/python3 %s %s 2>&1", script, dir);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);

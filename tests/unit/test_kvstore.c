@@ -97,10 +97,7 @@ static char *path_in(const char *dir, const char *name) {
 }
 
 static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
+    nds_test_write_file(path, text, strlen(text));
 }
 
 static bool exists(const char *path) {

@@ -211,14 +211,6 @@ START_TEST(reads_past_the_cache_stream) {
 }
 END_TEST
 
-/* Replaces the file at path with n bytes of data (a chunk file written behind the array's back). */
-static void write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
 /* Uncompressed chunks on file:// with rows of 2 KiB are read straight into the output (read_into):
  * full and partial reads equal what was written (edge chunks, whose stored rows run past the array,
  * take the copying path); a missing chunk reads as fill, a short or long chunk file is corrupt. */
@@ -256,9 +248,9 @@ START_TEST(uncompressed_reads_into_place) {
             ck_assert(out[i * Y + j] == (gone ? -1.0f : v[i * Y + j]));
         }
     nds_box_full(&box, 2, shape);
-    write_file(path, v, 100); /* a chunk file cut short */
+    nds_test_write_file(path, v, 100); /* a chunk file cut short */
     EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "1.1");
-    write_file(path, v, 4 * 512 * 4 + 1); /* and one too long */
+    nds_test_write_file(path, v, 4 * 512 * 4 + 1); /* and one too long */
     EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "expected 8192 bytes, found 8193");
     nds_array_free(a);
     nds_kvstore *kv;
@@ -304,10 +296,10 @@ START_TEST(uncompressed_regions_read_by_plane) {
     NDS_OK(nds_array_read(a, &box, out, NULL));
     ck_assert_int_eq(out[0], 4);
     assert_random_boxes_u16(a, v, shape, 30, "planes, a chunk missing");
-    write_file(path, v, 1000); /* a chunk file cut short */
+    nds_test_write_file(path, v, 1000); /* a chunk file cut short */
     EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "0.1.1");
     EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "found 1000");
-    write_file(path, v, 8 * 64 * 128 * 2 + 1); /* and one too long */
+    nds_test_write_file(path, v, 8 * 64 * 128 * 2 + 1); /* and one too long */
     EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "expected 131072 bytes, found 131073");
     nds_array_free(a);
     nds_test_rmtree(dir);
