@@ -39,6 +39,8 @@ stage "build (release)" build build -DCMAKE_BUILD_TYPE=Release
 stage "unit tests (release)" bash -c "cd build && ctest --output-on-failure -j$jobs"
 stage "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DNDS_SANITIZE=ON
 stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$jobs"
+# The attack suite: the CLI against hostile stores, servers and arguments, under ASan+UBSan.
+[ -f tests/attack/run.sh ] && stage "attack suite (asan+ubsan)" bash tests/attack/run.sh "$root/build-asan/ndstore" "$root/build-asan"
 [ -f tests/integration/cli_test.sh ] && stage "cli integration" bash tests/integration/cli_test.sh "$root/build/ndstore"
 [ -f tests/integration/cp_matrix_test.sh ] &&
   stage "cp between formats" bash tests/integration/cp_matrix_test.sh "$root/build"
