@@ -97,6 +97,10 @@ int cli_read_file(const char *path, size_t max, char **out, size_t *len);
 double cli_now(void);
 
 /* ---- arrays (main.c) ---- */
+/** CLI_OK when text, the argument named what ("SPEC", "SRC", "URL"), holds more than blanks; else
+ *  prints "WHAT is empty" and returns CLI_FAIL. An empty spec would name the current directory, so
+ *  every command checks its SPEC and URL arguments before it opens anything. */
+int cli_require_spec(const char *what, const char *text);
 /** Opens an array (mode 0 = from the spec) in ctx (NULL = default). 0 or CLI_FAIL (printed). */
 int cli_open_array(const char *spec, nds_context *ctx, unsigned mode, nds_array **out);
 /** Sets *box from region text (NULL = the whole array). 0, or CLI_FAIL (printed). */

@@ -76,6 +76,8 @@ int cli_cmd_attrs(int argc, char **argv) {
     }
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
+    if (cli_require_spec("SPEC", argv[optind]) != CLI_OK)
+        return CLI_FAIL;
     char *attrs = NULL;
     if (set && load_attrs(set, &attrs) != CLI_OK)
         return CLI_FAIL;

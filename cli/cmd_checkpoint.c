@@ -66,6 +66,8 @@ int cli_cmd_checkpoint(int argc, char **argv) {
     if (left < 3)
         return cli_usage(usage, "expected mark|status, URL and NAME");
     const char *action = argv[optind], *name = argv[optind + 2];
+    if (cli_require_spec("URL", argv[optind + 1]) != CLI_OK)
+        return CLI_FAIL;
     char url[4096];
     cli_kvstore_url(argv[optind + 1], url, sizeof url);
     if (strcmp(action, "mark") == 0)

@@ -117,7 +117,8 @@ static int parse_args(int argc, char **argv, cp_args *ca) {
         return cli_usage(usage, argc - optind < 2 ? "missing SRC or DST" : "too many arguments");
     ca->src = argv[optind];
     ca->dst = argv[optind + 1];
-    return CLI_OK;
+    int rc2 = cli_require_spec("SRC", ca->src);
+    return rc2 == CLI_OK ? cli_require_spec("DST", ca->dst) : rc2;
 }
 
 /* The local directory of a file kvstore (resolved, so "a.zarr" and "/d/a.zarr" compare equal). */

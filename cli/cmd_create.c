@@ -119,6 +119,8 @@ int cli_cmd_create(int argc, char **argv) {
     }
     if (rc == CLI_OK && argc - optind != 1)
         rc = cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
+    if (rc == CLI_OK)
+        rc = cli_require_spec("SPEC", argv[optind]);
     char *spec = NULL;
     if (rc == CLI_OK)
         rc = cli_spec_build(argv[optind], &schema, NULL, delete_existing, &spec);

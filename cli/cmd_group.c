@@ -52,6 +52,8 @@ int cli_cmd_group(int argc, char **argv) {
     }
     if (argc - optind < 1 || argc - optind > 2)
         return cli_usage(usage, argc - optind == 0 ? "missing URL" : "too many arguments");
+    if (cli_require_spec("URL", argv[optind]) != CLI_OK)
+        return CLI_FAIL;
     const char *path = argc - optind == 2 ? argv[optind + 1] : "";
     char url[4096], fmt[64];
     cli_kvstore_url(argv[optind], url, sizeof url);

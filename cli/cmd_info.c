@@ -196,7 +196,9 @@ int cli_cmd_info(int argc, char **argv) {
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
     nds_array *a = NULL;
-    int rc = cli_open_array(argv[optind], NULL, 0, &a);
+    int rc = cli_require_spec("SPEC", argv[optind]);
+    if (rc == CLI_OK)
+        rc = cli_open_array(argv[optind], NULL, 0, &a);
     if (rc == CLI_OK)
         rc = cli_info_print(a, as_json, stdout);
     nds_array_free(a);

@@ -242,6 +242,8 @@ int cli_cmd_ls(int argc, char **argv) {
     }
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing URL" : "too many arguments");
+    if (cli_require_spec("URL", argv[optind]) != CLI_OK)
+        return CLI_FAIL;
     char url[4096];
     cli_kvstore_url(argv[optind], url, sizeof url);
     /* A URL names a directory-like prefix: "d/a.zarr" lists d/a.zarr/..., not d/a.zarr.bak too. */
@@ -261,7 +263,8 @@ int cli_cmd_ls(int argc, char **argv) {
     else if (st != 0)
         rc = cli_fail_nds(st, url);
     if (rc == CLI_OK) {
-        qsort(l.v, l.n, sizeof *l.v, by_key);
+        if (l.n > 1) /* an empty listing has no array: qsort(NULL, ..) is undefined */
+            qsort(l.v, l.n, sizeof *l.v, by_key);
         annotate(kv, &l);
         if (!recursive)
             fold_dirs(&l);

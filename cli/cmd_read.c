@@ -78,6 +78,8 @@ static int parse_args(int argc, char **argv, read_args *ra) {
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
     ra->spec = argv[optind];
+    if (cli_require_spec("SPEC", ra->spec) != CLI_OK)
+        return CLI_FAIL;
     if (ra->raw && !ra->output)
         return cli_usage(usage, "--raw needs -o FILE or -o -");
     return CLI_OK;

@@ -65,5 +65,7 @@ int cli_cmd_resize(int argc, char **argv) {
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
     if (rank == 0)
         return cli_usage(usage, "missing --shape");
+    if (cli_require_spec("SPEC", argv[optind]) != CLI_OK)
+        return CLI_FAIL;
     return do_resize(argv[optind], rank, shape);
 }

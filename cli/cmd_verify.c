@@ -39,6 +39,8 @@ int cli_cmd_verify(int argc, char **argv) {
     }
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
+    if (cli_require_spec("SPEC", argv[optind]) != CLI_OK)
+        return CLI_FAIL;
     nds_array *a = NULL;
     int rc = cli_open_array(argv[optind], NULL, 0, &a);
     if (rc != CLI_OK)

@@ -119,6 +119,8 @@ static int parse_args(int argc, char **argv, write_args *wa) {
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
     wa->spec = argv[optind];
+    if (cli_require_spec("SPEC", wa->spec) != CLI_OK)
+        return CLI_FAIL;
     return check_pairs(wa);
 }
 

@@ -305,6 +305,13 @@ double cli_now(void) {
 
 /* ---- arrays ---- */
 
+int cli_require_spec(const char *what, const char *text) {
+    if (text[strspn(text, " \t\r\n\v\f")] != '\0')
+        return CLI_OK;
+    return cli_fail("%s is empty: give a path, a URL or a JSON spec (an empty one would name the "
+                    "current directory)", what);
+}
+
 int cli_open_array(const char *spec, nds_context *ctx, unsigned mode, nds_array **out) {
     nds_open_options opts = NDS_OPEN_OPTIONS_INIT;
     opts.ctx = ctx;

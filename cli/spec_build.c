@@ -65,6 +65,8 @@ static int spec_load(const char *spec, json_object **out) {
     } else if (*p == '@') {
         char *text = NULL;
         rc = cli_read_file(p + 1, SPEC_FILE_MAX, &text, NULL);
+        if (rc == CLI_OK && text[strspn(text, " \t\r\n\v\f")] == '\0')
+            rc = cli_fail("spec file %s is empty", p + 1);
         if (rc == CLI_OK)
             rc = cli_json_parse(text, p + 1, &obj);
         free(text);

@@ -81,6 +81,8 @@ int nds_kvstore_open_json(nds_kvstore **out, const json_object *spec, nds_contex
 }
 
 int nds_kvstore_url_to_spec(const char *url, json_object **out) {
+    if (url[strspn(url, " \t\r\n\v\f")] == '\0') /* "" would be the current directory */
+        return nds_err(NDS_EINVAL, "kvstore url is empty: give a url or a path");
     const char *sep = strstr(url, "://");
     char scheme[32] = "file";
     const char *rest = url;

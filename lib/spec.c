@@ -94,14 +94,26 @@ static int normalise_kvstore(json_object *spec) {
     return 0;
 }
 
+/* Spec text after leading blanks (spaces, tabs, line ends). */
+static const char *skip_blanks(const char *text) {
+    return text + strspn(text, " \t\r\n\v\f");
+}
+
 int nds_spec_parse(const char *text, json_object **out) {
-    while (*text == ' ' || *text == '\t' || *text == '\n') text++;
+    text = skip_blanks(text);
     json_object *spec = NULL;
     int rc;
+    /* An empty spec would become the url "" and so the current directory: a create with
+     * delete_existing there would empty it. */
+    if (*text == '\0')
+        return nds_err(NDS_EINVAL, "spec is empty: give a url, a path or a json spec");
     if (*text == '@') {
         char *content = NULL;
         if ((rc = read_spec_file(text + 1, &content))) return rc;
-        rc = nds_spec_parse(content, out);
+        if (*skip_blanks(content) == '\0')
+            rc = nds_err(NDS_EINVAL, "spec file %s is empty", text + 1);
+        else
+            rc = nds_spec_parse(content, out);
         free(content);
         return rc;
     }
