@@ -121,45 +121,197 @@ static int parse_args(int argc, char **argv, cp_args *ca) {
     return rc2 == CLI_OK ? cli_require_spec("DST", ca->dst) : rc2;
 }
 
-/* The local directory of a file kvstore (resolved, so "a.zarr" and "/d/a.zarr" compare equal). */
-static bool file_dir(const nds_kvstore *kv, char *out) {
-    char *spec = NULL;
-    bool ok = false;
-    if (nds_kvstore_spec(kv, &spec) != 0)
+/* ---- overlap of source and destination ----
+ *
+ * A copy into its own source is never meaningful, and with --delete-existing the destination's
+ * keys are deleted before the source is read: a destination that is an ancestor of the source
+ * (cp /d/p/a.zarr /d/p) empties the source and everything beside it, one inside the source
+ * (cp a.zarr a.zarr/c) deletes part of it. So every copy whose two locations overlap, equal or
+ * one inside the other, is refused before the destination is opened, with or without
+ * --delete-existing. Locations are compared as a namespace (the driver and what names its store:
+ * the file system, an s3/gcs endpoint and bucket, an lmdb environment, the spec of any other
+ * driver) plus a key path; symlinks and "."/".." are resolved first. Two specs of one store that
+ * are spelled differently (an s3 endpoint by two host names) are not recognised. */
+
+typedef struct store_loc {
+    char space[PATH_MAX + 256]; /* "file", "memory", "s3 <endpoint> <bucket>", ... */
+    char path[PATH_MAX + 8];    /* key path: components without "." and "..", ending in '/' */
+} store_loc;
+
+/* Appends path's components to out (a path ending in '/'), dropping empty and "." ones; ".."
+ * removes the last one (never the leading '/'). false when out overflows. */
+static bool append_components(char *out, size_t cap, const char *path) {
+    for (const char *p = path; *p;) {
+        size_t len = strcspn(p, "/"), n = strlen(out);
+        if (len == 2 && p[0] == '.' && p[1] == '.') {
+            if (n > 1)
+                out[n - 1] = '\0';
+            char *slash = strrchr(out, '/');
+            if (slash)
+                slash[1] = '\0';
+            else
+                out[0] = '\0';
+        } else if (len > 0 && !(len == 1 && p[0] == '.')) {
+            if (n + len + 2 > cap)
+                return false;
+            memcpy(out + n, p, len);
+            memcpy(out + n + len, "/", 2);
+        }
+        p += len + (p[len] == '/');
+    }
+    return true;
+}
+
+/* A local path resolved as the kernel would: the realpath of its longest existing ancestor, then
+ * the rest of its components; ends in '/'. false when it cannot be resolved. */
+static bool resolve_local(const char *path, char *out, size_t cap) {
+    char real[PATH_MAX], parent[PATH_MAX];
+    if (realpath(path[0] ? path : "/", real))
+        return snprintf(out, cap, "%s%s", real, strcmp(real, "/") ? "/" : "") < (int)cap;
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t s = n;
+    while (s > 0 && path[s - 1] != '/')
+        s--;
+    if (s == 0 || s >= sizeof parent) /* relative: file kvstores hold absolute paths */
         return false;
-    json_object *o = json_tokener_parse(spec), *driver, *path;
-    if (o && json_object_object_get_ex(o, "driver", &driver) &&
-        strcmp(json_object_get_string(driver), "file") == 0 && json_object_object_get_ex(o, "path", &path))
-        ok = realpath(json_object_get_string(path), out) != NULL;
-    json_object_put(o);
-    nds_free(spec);
-    return ok;
+    memcpy(parent, path, s);
+    parent[s] = '\0';
+    char name[PATH_MAX];
+    snprintf(name, sizeof name, "%.*s", (int)(n - s), path + s);
+    return resolve_local(parent, out, cap) && append_components(out, cap, name);
 }
 
-static bool same_store(const nds_kvstore *a, const nds_kvstore *b) {
-    char pa[PATH_MAX], pb[PATH_MAX];
-    if (file_dir(a, pa) && file_dir(b, pb))
-        return strcmp(pa, pb) == 0;
-    return strcmp(nds_kvstore_url(a), nds_kvstore_url(b)) == 0;
+static const char *member(json_object *o, const char *key) {
+    json_object *v;
+    return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v)
+               : "";
 }
 
-/* --delete-existing on the source's own store would delete what is about to be read: refuse it. Only
- * URL destinations are compared (a JSON destination is the user's explicit choice). */
-static int check_not_source(nds_array *src, const char *dst) {
-    char url[4096];
-    if (dst[strspn(dst, " \t\n")] == '{' || dst[0] == '@')
-        return CLI_OK;
-    cli_kvstore_url(dst, url, sizeof url);
-    size_t len = strlen(url);
-    if (len > 0 && url[len - 1] != '/' && len + 1 < sizeof url)
-        memcpy(url + len, "/", 2);
+/* An lmdb store: the environment (resolved) is the namespace; the key path is the spec's path
+ * less the environment when it is absolute. */
+static bool lmdb_loc(json_object *spec, const char *path, store_loc *loc) {
+    char env[PATH_MAX];
+    const char *e = member(spec, "env");
+    if (e[0])
+        snprintf(env, sizeof env, "%s", e);
+    else { /* derived from the path: up to the first component ending in ".lmdb" */
+        const char *end = strstr(path, ".lmdb");
+        while (end && end[5] != '/' && end[5] != '\0')
+            end = strstr(end + 5, ".lmdb");
+        if (!end)
+            return false;
+        snprintf(env, sizeof env, "%.*s", (int)(end + 5 - path), path);
+    }
+    size_t n = strlen(env);
+    while (n > 1 && env[n - 1] == '/')
+        env[--n] = '\0';
+    if (strncmp(path, env, n) == 0 && (path[n] == '/' || path[n] == '\0'))
+        path += n;
+    char real[PATH_MAX + 8];
+    if (!resolve_local(env, real, sizeof real))
+        return false;
+    snprintf(loc->space, sizeof loc->space, "lmdb %s", real);
+    loc->path[0] = '/', loc->path[1] = '\0';
+    return append_components(loc->path, sizeof loc->path, path);
+}
+
+/* The location of an open kvstore, plus extra (a spec's top-level "path", may be ""). */
+static bool store_location(const nds_kvstore *kv, const char *extra, store_loc *loc) {
+    char *text = NULL;
+    if (nds_kvstore_spec(kv, &text) != 0)
+        return false;
+    json_object *spec = json_tokener_parse(text);
+    nds_free(text);
+    if (!spec)
+        return false;
+    const char *driver = member(spec, "driver"), *path = member(spec, "path");
+    bool ok = true;
+    loc->path[0] = '/', loc->path[1] = '\0';
+    if (strcmp(driver, "file") == 0) {
+        snprintf(loc->space, sizeof loc->space, "file");
+        ok = resolve_local(path, loc->path, sizeof loc->path);
+    } else if (strcmp(driver, "lmdb") == 0) {
+        ok = lmdb_loc(spec, path, loc);
+    } else {
+        if (strcmp(driver, "memory") == 0)
+            snprintf(loc->space, sizeof loc->space, "memory");
+        else if (strcmp(driver, "s3") == 0 || strcmp(driver, "gcs") == 0)
+            snprintf(loc->space, sizeof loc->space, "%s %s %s", driver, member(spec, "endpoint"),
+                     member(spec, "bucket"));
+        else { /* any other driver: the same store is the same spec */
+            json_object_object_del(spec, "path");
+            snprintf(loc->space, sizeof loc->space, "%s", json_object_to_json_string_ext(
+                                                               spec, JSON_C_TO_STRING_PLAIN));
+        }
+        ok = append_components(loc->path, sizeof loc->path, path);
+    }
+    json_object_put(spec);
+    return ok && append_components(loc->path, sizeof loc->path, extra);
+}
+
+/* 0 apart, 1 equal, 2 b inside a, 3 a inside b: by whole components (both paths end in '/'). */
+static int overlap(const store_loc *a, const store_loc *b) {
+    if (strcmp(a->space, b->space) != 0)
+        return 0;
+    size_t la = strlen(a->path), lb = strlen(b->path);
+    if (strncmp(a->path, b->path, la < lb ? la : lb) != 0)
+        return 0;
+    return la == lb ? 1 : la < lb ? 2 : 3;
+}
+
+/* The destination's kvstore from the spec cp built (JSON with "kvstore", a url or an object, and
+ * maybe "path"), opened without touching the array; *extra is the spec's "path" ("" if none). */
+static int dst_kvstore(json_object *spec, nds_kvstore **kv, const char **extra) {
+    json_object *k;
+    *extra = member(spec, "path");
+    if (!json_object_object_get_ex(spec, "kvstore", &k))
+        return -1;
+    const char *text = json_object_is_type(k, json_type_string)
+                           ? json_object_get_string(k)
+                           : json_object_to_json_string_ext(k, JSON_C_TO_STRING_PLAIN);
+    nds_error_clear();
+    return nds_kvstore_open(kv, text, NULL);
+}
+
+/* Refuses a destination that overlaps the source (see above). A destination whose store cannot be
+ * opened or located is left to the open that follows, which reports it; a source whose location
+ * cannot be decided is compared by its URL. */
+static int check_no_overlap(nds_array *src, const char *dst_spec) {
+    json_object *spec = json_tokener_parse(dst_spec);
     nds_kvstore *kv = NULL;
-    if (nds_kvstore_open(&kv, url, NULL) != 0)
-        return CLI_OK; /* opening the destination will report it */
-    bool same = same_store(kv, nds_array_kvstore(src));
+    const char *extra = "";
+    if (!spec || dst_kvstore(spec, &kv, &extra) != 0) {
+        json_object_put(spec);
+        return CLI_OK;
+    }
+    store_loc s, d;
+    const nds_kvstore *skv = nds_array_kvstore(src);
+    int o = 0;
+    if (store_location(kv, extra, &d)) {
+        if (store_location(skv, "", &s))
+            o = overlap(&s, &d);
+        else
+            o = strcmp(nds_kvstore_url(skv), nds_kvstore_url(kv)) == 0;
+    }
+    char durl[4096];
+    snprintf(durl, sizeof durl, "%s%s%s", nds_kvstore_url(kv), extra[0] ? " path " : "", extra);
     nds_kvstore_free(kv);
-    return same ? cli_fail("cp: destination %s is the source; --delete-existing would destroy it", url)
-                : CLI_OK;
+    json_object_put(spec);
+    const char *surl = nds_kvstore_url(skv);
+    if (o == 1)
+        return cli_fail("cp: destination %s is the source %s: refused (a copy onto itself would "
+                        "destroy what it reads)", durl, surl);
+    if (o == 2)
+        return cli_fail("cp: destination %s is inside the source %s: refused (a copy into its own "
+                        "source is never meaningful)", durl, surl);
+    if (o == 3)
+        return cli_fail("cp: the source %s is inside the destination %s: refused (the destination "
+                        "would hold its own source; --delete-existing would delete it unread)",
+                        surl, durl);
+    return CLI_OK;
 }
 
 /* A failed destination open, with a hint when the fill value it was refused for came from the
@@ -193,6 +345,8 @@ static int open_dst(nds_array *src, const cp_args *ca, nds_context *ctx, nds_arr
     def.fill = cli_element_to_json(t, fill);
     int rc = cli_spec_build(ca->dst, &ca->over, &def, ca->delete_existing, spec);
     json_object_put(def.fill);
+    if (rc == CLI_OK)
+        rc = check_no_overlap(src, *spec);
     if (rc == CLI_OK) {
         nds_open_options opts = NDS_OPEN_OPTIONS_INIT;
         opts.ctx = ctx;
@@ -415,8 +569,6 @@ static int open_arrays(const cp_args *ca, nds_context **ctx, nds_array **src, nd
     if (st != 0)
         return cli_fail_nds(st, "context");
     int rc = cli_open_array(ca->src, *ctx, 0, src);
-    if (rc == CLI_OK && ca->delete_existing)
-        rc = check_not_source(*src, ca->dst);
     if (rc == CLI_OK)
         rc = open_dst(*src, ca, *ctx, dst, dst_spec);
     if (rc == CLI_OK)

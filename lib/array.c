@@ -331,7 +331,10 @@ int nds_group_create(const char *kvstore_spec, const char *path, const char *for
     nds_kvstore *root = kv;
     if (n && p[n - 1] != '/')
         rc = nds_kvstore_sub(&root, kv, "/"); /* the store path is a directory */
-    if (!rc) rc = create_groups(root, f, path ? path : "", parents);
+    char *norm = NULL; /* "a/./b" is "a/b"; "../x" is refused before anything is created */
+    if (!rc) rc = nds_path_join("", path ? path : "", "group path", &norm);
+    if (!rc) rc = create_groups(root, f, norm, parents);
+    free(norm);
     if (root != kv) nds_kvstore_free(root);
     nds_kvstore_free(kv);
     return rc;

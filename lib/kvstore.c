@@ -63,6 +63,7 @@ int nds_kvstore_open_json(nds_kvstore **out, const json_object *spec, nds_contex
     int rc = nds_json_get_string(spec, "driver", false, "kvstore spec", &name);
     if (rc) return rc;
     if ((rc = nds_json_get_string(spec, "path", true, "kvstore spec", &path))) return rc;
+    if ((rc = nds_path_check_root(path, "kvstore path"))) return rc;
     const nds_kv_driver *d = nds_kv_driver_find(name);
     if (!d) return nds_err(NDS_ENOTFOUND, "kvstore spec: unknown driver \"%s\"", name);
     kv_instance *inst = calloc(1, sizeof *inst);
@@ -136,12 +137,10 @@ nds_kvstore *nds_kvstore_ref(nds_kvstore *kv) {
 }
 
 int nds_kvstore_sub(nds_kvstore **out, nds_kvstore *kv, const char *path) {
-    if (strstr(path, "..") &&
-        (strcmp(path, "..") == 0 || strncmp(path, "../", 3) == 0 || strstr(path, "/../")))
-        return nds_err(NDS_EINVAL, "kvstore path \"%s\" may not contain \"..\"", path);
-    char *joined = nds_asprintf("%s%s", kv->path, path);
-    if (!joined) return nds_err(NDS_ENOMEM, "out of memory");
-    int rc = make_handle(out, kv->inst, kv->ctx, joined);
+    char *joined = NULL;
+    int rc = nds_path_join(kv->path, path, "kvstore path", &joined);
+    if (rc) return rc;
+    rc = make_handle(out, kv->inst, kv->ctx, joined);
     free(joined);
     return rc;
 }

@@ -83,10 +83,9 @@ static int normalise_kvstore(json_object *spec) {
             return nds_err(NDS_EINVAL, "spec: \"path\" must be a string");
         const char *base = "";
         nds_json_get_string(kv, "path", true, "kvstore spec", &base);
-        size_t bl = strlen(base);
-        char *joined = nds_asprintf("%s%s%s", base, bl && base[bl - 1] != '/' ? "/" : "",
-                                    json_object_get_string(extra));
-        if (!joined) return nds_err(NDS_ENOMEM, "out of memory");
+        char *joined = NULL;
+        int rc = nds_path_join(base, json_object_get_string(extra), "spec: \"path\"", &joined);
+        if (rc) return rc;
         json_object_object_add(kv, "path", json_object_new_string(joined));
         free(joined);
         json_object_object_del(spec, "path");

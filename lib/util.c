@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "internal/error.h"
 #include "internal/util.h"
 #include "ndstore/version.h"
 
@@ -39,6 +40,65 @@ char *nds_asprintf(const char *fmt, ...) {
     vsnprintf(p, (size_t)n + 1, fmt, ap);
     va_end(ap);
     return p;
+}
+
+/* Normalises rel into out (room for strlen(rel) + 1): components joined by '/', without a
+ * leading or trailing one. false when a ".." climbs above rel's start. *dir: rel names a
+ * directory. */
+static bool path_normalise(const char *rel, char *out, bool *dir) {
+    size_t n = 0;
+    *dir = false;
+    for (const char *p = rel; *p;) {
+        size_t len = strcspn(p, "/");
+        bool dot = len == 1 && p[0] == '.', dotdot = len == 2 && p[0] == '.' && p[1] == '.';
+        if (dotdot) {
+            if (n == 0) return false;
+            while (n > 0 && out[n - 1] != '/') n--;
+            if (n > 0) n--; /* the separator before the removed component */
+        } else if (len > 0 && !dot) {
+            if (n > 0) out[n++] = '/';
+            memcpy(out + n, p, len);
+            n += len;
+        }
+        p += len;
+        *dir = *p == '/' || dot || dotdot;
+        if (*p == '/') p++;
+    }
+    out[n] = '\0';
+    return true;
+}
+
+int nds_path_join(const char *base, const char *rel, const char *what, char **out) {
+    char *norm = malloc(strlen(rel) + 1);
+    bool dir;
+    if (!norm) return nds_err(NDS_ENOMEM, "out of memory");
+    if (!path_normalise(rel, norm, &dir)) {
+        free(norm);
+        return nds_err(NDS_EINVAL, "%s \"%s\" climbs above its root with \"..\"", what, rel);
+    }
+    size_t bl = strlen(base);
+    bool some = norm[0] != '\0';
+    bool sep = bl > 0 && base[bl - 1] != '/' && (some || dir);
+    *out = nds_asprintf("%s%s%s%s", base, sep ? "/" : "", norm, some && dir ? "/" : "");
+    free(norm);
+    return *out ? 0 : nds_err(NDS_ENOMEM, "out of memory");
+}
+
+int nds_path_check_root(const char *path, const char *what) {
+    size_t depth = 0;
+    for (const char *p = path; *p;) {
+        size_t len = strcspn(p, "/");
+        if (len == 2 && p[0] == '.' && p[1] == '.') {
+            if (depth == 0)
+                return nds_err(NDS_EINVAL, "%s \"%s\" climbs above its root with \"..\"", what,
+                               path);
+            depth--;
+        } else if (len > 0 && !(len == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p += len + (p[len] == '/');
+    }
+    return 0;
 }
 
 uint64_t nds_now_ns(void) {

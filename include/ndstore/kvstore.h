@@ -112,7 +112,9 @@ NDS_API int nds_kvstore_open(nds_kvstore **out, const char *spec, nds_context *c
 NDS_API void nds_kvstore_free(nds_kvstore *kv);
 /** Adds a reference; returns kv. */
 NDS_API nds_kvstore *nds_kvstore_ref(nds_kvstore *kv);
-/** A new handle on the same driver instance with the prefix joined with path ("a/b/"; "../" is refused). */
+/** A new handle on the same driver instance with the prefix joined with path ("a/b/"), as a directory:
+ * empty and "." components are dropped, ".." removes the one before it, and a ".." that would climb
+ * above the prefix is refused (NDS_EINVAL). */
 NDS_API int nds_kvstore_sub(nds_kvstore **out, nds_kvstore *kv, const char *path);
 /** The handle's URL ("file:///d/a/"), borrowed for the handle's lifetime. */
 NDS_API const char *nds_kvstore_url(const nds_kvstore *kv);

@@ -42,6 +42,18 @@ bool nds_product_u64(const uint64_t *v, size_t n, uint64_t *out);
 char *nds_strdup(const char *s);
 /** malloc'd printf result, or NULL. */
 char *nds_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/**
+ * The one normaliser for joining a relative key path under a base (a spec's "path" under its
+ * kvstore, a group path, a sub-store of a handle): rel's empty and "." components are dropped and
+ * each ".." removes the component of rel before it. A ".." with nothing of rel left to remove
+ * would climb above base: an error (NDS_EINVAL, "WHAT \"rel\" climbs above ..."). A '/' separates
+ * base and rel when base is not empty and does not end in one; the result ends in '/' when rel
+ * names a directory (ends in '/', "." or ".."). *out is malloc'd (free) on success.
+ */
+int nds_path_join(const char *base, const char *rel, const char *what, char **out);
+/** 0 when path's ".." components never climb above where it starts (its root); else NDS_EINVAL
+ *  naming what and path. Nothing is rewritten: a stored path keeps its meaning. */
+int nds_path_check_root(const char *path, const char *what);
 /** Monotonic clock in nanoseconds. */
 uint64_t nds_now_ns(void);
 /** Sleeps ns nanoseconds. */
