@@ -63,6 +63,7 @@ int cli_cmd_group(int argc, char **argv) {
     int st = nds_group_create(url, path, format, parents, NULL);
     if (st != 0)
         return cli_fail_nds(st, url);
+    nds_redact_secrets(url, sizeof url);
     printf("group %s%s%s (%s)\n", url, path[0] ? " " : "", path, format);
     return CLI_OK;
 }

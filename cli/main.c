@@ -79,18 +79,35 @@ int main(int argc, char **argv) {
 
 /* ---- reporting ---- */
 
+/* The formatted message with its secrets hidden (the arguments it quotes may hold credentials),
+ * malloc'd; NULL when out of memory. Formatted whole, never cut through a URL before redaction. */
+static char *format_redacted(const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    size_t cap = n < 0 ? 1 : 3 * (size_t)n + 4; /* a hidden secret "***" replaced >= 1 byte */
+    char *msg = malloc(cap);
+    if (msg) {
+        if (n < 0 || vsnprintf(msg, cap, fmt, again) < 0)
+            msg[0] = '\0';
+        nds_redact_secrets(msg, cap);
+    }
+    va_end(again);
+    return msg;
+}
+
 int cli_fail(const char *fmt, ...) {
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char *msg = format_redacted(fmt, ap);
     va_end(ap);
     /* One line, whatever the message held: the contract is a single stderr line. */
-    for (char *p = msg; *p; p++)
+    for (char *p = msg; p && *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
     fflush(stdout);
-    fprintf(stderr, "ndstore: %s\n", msg);
+    fprintf(stderr, "ndstore: %s\n", msg ? msg : "out of memory");
+    free(msg);
     return CLI_FAIL;
 }
 
@@ -104,13 +121,13 @@ int cli_fail_nds(int code, const char *what) {
 }
 
 int cli_usage(const char *usage, const char *fmt, ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char *msg = format_redacted(fmt, ap);
     va_end(ap);
     fflush(stdout);
-    fprintf(stderr, "ndstore: %s\nusage: %s\n", msg, usage);
+    fprintf(stderr, "ndstore: %s\nusage: %s\n", msg ? msg : "out of memory", usage);
+    free(msg);
     return CLI_USAGE;
 }
 

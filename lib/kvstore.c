@@ -37,13 +37,25 @@ static void instance_unref(kv_instance *inst) {
     free(inst);
 }
 
+/* base + path for messages and reports, which never show a credential. Each hidden secret
+ * ("***") replaced at least one byte, so three times the length always holds the result. */
+static char *redacted_url(const char *base, const char *path) {
+    size_t n = strlen(base) + strlen(path);
+    char *url = malloc(3 * n + 4);
+    if (url) {
+        snprintf(url, 3 * n + 4, "%s%s", base, path);
+        nds_redact_secrets(url, 3 * n + 4);
+    }
+    return url;
+}
+
 static int make_handle(nds_kvstore **out, kv_instance *inst, nds_context *ctx, const char *path) {
     nds_kvstore *kv = calloc(1, sizeof *kv);
     char base[512] = "";
     if (kv) {
         inst->driver->url_base(inst->state, base, sizeof base);
         kv->path = nds_strdup(path);
-        kv->url = nds_asprintf("%s%s", base, path);
+        kv->url = redacted_url(base, path);
     }
     if (!kv || !kv->path || !kv->url) {
         if (kv) free(kv->path), free(kv->url);
@@ -93,6 +105,26 @@ int nds_kvstore_url_to_spec(const char *url, json_object **out) {
         memcpy(scheme, url, n);
         scheme[n] = '\0';
         rest = sep + 3;
+    }
+    if (sep && strcmp(scheme, "file") != 0) {
+        /* Credentials never travel in a url (userinfo, a signed query): refused before a driver
+         * could quote a piece of one ("bad bucket name \"AK:SECRET\""). */
+        char *copy = nds_strdup(url);
+        size_t cap = copy ? 3 * strlen(url) + 4 : 0;
+        char *grown = copy ? realloc(copy, cap) : NULL;
+        if (!grown) {
+            free(copy);
+            return nds_err(NDS_ENOMEM, "out of memory");
+        }
+        int hidden = nds_redact_secrets(grown, cap);
+        if (hidden) {
+            int rc = nds_err(NDS_EINVAL, "kvstore url \"%s\" holds a credential: credentials come "
+                             "from the environment or the driver's credential files, never from "
+                             "a url", grown);
+            free(grown);
+            return rc;
+        }
+        free(grown);
     }
     const nds_kv_driver *d = nds_kv_driver_find_scheme(scheme);
     if (!d || !d->parse_url)

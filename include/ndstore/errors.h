@@ -9,6 +9,7 @@
 #ifndef NDSTORE_ERRORS_H
 #define NDSTORE_ERRORS_H
 
+#include <stddef.h>
 #include "ndstore/version.h"
 
 #ifdef __cplusplus
@@ -52,6 +53,19 @@ NDS_API const nds_error *nds_error_last(void);
 
 /** Clears the calling thread's last error. */
 NDS_API void nds_error_clear(void);
+
+/**
+ * Hides the secrets of every URL in text, in place, so that no message, report or log line
+ * repeats them: the userinfo of "scheme://user:password@host/" becomes "***", and so does the
+ * value of each credential query parameter (X-Amz-Signature, X-Amz-Credential,
+ * X-Amz-Security-Token, X-Goog-Signature, access_token, token, sig, signature, key, password, ...;
+ * names matched without case and after percent-decoding, also behind an encoded "%3F"/"%26").
+ * Everything else is left as it is. Every message of nds_error_last() and every kvstore URL
+ * (nds_kvstore_url) has been through it already; applications call it on text of their own that
+ * may hold a URL. cap is the size of text's buffer (text stays NUL-terminated within it).
+ * Returns the number of secrets hidden. Any thread.
+ */
+NDS_API int nds_redact_secrets(char *text, size_t cap);
 
 #ifdef __cplusplus
 }
