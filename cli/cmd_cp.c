@@ -16,6 +16,7 @@
  * keeps its chunk buffers between calls. So memory stays near the budget whatever the array's and
  * the shard's size; when one task and one chunk exceed the budget, the copy still runs, on one
  * thread. Threading: one thread here; the library's pool does the chunk work.
+ * A destination overlapping the source is refused before it is opened (see "overlap" below).
  * Omits: dtype conversion, resuming an interrupted copy.
  */
 #include <getopt.h>
@@ -39,7 +40,8 @@ static const char help[] =
     "a bare path, {\"driver\":...}). The destination's dtype, shape, chunks (a sharded source's\n"
     "inner chunks) and fill value are the source's unless overridden; its codec is the format's\n"
     "default unless --codec is given. Shards are asked for in DST's spec (zarr3: schema\n"
-    "chunk_layout write_chunk; precomputed: scale_metadata sharding).\n"
+    "chunk_layout write_chunk; precomputed: scale_metadata sharding). A DST that overlaps SRC (the\n"
+    "same place, inside it or containing it) is refused, before anything is deleted.\n"
     "\n"
     "  -j, --jobs N            threads for decoding and encoding (default: two per core;\n"
     "                          fewer when the memory budget holds fewer chunks in flight)\n"
