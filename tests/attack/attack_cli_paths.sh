@@ -60,6 +60,15 @@ nds cp "$T/d/p/a.zarr" "{\"driver\":\"zarr\",\"kvstore\":\"file://$T/d\",\"path\
 refused "cp into the parent given as JSON with a path" "inside"
 intact "$T/d/p/a.zarr" "JSON cp into the parent"
 
+# lmdb: the environment (resolved) and the key prefix inside it.
+nds create "lmdb://$T/x.lmdb/a/|zarr:" --dtype uint8 --shape 4; succeeded "create in lmdb"
+nds cp "lmdb://$T/x.lmdb/a/" "lmdb://$T/x.lmdb/|zarr:" --delete-existing
+refused "lmdb cp into the environment's root" "inside"
+nds info "lmdb://$T/x.lmdb/a/"; succeeded "the lmdb source is still there"
+nds cp "lmdb://$T/x.lmdb/a/" "{\"driver\":\"zarr\",\"kvstore\":{\"driver\":\"lmdb\",\"env\":\"$T/./x.lmdb\",\"path\":\"a/b/\"}}"
+refused "lmdb cp inside the source, env spelled with ./" "inside"
+nds cp "lmdb://$T/x.lmdb/a/" "lmdb://$T/x.lmdb/ab/|zarr:"; succeeded "lmdb cp to a sibling prefix"
+
 # A sibling whose name extends the source's is no overlap (component-wise prefix, not string).
 nds cp "$T/d/p/a.zarr" "$T/d/p/a.zarr2"; succeeded "cp to a sibling a.zarr2"
 intact "$T/d/p/a.zarr2" "the sibling copy"
