@@ -116,7 +116,8 @@ NDS_API nds_kvstore *nds_kvstore_ref(nds_kvstore *kv);
  * empty and "." components are dropped, ".." removes the one before it, and a ".." that would climb
  * above the prefix is refused (NDS_EINVAL). */
 NDS_API int nds_kvstore_sub(nds_kvstore **out, nds_kvstore *kv, const char *path);
-/** The handle's URL ("file:///d/a/"), borrowed for the handle's lifetime. */
+/** The handle's URL ("file:///d/a/") for messages, with any credential in it shown as "***"
+ * (nds_redact_secrets); borrowed for the handle's lifetime. */
 NDS_API const char *nds_kvstore_url(const nds_kvstore *kv);
 /** The key prefix ("" or ending in "/" when it names a directory), borrowed for the handle's lifetime. */
 NDS_API const char *nds_kvstore_path(const nds_kvstore *kv);
