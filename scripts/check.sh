@@ -7,7 +7,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc)
-fixtures=${NDS_FIXTURES:-$root/../shared/fixtures}
+# The fixtures in the tree (tests/fixtures); NDS_FIXTURES points the interop stages at another copy.
+fixtures=${NDS_FIXTURES:-$root/tests/fixtures}
+case "$fixtures" in /*) ;; *) fixtures=$root/$fixtures ;; esac
 
 bash scripts/install-deps.sh || exit 1
 
