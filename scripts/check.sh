@@ -66,7 +66,7 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
   stage "interop zarrita (zarr v3)" bash -c "npm ci --prefix tests/interop --no-audit --no-fund >/dev/null && node tests/interop/zarr3_interop.mjs '$root/build/ndstore' '$fixtures'"
 [ -f tests/interop/precomputed_interop.py ] &&
   stage "interop precomputed" /usr/bin/python3 tests/interop/precomputed_interop.py "$root/build/ndstore" "$fixtures"
-# The repository stands alone: a clone in an empty temporary folder (no ../shared, no neighbours)
+# The repository stands alone: a clone in an empty temporary folder (no folder beside it)
 # builds from nothing and passes its unit suites.
 [ -f scripts/fresh_clone_test.sh ] &&
   stage "fresh clone in an empty folder: build + unit tests (release)" bash scripts/fresh_clone_test.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves the repository stands alone: copies it into a new temporary folder with no neighbours
-# ($TMPDIR/nds-clone-*/x/y/ndstore: no ../shared, no sibling checkouts), builds it there from nothing
+# ($TMPDIR/nds-clone-*/x/y/ndstore: no sibling folders of any kind), builds it there from nothing
 # (Release, its own build directory, nothing reused from this tree's builds) and runs its unit suites
 # with ctest, NDS_FIXTURES unset, so the suites must find every fixture inside the copy.
 # The copy is `git clone` of the committed HEAD (what CI checks out); outside a git checkout (a
