@@ -10,7 +10,7 @@
 # Prints the time of each step; exit status non-zero when the copy, the build or a suite fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
+root=$(pwd -P)
 jobs=${JOBS:-$(nproc)}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nds-clone-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -19,7 +19,7 @@ dest=$tmp/x/y/ndstore
 unset NDS_FIXTURES
 
 start=$SECONDS
-if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+if [ "$(git -C "$root" rev-parse --show-toplevel 2>/dev/null)" = "$root" ]; then
     git clone -q --no-hardlinks "$root" "$dest"
     echo "fresh clone: cloned $(git -C "$dest" rev-parse --short HEAD) into $dest"
 else
