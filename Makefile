@@ -29,8 +29,11 @@ asan: deps
 bench: build
 	bash bench/run.sh $(BUILD) $(BENCH_ARGS)
 
+# `make install` installs into the configured prefix (/usr/local); `make install PREFIX=/opt/ndstore`
+# anywhere else (ndstore.pc and the CMake package then name that prefix). DESTDIR=... stages it.
+PREFIX ?=
 install: build
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix "$(PREFIX)")
 
 clean:
 	rm -rf $(BUILD) build-asan

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Runs every test: the Check unit suites and fuzz-corpus replays (Release build), the same suites under
-# AddressSanitizer + UndefinedBehaviorSanitizer, the CLI integration tests, the multi-process writers test,
-# and interop with zarr-python. Installs what it needs first. Prints one summary line per stage and, last,
-# "N passed, N failed" over the stages; exits non-zero when any stage fails.
+# Runs every test: the Check unit suites and fuzz-corpus replays (Release build), installing and building
+# against the installed library, the same suites under AddressSanitizer + UndefinedBehaviorSanitizer, the
+# CLI integration tests, the multi-process writers test, the S3/GCS/HTTP drivers, interop with zarr-python
+# and zarrita, and the same unit suites in a fresh clone in an empty folder. Installs what it needs first.
+# Prints one summary line per stage and, last, "N passed, N failed" over the stages; exits non-zero when
+# any stage fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc)
-fixtures=${NDS_FIXTURES:-$root/../shared/fixtures}
+# The fixtures in the tree (tests/fixtures); NDS_FIXTURES points the interop stages at another copy.
+fixtures=${NDS_FIXTURES:-$root/tests/fixtures}
+case "$fixtures" in /*) ;; *) fixtures=$root/$fixtures ;; esac
 
 bash scripts/install-deps.sh || exit 1
 
@@ -37,6 +41,10 @@ build() { # build DIR CMAKE-ARGS...
 
 stage "build (release)" build build -DCMAKE_BUILD_TYPE=Release
 stage "unit tests (release)" bash -c "cd build && ctest --output-on-failure -j$jobs"
+# The release build installed into a temporary prefix; programs built against it with pkg-config and
+# find_package(ndstore), shared and static, run.
+[ -f tests/install/install_test.sh ] &&
+  stage "install + consumer (pkg-config, find_package)" bash tests/install/install_test.sh "$root/build"
 stage "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DNDS_SANITIZE=ON
 stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$jobs"
 # The attack suite: the CLI against hostile stores, servers and arguments, under ASan+UBSan.
@@ -58,6 +66,10 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
   stage "interop zarrita (zarr v3)" bash -c "npm ci --prefix tests/interop --no-audit --no-fund >/dev/null && node tests/interop/zarr3_interop.mjs '$root/build/ndstore' '$fixtures'"
 [ -f tests/interop/precomputed_interop.py ] &&
   stage "interop precomputed" /usr/bin/python3 tests/interop/precomputed_interop.py "$root/build/ndstore" "$fixtures"
+# The repository stands alone: a clone in an empty temporary folder (no folder beside it)
+# builds from nothing and passes its unit suites.
+[ -f scripts/fresh_clone_test.sh ] &&
+  stage "fresh clone in an empty folder: build + unit tests (release)" bash scripts/fresh_clone_test.sh
 # The benchmark still runs end to end (small arrays; numbers not checked: speed belongs to bench/).
 stage "benchmark smoke run (bench/run.sh --quick)" bash -c "bash bench/run.sh '$root/build' --quick >/dev/null"
 

@@ -1,8 +1,8 @@
 #!/bin/bash
 # The s3 kvstore against real servers and the project's strict test double, all on 127.0.0.1:
 #   strict  tests/servers/strict_s3.py (test double: atomic If-Match, fault injection)
-#   ceph    Ceph RGW (one mon, one memstore OSD, radosgw), from ../shared/servers/ceph-rgw
-#   swift   OpenStack Swift + s3api (answers 501 to conditional PUTs), from ../shared/servers/swift-s3api
+#   ceph    Ceph RGW (one mon, one memstore OSD, radosgw), from tests/servers/ceph-rgw
+#   swift   OpenStack Swift + s3api (answers 501 to conditional PUTs), from tests/servers/swift-s3api
 # For each: test_kv_s3 (the kvstore conformance suite and the driver's own tests, with what "auto" must
 # decide there), `ndstore cp` of a local zarr v2 array to s3:// (as zarr v2 and as zarr v3) and back, with
 # equal values, `ndstore ls`, and secrets never in any output. On Ceph also: 8 concurrent `ndstore write` processes whose regions share every chunk,
@@ -28,7 +28,7 @@ case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 NDS=$BUILD/ndstore
 TKV=$BUILD/test_kv_s3
 PY=/usr/bin/python3
-SERVERS=$ROOT/../shared/servers
+SERVERS=$ROOT/tests/servers
 for f in "$NDS" "$TKV"; do [ -x "$f" ] || { echo "s3_test.sh: $f not built" >&2; exit 2; }; done
 
 PASSED=0

@@ -2,7 +2,7 @@
 
 Cases that print one line each ("ok NAME" or "FAIL NAME REASON"), running the ndstore binary, .npy
 round trips through `ndstore read` and `ndstore write`, and the command line every script takes:
-SCRIPT NDSTORE_BINARY FIXTURES_DIR [-k SUBSTRING]. A script's main is run(argv, prog, tag, body):
+SCRIPT NDSTORE_BINARY [FIXTURES_DIR] [-k SUBSTRING]. A script's main is run(argv, prog, tag, body):
 body(fixtures) adds the cases; run prints "N passed, N failed" and returns the exit status.
 Stdlib and numpy only; the state of a run (binary, temporary directory, counts) is module-level,
 as a script is one run.
@@ -108,23 +108,27 @@ def nds_write(spec, arr, region=None):
         os.unlink(path)
 
 
+# The fixtures in this repository (tests/fixtures), used when the command line names no other folder.
+DEFAULT_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'fixtures')
+
+
 # ---- a whole run --------------------------------------------------------------------------------
 
 def run(argv, prog, tag, body):
-    """Parses argv (prog NDSTORE_BINARY FIXTURES_DIR [-k SUBSTRING]), then runs body(fixtures)
-    inside a new temporary directory nds-<tag>-interop-*; returns the exit status: 2 for a bad
-    command line, 1 when a case failed."""
+    """Parses argv (prog NDSTORE_BINARY [FIXTURES_DIR] [-k SUBSTRING]; FIXTURES_DIR defaults to the
+    repository's tests/fixtures), then runs body(fixtures) inside a new temporary directory
+    nds-<tag>-interop-*; returns the exit status: 2 for a bad command line, 1 when a case failed."""
     global NDS, TMP, FILTER
     args = argv[1:]
     if '-k' in args:
         i = args.index('-k')
         FILTER = args[i + 1]
         del args[i:i + 2]
-    if len(args) != 2:
-        print('usage: %s NDSTORE_BINARY FIXTURES_DIR [-k SUBSTRING]' % prog, file=sys.stderr)
+    if len(args) not in (1, 2):
+        print('usage: %s NDSTORE_BINARY [FIXTURES_DIR] [-k SUBSTRING]' % prog, file=sys.stderr)
         return 2
     NDS = os.path.abspath(args[0])
-    fixtures = os.path.abspath(args[1])
+    fixtures = os.path.abspath(args[1] if len(args) == 2 else DEFAULT_FIXTURES)
     if not os.access(NDS, os.X_OK):
         print('%s: %s is not an executable' % (prog, NDS), file=sys.stderr)
         return 2

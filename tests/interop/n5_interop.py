@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """N5 interoperability between the ndstore command line and zarr-python's N5 store.
 
-Usage: /usr/bin/python3 n5_interop.py NDSTORE_BINARY FIXTURES_DIR [-k SUBSTRING]
+Usage: /usr/bin/python3 n5_interop.py NDSTORE_BINARY [FIXTURES_DIR] [-k SUBSTRING]
 
-FIXTURES_DIR is the shared fixtures folder (holding n5_zarr_python/) or n5_zarr_python itself.
+FIXTURES_DIR (default: the repository's tests/fixtures) holds n5_zarr_python/, or is n5_zarr_python itself.
 Runs with Debian's zarr-python 2.13, numcodecs and numpy (python3-zarr); the store is
 zarr.n5.N5FSStore (which needs python3-fsspec), or zarr.n5.N5Store when fsspec is missing (same
 format, said on the first line). Nothing from PyPI.
@@ -324,7 +324,7 @@ def b_errors():
         raise CaseFail('verify: exit %d, %r' % (r.returncode, r.stdout[:400]))
 
 
-# ---- (c) the shared fixtures --------------------------------------------------------------------
+# ---- (c) the fixtures ---------------------------------------------------------------------------
 
 def c_fixture(fixtures, name):
     want = np.load(os.path.join(fixtures, 'expected', name + '.npy'))

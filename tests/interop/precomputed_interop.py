@@ -3,7 +3,7 @@
 implementation of the format written here from the specification (volume.md, sharded.md and the
 compressed_segmentation README of neuroglancer), plus the FIB-25 fixture.
 
-Usage: /usr/bin/python3 precomputed_interop.py NDSTORE_BINARY FIXTURES_DIR [-k SUBSTRING]
+Usage: /usr/bin/python3 precomputed_interop.py NDSTORE_BINARY [FIXTURES_DIR] [-k SUBSTRING]
 
 No client for the format is packaged in Debian, so the other side is this script (numpy, zlib,
 hashlib-free MurmurHash3): it shares no code with ndstore.
@@ -520,17 +520,23 @@ def murmur_vectors():
 
 def main(argv):
     global NDS, TMP, FILTER
-    if len(argv) < 3:
+    args = argv[1:]
+    if '-k' in args[:-1]:
+        i = args.index('-k')
+        FILTER = args[i + 1]
+        del args[i:i + 2]
+    if len(args) not in (1, 2):
         print(__doc__)
         return 2
-    NDS = os.path.abspath(argv[1])
-    if len(argv) > 4 and argv[3] == '-k':
-        FILTER = argv[4]
+    NDS = os.path.abspath(args[0])
+    # FIXTURES_DIR defaults to the repository's tests/fixtures.
+    fixtures = args[1] if len(args) == 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                           '..', 'fixtures')
     TMP = tempfile.mkdtemp(prefix='nds-precomputed-')
     try:
         case('murmur3 vectors', murmur_vectors)
         for block in ([8, 8, 8], [4, 4, 4], [16, 16, 16], [5, 3, 7]):
-            case('a fixture block %s' % block, a_fixture, argv[2], block)
+            case('a fixture block %s' % block, a_fixture, fixtures, block)
         b_cases()
         c_cases()
         d_cases()

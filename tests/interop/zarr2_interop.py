@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """zarr v2 interoperability between the ndstore command line and zarr-python.
 
-Usage: /usr/bin/python3 zarr2_interop.py NDSTORE_BINARY FIXTURES_DIR [-k SUBSTRING]
+Usage: /usr/bin/python3 zarr2_interop.py NDSTORE_BINARY [FIXTURES_DIR] [-k SUBSTRING]
 
 Runs with Debian's zarr-python 2.13, numcodecs and numpy (python3-zarr); nothing from PyPI.
   (a) zarr-python writes arrays (every dtype ndstore supports, both byte orders, C and F order, both

@@ -4,10 +4,11 @@
 //      (bytes, transpose, zstd, blosc, gzip, crc32c, big-endian, v2 keys, every integer and float
 //      type) and sharded (index at the end, as zarrita requires), partly written ones included;
 //   2. ndstore reads arrays zarrita wrote (plain v3: bytes, zstd, blosc, gzip via numcodecs);
-//   3. ndstore reads every array of ../shared/fixtures/zarr3_zarrita/data.zarr (written by
+//   3. ndstore reads every array of tests/fixtures/zarr3_zarrita/data.zarr (written by
 //      zarrita's Python ancestor, sharded ones included) equal to expected/<array>.npy;
 //   4. `ndstore cp` of a zarr v2 array into a sharded zarr v3 array that zarrita then reads.
-// Usage: node tests/interop/zarr3_interop.mjs path/to/ndstore path/to/fixtures
+// Usage: node tests/interop/zarr3_interop.mjs path/to/ndstore [path/to/fixtures]
+// (the fixtures folder defaults to the repository's tests/fixtures)
 // Installs its node packages (npm ci) when they are missing. Prints "N passed, N failed" last and
 // exits non-zero when anything failed.
 import { execFileSync } from "node:child_process";
@@ -17,13 +18,13 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const [ndstoreArg, fixturesArg] = process.argv.slice(2);
-if (!ndstoreArg || !fixturesArg) {
-  console.error("usage: node zarr3_interop.mjs NDSTORE FIXTURES_DIR");
+if (!ndstoreArg) {
+  console.error("usage: node zarr3_interop.mjs NDSTORE [FIXTURES_DIR]");
   process.exit(2);
 }
-const ndstore = path.resolve(ndstoreArg);
-const fixtures = path.resolve(fixturesArg);
 const here = path.dirname(fileURLToPath(import.meta.url));
+const ndstore = path.resolve(ndstoreArg);
+const fixtures = path.resolve(fixturesArg || path.join(here, "..", "fixtures"));
 if (!fs.existsSync(path.join(here, "node_modules", "zarrita"))) {
   execFileSync("npm", ["ci", "--prefix", here, "--no-audit", "--no-fund"], { stdio: "inherit" });
 }

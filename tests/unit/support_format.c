@@ -134,7 +134,7 @@ void nds_test_fixtures_dir(char *buf, size_t cap) {
         p[-1] = 0;
     if (env && env[0] == '/')
         snprintf(buf, cap, "%s", env);
-    else if (snprintf(buf, cap, "%s/%s", root, env && env[0] ? env : "../shared/fixtures") >=
+    else if (snprintf(buf, cap, "%s/%s", root, env && env[0] ? env : "tests/fixtures") >=
              (int)cap)
         buf[0] = '\0'; /* too long: the fixture test then fails to open it, visibly */
 }

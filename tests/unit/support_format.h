@@ -41,7 +41,7 @@ void write_all(nds_array *a, const void *in);
 void assert_attributes(nds_array *a, const char *want);
 
 /** The fixtures directory into buf: $NDS_FIXTURES when absolute, else relative to the source
- * root (default ../shared/fixtures); empty when it does not fit in cap. */
+ * root (default tests/fixtures, in the repository); empty when it does not fit in cap. */
 void nds_test_fixtures_dir(char *buf, size_t cap);
 /** Opens the array at url and asserts that it equals the .npy file npy (rank, shape, item size and
  * every byte; name labels failures); returns it open. */

@@ -2,7 +2,7 @@
  * (formats/codecs/codec_xz.c): attributes.json parsing and writing, the block format (header
  * checks, Fortran-order big-endian payloads, clipped edge blocks), every compression, spec
  * handling, create races, resize, attributes, groups, and the blocks zarr-python wrote
- * (../shared/fixtures/n5_zarr_python, or $NDS_FIXTURES). Mostly through the public API on
+ * (tests/fixtures/n5_zarr_python, or $NDS_FIXTURES). Mostly through the public API on
  * memory:// stores; the vtables directly where the API does not reach. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -25,26 +25,10 @@ extern const nds_format nds_format_precomputed;
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static void fixtures_dir(char *buf, size_t cap) {
-    const char *env = getenv("NDS_FIXTURES");
-    char root[1024];
-    snprintf(root, sizeof root, "%s", __FILE__);
-    char *p = strstr(root, "tests/unit/test_precomputed.c");
-    if (p == root)
-        snprintf(root, sizeof root, ".");
-    else if (p)
-        p[-1] = 0;
-    if (env && env[0] == '/')
-        snprintf(buf, cap, "%s", env);
-    else if (snprintf(buf, cap, "%s/%s", root, env && env[0] ? env : "../shared/fixtures") >=
-             (int)cap)
-        buf[0] = '\0';
-}
-
 /* The 64^3 uint64 FIB-25 segmentation cube (x fastest), malloc'd. */
 static uint64_t *load_fixture(void) {
     char dir[1024], path[1200];
-    fixtures_dir(dir, sizeof dir);
+    nds_test_fixtures_dir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/compressed_segmentation/64x64x64-raw-uint64-segmentation.dat",
              dir);
     FILE *f = fopen(path, "rb");

@@ -1,6 +1,6 @@
 /* The zarr v2 format driver (formats/zarr2.c, formats/zarr2_metadata.c): metadata parsing and
  * printing, spec handling, chunk keys and codecs, create races, resize, attributes, groups, and
- * arrays written by zarr-python (read paths: test_zarr2_reads.c) (../shared/fixtures/zarr2_zarr_python, or $NDS_FIXTURES). Mostly
+ * arrays written by zarr-python (read paths: test_zarr2_reads.c) (tests/fixtures/zarr2_zarr_python, or $NDS_FIXTURES). Mostly
  * through the public API on memory:// stores; the vtable directly where the API does not reach
  * (chunk key parsing, printing). */
 #include <math.h>

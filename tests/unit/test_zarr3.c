@@ -4,7 +4,7 @@
  * pipeline (bytes, transpose, gzip, zstd, blosc, crc32c), sharding (index at the start and the
  * end, nested, empty inner chunks, one write per shard per call, corrupt indexes), spec handling,
  * groups, attributes, resize, create races, and every array of the zarrita fixture
- * (../shared/fixtures/zarr3_zarrita, or $NDS_FIXTURES). Through the public API on memory://
+ * (tests/fixtures/zarr3_zarrita, or $NDS_FIXTURES). Through the public API on memory://
  * stores, and the vtable where the API does not reach. */
 #include <math.h>
 #include <pthread.h>
