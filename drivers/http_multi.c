@@ -14,6 +14,14 @@
  * holds a connection or another caller's transfer. Bodies are re-sent from the caller's buffer on
  * each try.
  *
+ * Bounds: a body past the request's limit (or a Content-Length announcing one) fails the try with
+ * NDS_ELIMIT before it is read; an error status keeps at most NDS_HTTP_ERROR_BODY_MAX bytes of its
+ * body (enough for the server's message); a header block past NDS_HTTP_HEADER_MAX fails. A try
+ * that moves less than one byte a second for the stall time is cut (CURLOPT_LOW_SPEED_*), and every
+ * try's timeout is capped by what is left of the operation's deadline, which also stops retries: a
+ * dead server fails within the deadline, with a message naming the URL, the tries, the time spent
+ * and why each retry happened.
+ *
  * Omits: redirects (an S3 301/307 is an error to report, not to follow), content decoding (byte
  * ranges and ETags must describe the stored bytes), HTTP proxies configured by the caller
  * (libcurl's own environment variables still apply).
@@ -24,22 +32,31 @@
  * requests are borrowed for the call; a response owns its body and header block.
  */
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
 #include "http_multi.h"
 #include "internal/error.h"
+#include "internal/json_util.h"
 #include "internal/util.h"
 
 #define DEFAULT_CONCURRENCY 32
 #define DEFAULT_TIMEOUT_MS 60000L
 #define CONNECT_TIMEOUT_MS 10000L
 #define IDLE_POLL_MS 1000
+#define DEFAULT_MAX_RESPONSE (4ull << 30)
+#define DEFAULT_DEADLINE_MS 60000L
+#define DEFAULT_STALL_MS 15000L
 
 typedef struct batch {
     size_t remaining;    /* transfers not yet finished; guarded by the client's mutex */
@@ -58,7 +75,16 @@ typedef struct xfer {
     size_t upload_off; /* read position in req->body */
     uint64_t due_ns;   /* when a delayed retry may start */
     nds_buf hdr_buf;   /* header block being received */
-    bool limit_hit;    /* the body outgrew req->max_response_bytes */
+    uint64_t max_body; /* the body limit of this request (the client's or the request's) */
+    bool own_limit;    /* max_body is the request's, smaller than the client's */
+    bool limit_hit;    /* the body outgrew max_body (or Content-Length announced it would) */
+    bool headers_hit;  /* the header block outgrew NDS_HTTP_HEADER_MAX */
+    bool nobody;       /* HEAD: Content-Length describes the object, not a body */
+    bool deadline_hit; /* a retry was due after the deadline */
+    uint64_t announced;            /* Content-Length of a refused body, or 0 */
+    uint64_t start_ns, end_ns;     /* first try started, transfer finished */
+    uint64_t deadline_ns;          /* start_ns + the deadline */
+    nds_http_limits limits;        /* the client's, copied at the first try */
     char errbuf[CURL_ERROR_SIZE];
     struct xfer *next;
 } xfer;
@@ -71,6 +97,7 @@ struct nds_http_client {
     int active;               /* transfers added to multi */
     xfer *queue, *queue_tail; /* waiting to start, FIFO */
     xfer *delayed;            /* waiting for a retry, unordered */
+    nds_http_limits limits;   /* bounds of every request */
     bool stop;
 };
 
@@ -162,15 +189,47 @@ bool nds_http_retryable(const nds_http_response *resp) {
 
 /* ---- libcurl callbacks (I/O thread) ---- */
 
+static long status_so_far(const xfer *x) {
+    long status = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+/* Returning less than len aborts the transfer (CURLE_WRITE_ERROR); the flags say why. An error
+ * status's body is only the server's message: its first NDS_HTTP_ERROR_BODY_MAX bytes are kept and
+ * the answer counts as received. */
 static size_t on_body(char *p, size_t size, size_t n, void *ud) {
     xfer *x = ud;
     size_t len = size * n;
-    uint64_t max = x->req->max_response_bytes;
-    if (max && (uint64_t)x->resp->body.len + len > max) {
-        x->limit_hit = true;
-        return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+    nds_buf *b = &x->resp->body;
+    if (status_so_far(x) >= 300) {
+        size_t room = b->len < NDS_HTTP_ERROR_BODY_MAX ? NDS_HTTP_ERROR_BODY_MAX - b->len : 0;
+        if (len <= room) return nds_buf_append(b, p, len) == 0 ? len : 0;
+        if (nds_buf_append(b, p, room) == 0) x->resp->body_cut = true;
+        return 0;
     }
-    return nds_buf_append(&x->resp->body, p, len) == 0 ? len : 0;
+    if ((uint64_t)b->len + len > x->max_body) {
+        x->limit_hit = true;
+        return 0;
+    }
+    return nds_buf_append(b, p, len) == 0 ? len : 0;
+}
+
+/* A successful answer whose Content-Length exceeds the limit fails before its body is read. */
+static bool announces_too_much(xfer *x, const char *p, size_t len) {
+    if (x->nobody || !ci_prefix(p, len, "content-length:")) return false;
+    long status = status_so_far(x);
+    if (status < 200 || status >= 300) return false;
+    char v[32];
+    size_t off = 15;
+    while (off < len && (p[off] == ' ' || p[off] == '\t')) off++;
+    snprintf(v, sizeof v, "%.*s", (int)(len - off < 31 ? len - off : 31), p + off);
+    errno = 0;
+    unsigned long long cl = strtoull(v, NULL, 10);
+    if (errno == ERANGE) cl = ULLONG_MAX;
+    if ((uint64_t)cl <= x->max_body) return false;
+    x->announced = (uint64_t)cl;
+    return x->limit_hit = true;
 }
 
 /* Keeps only the last response's header block: an interim "100 Continue" starts a new one. */
@@ -178,6 +237,11 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     xfer *x = ud;
     size_t len = size * n;
     if (ci_prefix(p, len, "HTTP/")) x->hdr_buf.len = 0;
+    if (x->hdr_buf.len + len > NDS_HTTP_HEADER_MAX) {
+        x->headers_hit = true;
+        return 0;
+    }
+    if (announces_too_much(x, p, len)) return 0;
     return nds_buf_append(&x->hdr_buf, p, len) == 0 ? len : 0;
 }
 
@@ -205,7 +269,10 @@ static int set_method(xfer *x) {
     CURL *e = x->easy;
     const char *m = r->method ? r->method : "GET";
     if (strcmp(m, "GET") == 0) return curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    if (strcmp(m, "HEAD") == 0) return curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    if (strcmp(m, "HEAD") == 0) {
+        x->nobody = true;
+        return curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    }
     if (strcmp(m, "PUT") == 0) {
         curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
@@ -242,17 +309,36 @@ static int set_headers(xfer *x) {
     return curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, l);
 }
 
+/* At the first try: the body limit and the deadline of the operation. Unless given explicitly, the
+ * deadline is at least one try's timeout (a caller that allows a long try allows one). */
+static void start_operation(xfer *x, const nds_http_limits *l) {
+    x->limits = *l;
+    uint64_t req_max = x->req->max_response_bytes;
+    x->own_limit = req_max > 0 && req_max < l->max_response_bytes;
+    x->max_body = x->own_limit ? req_max : l->max_response_bytes;
+    long deadline = l->deadline_ms;
+    if (!l->deadline_given && x->req->timeout_ms > deadline) deadline = x->req->timeout_ms;
+    x->start_ns = nds_now_ns();
+    x->deadline_ns = x->start_ns + (uint64_t)deadline * 1000000u;
+}
+
 /* Prepares x's easy handle for one attempt. @return a CURLcode */
-static int setup_attempt(xfer *x) {
+static int setup_attempt(xfer *x, const nds_http_limits *l) {
     if (!x->easy && !(x->easy = curl_easy_init())) return CURLE_OUT_OF_MEMORY;
+    if (x->resp->attempts == 0) start_operation(x, l);
     CURL *e = x->easy;
     curl_easy_reset(e);
     x->upload_off = 0;
-    x->limit_hit = false;
+    x->limit_hit = x->headers_hit = false;
+    x->announced = 0;
     x->hdr_buf.len = 0;
     x->resp->body.len = 0;
+    x->resp->body_cut = false;
     x->errbuf[0] = '\0';
     long timeout = x->req->timeout_ms > 0 ? x->req->timeout_ms : DEFAULT_TIMEOUT_MS;
+    uint64_t now = nds_now_ns();
+    long left = now < x->deadline_ns ? (long)((x->deadline_ns - now) / 1000000u) : 0;
+    if (left < timeout) timeout = left > 0 ? left : 1; /* no try outlives the deadline */
     curl_easy_setopt(e, CURLOPT_URL, x->req->url);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
@@ -264,6 +350,9 @@ static int setup_attempt(xfer *x) {
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                      timeout < CONNECT_TIMEOUT_MS ? timeout : CONNECT_TIMEOUT_MS);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    /* a stalled server: under 1 byte/s for the stall time ends the try (it may be retried) */
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (x->limits.stall_ms + 999) / 1000);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -294,7 +383,23 @@ static uint64_t backoff_ns(const xfer *x, int attempt) {
 
 static void finish_batch_member(xfer *x, int rc) {
     *x->rc = rc;
+    x->end_ns = nds_now_ns();
     if (--x->batch->remaining == 0) pthread_cond_broadcast(&x->batch->done);
+}
+
+/* Appends why try number r->attempts is retried to r->retries (bounded). */
+static void note_retry(xfer *x) {
+    nds_http_response *r = x->resp;
+    char why[96];
+    if (r->curl_code == 0)
+        snprintf(why, sizeof why, "HTTP %ld", r->status);
+    else
+        snprintf(why, sizeof why, "%.90s",
+                 x->errbuf[0] ? x->errbuf : curl_easy_strerror((CURLcode)r->curl_code));
+    size_t used = strlen(r->retries);
+    if (used + 8 < sizeof r->retries)
+        snprintf(r->retries + used, sizeof r->retries - used, "%stry %d: %s", used ? "; " : "",
+                 r->attempts, why);
 }
 
 /* Records the outcome of one attempt; schedules a retry or completes the transfer. */
@@ -302,6 +407,7 @@ static void on_done(nds_http_client *c, xfer *x, CURLcode code) {
     nds_http_response *r = x->resp;
     long status = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (code == CURLE_WRITE_ERROR && r->body_cut) code = CURLE_OK; /* an error body, cut short */
     r->status = status;
     r->curl_code = (int)code;
     r->attempts++;
@@ -311,14 +417,20 @@ static void on_done(nds_http_client *c, xfer *x, CURLcode code) {
         memcpy(r->headers, x->hdr_buf.data ? (const char *)x->hdr_buf.data : "", x->hdr_buf.len);
         r->headers[x->hdr_buf.len] = '\0';
     }
-    if (!x->limit_hit && r->attempts < x->policy.max_attempts && nds_http_retryable(r)) {
-        x->due_ns = nds_now_ns() + backoff_ns(x, r->attempts);
-        x->next = c->delayed;
-        c->delayed = x;
-        return;
+    if (!x->limit_hit && !x->headers_hit && r->attempts < x->policy.max_attempts &&
+        nds_http_retryable(r)) {
+        uint64_t due = nds_now_ns() + backoff_ns(x, r->attempts);
+        if (due < x->deadline_ns) {
+            note_retry(x);
+            x->due_ns = due;
+            x->next = c->delayed;
+            c->delayed = x;
+            return;
+        }
+        x->deadline_hit = true;
     }
     int rc = 0;
-    if (x->limit_hit)
+    if (x->limit_hit || x->headers_hit)
         rc = NDS_ELIMIT;
     else if (!r->headers)
         rc = NDS_ENOMEM;
@@ -360,7 +472,7 @@ static void start_queued(nds_http_client *c) {
         c->queue = x->next;
         if (!c->queue) c->queue_tail = NULL;
         x->next = NULL;
-        int code = setup_attempt(x);
+        int code = setup_attempt(x, &c->limits);
         if (code == CURLE_OK && curl_multi_add_handle(c->multi, x->easy) == CURLM_OK) {
             c->active++;
             continue;
@@ -418,6 +530,8 @@ int nds_http_client_new(nds_http_client **out, int max_concurrency) {
     nds_http_client *c = calloc(1, sizeof *c);
     if (!c) return nds_err(NDS_ENOMEM, "http: out of memory creating a client");
     c->max_concurrency = max_concurrency > 0 ? max_concurrency : DEFAULT_CONCURRENCY;
+    c->limits = (nds_http_limits){DEFAULT_MAX_RESPONSE, DEFAULT_DEADLINE_MS, DEFAULT_STALL_MS,
+                                  false, ""};
     c->multi = curl_multi_init();
     if (!c->multi) {
         free(c);
@@ -455,19 +569,50 @@ static void url_for_message(const char *url, char *buf, size_t cap) {
     snprintf(buf, cap, "%.*s", (int)(n < 400 ? n : 400), url);
 }
 
-/* Sets the calling thread's error for a transfer that got no response. */
+/* The error of a body or header block past its limit. */
+static int limit_error(const xfer *x, const char *method, const char *u) {
+    const char *pre = x->limits.member_prefix;
+    if (x->headers_hit)
+        return nds_err(NDS_ELIMIT, "http: %s %s: response headers larger than %u bytes", method, u,
+                       NDS_HTTP_HEADER_MAX);
+    char announced[64] = "", hint[160];
+    if (x->announced)
+        snprintf(announced, sizeof announced, " (Content-Length: %llu)",
+                 (unsigned long long)x->announced);
+    if (x->own_limit)
+        snprintf(hint, sizeof hint, "the limit of this request");
+    else
+        snprintf(hint, sizeof hint,
+                 "raise it with spec member \"%smax_response_bytes\" or NDS_HTTP_MAX_RESPONSE_BYTES",
+                 pre);
+    return nds_err(NDS_ELIMIT, "http: %s %s: response body larger than %llu bytes%s (%s)", method,
+                   u, (unsigned long long)x->max_body, announced, hint);
+}
+
+/* Sets the calling thread's error for a transfer that got no response: what the last try met, the
+ * tries and the time spent, the deadline when it stopped them, and why each retry happened. */
 static int transport_error(const xfer *x, int rc) {
-    char u[420];
+    char u[420], extra[200] = "";
     const char *method = x->req->method ? x->req->method : "GET";
+    const char *pre = x->limits.member_prefix;
     url_for_message(x->req->url, u, sizeof u);
     const char *what = x->errbuf[0] ? x->errbuf : curl_easy_strerror((CURLcode)x->resp->curl_code);
-    if (rc == NDS_ELIMIT)
-        return nds_err(rc, "http: %s %s: response body larger than %llu bytes", method, u,
-                       (unsigned long long)x->req->max_response_bytes);
+    if (rc == NDS_ELIMIT) return limit_error(x, method, u);
     if (rc == NDS_ENOMEM) return nds_err(rc, "http: %s %s: out of memory", method, u);
-    return nds_err_cause(rc, NDS_CAUSE_CURL, x->resp->curl_code,
-                         "http: %s %s: %s (after %d attempt%s)", method, u, what, x->resp->attempts,
-                         x->resp->attempts == 1 ? "" : "s");
+    if (strncmp(what, "Operation too slow", 18) == 0)
+        snprintf(extra, sizeof extra, ", a stall (spec member \"%sstall_timeout\" or "
+                 "NDS_HTTP_STALL_TIMEOUT)", pre);
+    if (x->start_ns && (x->deadline_hit || x->end_ns >= x->deadline_ns))
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra),
+                 ", stopped by the deadline of %.1f s (spec member \"%srequest_deadline\" or "
+                 "NDS_HTTP_DEADLINE)",
+                 (double)(x->deadline_ns - x->start_ns) / 1e9, pre);
+    const nds_http_response *r = x->resp;
+    return nds_err_cause(rc, NDS_CAUSE_CURL, r->curl_code,
+                         "http: %s %s: %s (after %d attempt%s in %.1f s%s)%s%s", method, u, what,
+                         r->attempts, r->attempts == 1 ? "" : "s",
+                         x->start_ns ? (double)(x->end_ns - x->start_ns) / 1e9 : 0.0, extra, r->retries[0] ? "; " : "",
+                         r->retries);
 }
 
 void nds_http_perform_many(nds_http_client *c, const nds_http_request *reqs,
@@ -522,4 +667,198 @@ int nds_http_perform(nds_http_client *c, const nds_http_request *req, const nds_
     int rc = 0;
     nds_http_perform_many(c, req, policy, resp, &rc, 1);
     return rc;
+}
+
+/* ---- bounds: defaults, environment, spec members ---- */
+
+/* "500ms", "1.5s", "2m" or seconds, into milliseconds (0 < value <= 1 day); false when malformed. */
+static bool parse_duration_text(const char *text, long *out) {
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(text, &end), scale = 1000;
+    if (end == text || errno) return false;
+    if (strcmp(end, "ms") == 0)
+        scale = 1;
+    else if (strcmp(end, "m") == 0)
+        scale = 60000;
+    else if (*end && strcmp(end, "s") != 0)
+        return false;
+    if (!(x > 0) || x * scale > 86400000.0 || x * scale < 1) return false;
+    *out = (long)(x * scale);
+    return true;
+}
+
+/* Bytes with an optional binary suffix (k, M, G, T), at least 1 KiB, at most 2^62. */
+static bool parse_bytes_text(const char *text, uint64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || errno || *text == '-') return false;
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    case 't': case 'T': shift = 40; break;
+    case '\0': break;
+    default: return false;
+    }
+    if (*end && end[1] && strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "B") != 0) return false;
+    if (v > (1ull << 62) >> shift || (v << shift) < 1024) return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+int nds_http_limits_init(nds_http_limits *l, const char *member_prefix) {
+    *l = (nds_http_limits){DEFAULT_MAX_RESPONSE, DEFAULT_DEADLINE_MS, DEFAULT_STALL_MS, false, ""};
+    snprintf(l->member_prefix, sizeof l->member_prefix, "%s", member_prefix ? member_prefix : "");
+    const char *v = getenv("NDS_HTTP_MAX_RESPONSE_BYTES");
+    if (v && *v && !parse_bytes_text(v, &l->max_response_bytes))
+        return nds_err(NDS_EINVAL,
+                       "NDS_HTTP_MAX_RESPONSE_BYTES=\"%.40s\" is not a size like 1048576 or 64M "
+                       "(at least 1 KiB)",
+                       v);
+    v = getenv("NDS_HTTP_DEADLINE");
+    if (v && *v) {
+        if (!parse_duration_text(v, &l->deadline_ms))
+            return nds_err(NDS_EINVAL,
+                           "NDS_HTTP_DEADLINE=\"%.40s\" is not a duration like \"30s\" or \"2m\"",
+                           v);
+        l->deadline_given = true;
+    }
+    v = getenv("NDS_HTTP_STALL_TIMEOUT");
+    if (v && *v && (!parse_duration_text(v, &l->stall_ms) || l->stall_ms < 1000))
+        return nds_err(NDS_EINVAL,
+                       "NDS_HTTP_STALL_TIMEOUT=\"%.40s\" is not a duration of at least 1 s like "
+                       "\"15s\"",
+                       v);
+    return 0;
+}
+
+static const char *const limit_members[] = {"max_response_bytes", "request_deadline",
+                                            "stall_timeout"};
+
+bool nds_http_limits_member(const char *key, const char *member_prefix) {
+    size_t n = strlen(member_prefix);
+    if (strncmp(key, member_prefix, n) != 0) return false;
+    for (size_t i = 0; i < sizeof limit_members / sizeof limit_members[0]; i++)
+        if (strcmp(key + n, limit_members[i]) == 0) return true;
+    return false;
+}
+
+int nds_http_limits_parse(nds_http_limits *l, const json_object *spec, const char *who) {
+    char name[64], doc[80];
+    json_object *v;
+    snprintf(doc, sizeof doc, "%s spec", who);
+    snprintf(name, sizeof name, "%smax_response_bytes", l->member_prefix);
+    int64_t bytes = (int64_t)l->max_response_bytes;
+    int rc = nds_json_get_int(spec, name, true, 1024, INT64_C(1) << 62, doc, &bytes);
+    if (rc == NDS_EFORMAT) { /* a bad spec is NDS_EINVAL, with json_util's message */
+        nds_error_saved e;
+        nds_error_save(&e, NDS_EINVAL);
+        return nds_error_restore(&e);
+    }
+    if (rc) return rc;
+    l->max_response_bytes = (uint64_t)bytes;
+    snprintf(name, sizeof name, "%srequest_deadline", l->member_prefix);
+    if (json_object_object_get_ex(spec, name, &v)) {
+        if ((rc = nds_json_duration_ms(v, who, name, &l->deadline_ms))) return rc;
+        if (l->deadline_ms < 1)
+            return nds_err(NDS_EINVAL, "%s: spec member \"%s\" must be more than 0", who, name);
+        l->deadline_given = true;
+    }
+    snprintf(name, sizeof name, "%sstall_timeout", l->member_prefix);
+    if (json_object_object_get_ex(spec, name, &v)) {
+        if ((rc = nds_json_duration_ms(v, who, name, &l->stall_ms))) return rc;
+        if (l->stall_ms < 1000)
+            return nds_err(NDS_EINVAL, "%s: spec member \"%s\" must be at least 1 s", who, name);
+    }
+    return 0;
+}
+
+void nds_http_client_set_limits(nds_http_client *c, const nds_http_limits *l) {
+    pthread_mutex_lock(&c->mu);
+    c->limits = *l;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- credential files ---- */
+
+int nds_read_secret_file(const char *path, size_t max, const char *who, char **text, size_t *len) {
+    *text = NULL;
+    *len = 0;
+    /* O_NONBLOCK: opening a FIFO with no writer must not wait for one */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return errno == ENOENT ? nds_err(NDS_ENOTFOUND, "%s %s does not exist", who, path)
+                               : nds_err_errno(errno, "%s %s", who, path);
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = nds_err_errno(errno, "%s %s", who, path);
+    else if (!S_ISREG(st.st_mode))
+        rc = nds_err(NDS_EINVAL, "%s %s is not a regular file", who, path);
+    else if ((uint64_t)st.st_size > max)
+        rc = nds_err(NDS_ELIMIT, "%s %s is larger than %zu bytes", who, path, max);
+    else if (!(*text = malloc((size_t)st.st_size + 1)))
+        rc = nds_err(NDS_ENOMEM, "%s %s: out of memory", who, path);
+    while (rc == 0 && *len < (size_t)st.st_size) { /* a file that shrinks meanwhile ends early */
+        ssize_t got = read(fd, *text + *len, (size_t)st.st_size - *len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) rc = nds_err_errno(errno, "%s %s", who, path);
+        if (got <= 0) break;
+        *len += (size_t)got;
+    }
+    close(fd);
+    if (rc) {
+        if (*text) explicit_bzero(*text, *len);
+        free(*text);
+        *text = NULL;
+        *len = 0;
+        return rc;
+    }
+    (*text)[*len] = '\0';
+    return 0;
+}
+
+/* ---- listings that must progress ---- */
+
+int nds_list_progress_key(nds_list_progress *p, const char *key, const char *what) {
+    if (p->last_key && strcmp(key, p->last_key) <= 0)
+        return nds_err(NDS_EIO,
+                       "%s: the server listed \"%.80s\" after \"%.80s\" (page %ld): keys must come "
+                       "in order, and a listing that goes back would never end",
+                       what, key, p->last_key, p->pages + 1);
+    char *k = nds_strdup(key);
+    if (!k) return nds_err(NDS_ENOMEM, "%s: out of memory", what);
+    free(p->last_key);
+    p->last_key = k;
+    return 0;
+}
+
+int nds_list_progress_page(nds_list_progress *p, size_t nkeys, const char *next, const char *what) {
+    p->pages++;
+    if (!next) return 0;
+    if (p->last_token && strcmp(next, p->last_token) == 0)
+        return nds_err(NDS_EIO,
+                       "%s: the server answered page %ld with the continuation token it was asked "
+                       "for (\"%.40s\"): the listing would never end",
+                       what, p->pages, next);
+    p->empty_run = nkeys ? 0 : p->empty_run + 1;
+    if (p->empty_run > NDS_LIST_EMPTY_PAGES_MAX)
+        return nds_err(NDS_EIO,
+                       "%s: %d pages in a row without a key, each with another continuation "
+                       "token: the listing does not progress",
+                       what, p->empty_run);
+    char *t = nds_strdup(next);
+    if (!t) return nds_err(NDS_ENOMEM, "%s: out of memory", what);
+    free(p->last_token);
+    p->last_token = t;
+    return 0;
+}
+
+void nds_list_progress_dispose(nds_list_progress *p) {
+    free(p->last_key);
+    free(p->last_token);
+    memset(p, 0, sizeof *p);
 }

@@ -35,7 +35,6 @@
 
 #define GCS_WRITE_ID "ndsWriteId"
 #define GCS_DELETE_BATCH 64
-#define GCS_LIST_MAX_BYTES (64u << 20)
 
 /* What an object's metadata says. */
 typedef struct gcs_meta {
@@ -495,9 +494,10 @@ static int gcs_write(void *state, const char *key, const uint8_t *data, size_t l
 
 /* ---- listing ---- */
 
-/* Calls fn for each item of one page; sets *token to the next page's token (malloc'd) or NULL. */
+/* Calls fn for each item of one page, checking that the listing moves forward; sets *token to the
+ * next page's token (malloc'd) or NULL. */
 static int list_page(gcs_state *s, const char *prefix, const nds_buf *body, nds_list_fn fn,
-                     void *ctx, char **token) {
+                     void *ctx, nds_list_progress *progress, const char *what, char **token) {
     json_object *doc = NULL, *items = NULL, *v;
     int rc = nds_json_parse((const char *)body->data, body->len, "gcs: object listing", &doc);
     if (!rc && json_object_object_get_ex(doc, "nextPageToken", &v) &&
@@ -515,12 +515,14 @@ static int list_page(gcs_state *s, const char *prefix, const nds_buf *body, nds_
             break;
         }
         const char *key = json_object_get_string(name), *sz = "";
+        if ((rc = nds_list_progress_key(progress, key, what))) break;
         if (strncmp(key, prefix, strlen(prefix)) != 0) continue; /* not ours: never hand it on */
         if (json_object_object_get_ex(it, "size", &size)) sz = json_object_get_string(size);
         char *end = NULL;
         uint64_t bytes = strtoull(sz, &end, 10);
         rc = fn(ctx, key, sz[0] && !*end ? bytes : UINT64_MAX);
     }
+    if (!rc) rc = nds_list_progress_page(progress, n, *token, what);
     json_object_put(doc);
     return rc;
 }
@@ -528,7 +530,9 @@ static int list_page(gcs_state *s, const char *prefix, const nds_buf *body, nds_
 static int gcs_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) {
     gcs_state *s = state;
     char *ep = nds_http_escape(prefix, false), *token = NULL;
-    int rc = ep ? 0 : nds_err(NDS_ENOMEM, "gcs: out of memory");
+    char *what = nds_asprintf("gcs: listing of gs://%s/%s", s->bucket, prefix);
+    nds_list_progress progress = {0};
+    int rc = ep && what ? 0 : nds_err(NDS_ENOMEM, "gcs: out of memory");
     while (!rc) {
         char *et = token ? nds_http_escape(token, false) : NULL;
         char *q = nds_asprintf(
@@ -538,20 +542,22 @@ static int gcs_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) 
         free(q), free(et), free(token);
         token = NULL;
         if (!url) rc = nds_err(NDS_ENOMEM, "gcs: out of memory");
-        nds_http_request req = {"GET", url, NULL, 0, NULL, 0, 0, GCS_LIST_MAX_BYTES};
+        nds_http_request req = {"GET", url, NULL, 0, NULL, 0, 0, NDS_HTTP_LISTING_MAX};
         nds_http_response resp = {0};
         if (!rc && (rc = gcs_send(s, &req, &resp)))
             rc = nds_err_prefix(rc, "gcs: listing of gs://%s/%s", s->bucket, prefix);
         else if (!rc && resp.status != 200)
             rc = gcs_status_error(s, "listing of", prefix, &resp);
         else if (!rc)
-            rc = list_page(s, prefix, &resp.body, fn, ctx, &token);
+            rc = list_page(s, prefix, &resp.body, fn, ctx, &progress, what, &token);
         nds_http_response_dispose(&resp);
         free(url);
         if (!token) break;
     }
     free(token);
     free(ep);
+    free(what);
+    nds_list_progress_dispose(&progress);
     return rc;
 }
 
