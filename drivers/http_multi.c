@@ -755,7 +755,8 @@ int nds_http_limits_parse(nds_http_limits *l, const json_object *spec, const cha
     int rc = nds_json_get_int(spec, name, true, 1024, INT64_C(1) << 62, doc, &bytes);
     if (rc == NDS_EFORMAT) { /* a bad spec is NDS_EINVAL, with json_util's message */
         nds_error_saved e;
-        nds_error_save(&e, NDS_EINVAL);
+        nds_error_save(&e, rc);
+        e.code = NDS_EINVAL;
         return nds_error_restore(&e);
     }
     if (rc) return rc;
