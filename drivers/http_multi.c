@@ -653,6 +653,11 @@ void nds_http_perform_many(nds_http_client *c, const nds_http_request *reqs,
     int first_error = -1;
     for (size_t i = 0; i < n; i++) {
         if (rcs[i] != 0 && first_error < 0) first_error = (int)i;
+        if (rcs[i] != 0) { /* no response: nothing for the caller to dispose */
+            nds_buf_dispose(&resps[i].body);
+            free(resps[i].headers);
+            resps[i].headers = NULL;
+        }
         if (xs[i].easy) curl_easy_cleanup(xs[i].easy);
         curl_slist_free_all(xs[i].hdrs);
         nds_buf_dispose(&xs[i].hdr_buf);

@@ -94,7 +94,8 @@ void nds_http_client_free(nds_http_client *c);
 /**
  * Performs req (with retries per policy; NULL = no retry) and fills *resp. Returns 0 when a response was
  * received (whatever its status) and NDS_ENETWORK / NDS_ETIMEOUT (cause NDS_CAUSE_CURL) when none was, after
- * the last try. A request body is re-sent on every retry. Any thread.
+ * the last try, or NDS_ELIMIT past a size limit; then resp holds no body or headers (attempts, curl_code
+ * and retries stay). A request body is re-sent on every retry. Any thread.
  */
 int nds_http_perform(nds_http_client *c, const nds_http_request *req, const nds_http_retry *policy,
                      nds_http_response *resp);
