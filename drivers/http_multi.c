@@ -427,7 +427,7 @@ static void on_done(nds_http_client *c, xfer *x, CURLcode code) {
             c->delayed = x;
             return;
         }
-        x->deadline_hit = true;
+        x->deadline_hit = r->deadline_hit = true;
     }
     int rc = 0;
     if (x->limit_hit || x->headers_hit)

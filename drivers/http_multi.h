@@ -47,6 +47,7 @@ typedef struct nds_http_response {
     int curl_code;                 /* CURLcode of the transfer (0 = OK) */
     int attempts;                  /* tries made (retries + 1) */
     bool body_cut;                 /* an error status's body was cut at NDS_HTTP_ERROR_BODY_MAX */
+    bool deadline_hit;             /* retries were stopped by the operation's deadline */
     char retries[256];             /* why each retry happened ("try 1: HTTP 503; ..."), or "" */
 } nds_http_response;
 

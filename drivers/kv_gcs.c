@@ -121,7 +121,7 @@ static int gcs_status_error(const gcs_state *s, const char *op, const char *key,
             json_object_object_get_ex(json_object_array_get_idx(errs, 0), "reason", &v))
             reason = json_object_get_string(v);
     }
-    char why[256], tries[32] = "";
+    char why[256], tries[320] = "";
     printable(why, sizeof why, reason[0] || msg[0] ? "" : "no error details");
     if (reason[0] || msg[0]) {
         char a[48], b[160];
@@ -129,7 +129,11 @@ static int gcs_status_error(const gcs_state *s, const char *op, const char *key,
         printable(b, sizeof b, msg);
         snprintf(why, sizeof why, "%s%s%s", a, a[0] && b[0] ? ": " : "", b);
     }
-    if (r->attempts > 1) snprintf(tries, sizeof tries, " after %d tries", r->attempts);
+    if (r->attempts > 1) /* the tries, why each was retried, and the deadline if it ended them */
+        snprintf(tries, sizeof tries, " after %d tries%s%s%s", r->attempts,
+                 r->deadline_hit ? ", stopped by the deadline" : "", r->retries[0] ? " (" : "",
+                 r->retries[0] ? r->retries : "");
+    if (r->retries[0]) snprintf(tries + strlen(tries), sizeof tries - strlen(tries), ")");
     json_object_put(doc);
     return nds_err_cause(gcs_code(r->status), NDS_CAUSE_HTTP, r->status,
                          "gcs: %s gs://%s/%s: HTTP %ld%s (%s)", op, s->bucket, key, r->status,

@@ -159,9 +159,10 @@ int s3_status_error(const s3_store *s, const nds_http_response *resp, const char
     snprintf(text, sizeof text, "s3: %s s3://%s/%s: HTTP %ld%s%s%s%s%s", op, s->bucket,
              key ? key : "", resp->status, code[0] ? " " : "", code, msg[0] ? ": " : "", msg,
              resp->status == 301 || resp->status == 307 ? " (wrong region or endpoint?)" : "");
-    if (resp->attempts > 1)
-        snprintf(text + strlen(text), sizeof text - strlen(text), " (after %d attempts)",
-                 resp->attempts);
+    if (resp->attempts > 1) /* the tries, why each was retried, and the deadline if it ended them */
+        snprintf(text + strlen(text), sizeof text - strlen(text), " (after %d attempts%s%s%s)",
+                 resp->attempts, resp->deadline_hit ? ", stopped by the deadline" : "",
+                 resp->retries[0] ? ": " : "", resp->retries);
     s3_redact(s, text);
     return nds_err_cause(status_code(resp->status), NDS_CAUSE_HTTP, resp->status, "%s", text);
 }

@@ -669,6 +669,7 @@ START_TEST(fault_persistent_errors) {
     ck_assert_ptr_nonnull(strstr(e->message, "/f6"));
     ck_assert_ptr_nonnull(strstr(e->message, "HTTP 503 SlowDown"));
     ck_assert_ptr_nonnull(strstr(e->message, "after 3 attempts"));
+    ck_assert_ptr_nonnull(strstr(e->message, "try 1: HTTP 503; try 2: HTTP 503"));
     assert_no_secrets(e->message);
     assert_value(kv, "f6", NULL);
     size_t n = 11u << 20;
@@ -770,6 +771,17 @@ START_TEST(hostile_stall_meets_deadline) {
     ck_assert_msg(strstr(m, "/st") && strstr(m, "attempts in") &&
                       strstr(m, "deadline of 3.0 s") && strstr(m, "try 1: Operation too slow"),
                   "%s", m);
+    nds_kvstore_free(kv);
+    /* 503 for ever with 100 tries allowed: the deadline ends the retries, and says so */
+    kv = open_spec(spec_with(",\"max_attempts\":100,\"request_deadline\":\"1500ms\""));
+    faults("{\"rules\":[{\"method\":\"GET\",\"key\":\"/st$\",\"action\":\"503\","
+           "\"count\":1000}]}");
+    t0 = nds_now_ns();
+    ck_assert_int_eq(nds_kvstore_read(kv, "st", NULL, &r), NDS_EIO);
+    took = (double)(nds_now_ns() - t0) / 1e9;
+    m = nds_error_last()->message;
+    ck_assert_msg(took < 4 && strstr(m, "stopped by the deadline") && strstr(m, "HTTP 503"),
+                  "took %.1f s: %s", took, m);
     faults("{\"rules\":[]}");
     nds_kvstore_free(kv);
 }
