@@ -1,7 +1,7 @@
 /* The gcs driver's spec members (gcs_internal.h): the bucket, the endpoint (or the emulator named
  * by $STORAGE_EMULATOR_HOST, with anonymous credentials), "credentials" (parsed by gcs_auth.c),
- * request concurrency, retries, timeouts and bounds (http_multi.h), and the userProject to bill. Members are checked
- * strictly: an unknown one is a typo, refused with NDS_EINVAL.
+ * request concurrency, retries, timeouts and bounds (http_multi.h), and the userProject to bill.
+ * Members are checked strictly: an unknown one is a typo, refused with NDS_EINVAL.
  *
  * Omits: the gs://bucket/path/ URL form (kv_gcs.c parses it into these members). Threading: runs
  * once per open, on the opening thread. Ownership: what it sets in the state is freed by the

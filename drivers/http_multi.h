@@ -9,7 +9,8 @@
  * Bounds (nds_http_limits): every response body has a size limit (the client's, or a smaller one
  * the request asks for); a try that moves less than 1 byte/s for the stall time is cut; and an
  * operation (a request with all its retries) has a deadline. Each is a spec member of the driver
- * and an environment variable, so no wait and no allocation is left unbounded.
+ * and an environment variable, so no wait and no allocation is left unbounded. The limits' parsing,
+ * credential files and the listing-progress check live in http_bounds.c.
  *
  * Network access in tests is to 127.0.0.1 only; the client itself does not restrict hosts.
  */
@@ -66,6 +67,7 @@ typedef struct nds_http_limits {
     bool deadline_given;         /* set explicitly (else it grows to a longer per-try timeout) */
     char member_prefix[8];       /* the driver's spec member prefix ("gcs_"), for messages */
 } nds_http_limits;
+#define NDS_HTTP_LIMITS_DEFAULT {4ull << 30, 60000L, 15000L, false, ""}
 
 /** Retry policy: tries at most max_attempts times while retryable(resp) says so. */
 typedef struct nds_http_retry {
@@ -77,16 +79,6 @@ typedef struct nds_http_retry {
 
 /** Creates a client with at most max_concurrency transfers at once (0 = 32). */
 int nds_http_client_new(nds_http_client **out, int max_concurrency);
-/** The defaults, then the environment: NDS_HTTP_MAX_RESPONSE_BYTES (bytes, suffix k/M/G/T for
- *  KiB...), NDS_HTTP_DEADLINE and NDS_HTTP_STALL_TIMEOUT (durations: "500ms", "2s", "1m" or
- *  seconds). NDS_EINVAL naming the variable for a bad value. */
-int nds_http_limits_init(nds_http_limits *l, const char *member_prefix);
-/** Spec members <prefix>max_response_bytes (integer), <prefix>request_deadline and
- *  <prefix>stall_timeout (durations) over l; who names the driver in messages. */
-int nds_http_limits_parse(nds_http_limits *l, const json_object *spec, const char *who);
-/** Whether key is one of the members nds_http_limits_parse reads (for a driver's unknown-member
- * check). */
-bool nds_http_limits_member(const char *key, const char *member_prefix);
 /** Sets the client's bounds (before its first request). */
 void nds_http_client_set_limits(nds_http_client *c, const nds_http_limits *l);
 /** Stops the I/O thread and frees. Accepts NULL. No call may be running. */
@@ -109,6 +101,18 @@ bool nds_http_retryable(const nds_http_response *resp);
 bool nds_http_header(const nds_http_response *resp, const char *name, char *buf, size_t cap);
 /** Frees what resp holds and zeroes it. */
 void nds_http_response_dispose(nds_http_response *resp);
+/** Percent-encodes s for a URL path (keeping '/' when keep_slash) into a malloc'd string. */
+char *nds_http_escape(const char *s, bool keep_slash);
+
+/* ---- http_bounds.c ---- */
+
+/** The defaults, then the environment: NDS_HTTP_MAX_RESPONSE_BYTES (bytes, suffix k/M/G/T for
+ *  KiB...), NDS_HTTP_DEADLINE and NDS_HTTP_STALL_TIMEOUT (durations: "500ms", "2s", "1m" or
+ *  seconds). NDS_EINVAL naming the variable for a bad value. */
+int nds_http_limits_init(nds_http_limits *l, const char *member_prefix);
+/** Spec members <prefix>max_response_bytes (integer), <prefix>request_deadline and
+ *  <prefix>stall_timeout (durations) over l; who names the driver in messages. */
+int nds_http_limits_parse(nds_http_limits *l, const json_object *spec, const char *who);
 /** The progress of a paginated listing (S3, GCS): both list keys in byte order, so each key must
  *  come after the one before, and a page's continuation token must differ from the one that asked
  *  for it; at most NDS_LIST_EMPTY_PAGES_MAX truncated pages in a row may be empty. A server that
@@ -127,12 +131,10 @@ int nds_list_progress_key(nds_list_progress *p, const char *key, const char *wha
  *  the token of the next page. NDS_EIO for a repeated token or too many empty pages. */
 int nds_list_progress_page(nds_list_progress *p, size_t nkeys, const char *next, const char *what);
 void nds_list_progress_dispose(nds_list_progress *p);
-/** Reads a small credential file into a NUL-terminated malloc'd buffer: it must be a regular file of
- *  at most max bytes (opened with O_NONBLOCK, checked with fstat before any read, so a FIFO or a
+/** Reads a small credential file into a NUL-terminated malloc'd buffer: it must be a regular file
+ *  of at most max bytes (opened with O_NONBLOCK, checked with fstat before any read, so a FIFO or a
  *  device fails at once instead of hanging). who prefixes messages ("gcs: credentials file").
  *  NDS_ENOTFOUND when it does not exist. The caller wipes and frees *text. */
 int nds_read_secret_file(const char *path, size_t max, const char *who, char **text, size_t *len);
-/** Percent-encodes s for a URL path (keeping '/' when keep_slash) into a malloc'd string. */
-char *nds_http_escape(const char *s, bool keep_slash);
 
 #endif

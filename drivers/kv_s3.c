@@ -680,7 +680,8 @@ static int list_keys(s3_store *s, const char *prefix, bool raw, nds_list_fn fn, 
                 rc = fn(ctx, page.keys[i], page.sizes[i]);
         }
         more = page.truncated;
-        if (!rc) rc = nds_list_progress_page(&progress, page.n, more ? page.next_token : NULL, what);
+        const char *next = more ? page.next_token : NULL;
+        if (!rc) rc = nds_list_progress_page(&progress, page.n, next, what);
         nds_s3_list_page_dispose(&page);
     }
     nds_list_progress_dispose(&progress);
