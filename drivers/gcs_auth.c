@@ -443,7 +443,7 @@ static int refresh(nds_gcs_auth *a) {
                             (const uint8_t *)body,
                             body ? strlen(body) : 0,
                             30000,
-                            1 << 20};
+                            NDS_HTTP_DOCUMENT_MAX};
     nds_http_response resp;
     memset(&resp, 0, sizeof resp);
     rc = a->fetch(a->fetch_ctx, &req, &resp);

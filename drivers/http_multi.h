@@ -56,6 +56,9 @@ typedef struct nds_http_response {
 #define NDS_HTTP_ERROR_BODY_MAX (64u << 10)
 /** A response's header block larger than this fails the try (NDS_ELIMIT). */
 #define NDS_HTTP_HEADER_MAX (256u << 10)
+/** A response that is a small document (an upload's result, object metadata, a token) larger than
+ * this fails. */
+#define NDS_HTTP_DOCUMENT_MAX (1u << 20)
 /** A listing page larger than this fails (S3 and GCS pages of 1000 keys are a few MiB at most). */
 #define NDS_HTTP_LISTING_MAX (16u << 20)
 

@@ -179,7 +179,7 @@ static int gcs_meta_get(gcs_state *s, const char *key, gcs_meta *m) {
     memset(m, 0, sizeof *m);
     char *url = gcs_url(s, false, key, "fields=generation%2Csize%2Cmetadata");
     if (!url) return nds_err(NDS_ENOMEM, "gcs: out of memory");
-    nds_http_request req = {"GET", url, NULL, 0, NULL, 0, 0, 1 << 20};
+    nds_http_request req = {"GET", url, NULL, 0, NULL, 0, 0, NDS_HTTP_DOCUMENT_MAX};
     nds_http_response resp;
     int rc = gcs_send(s, &req, &resp);
     free(url);
@@ -435,7 +435,7 @@ static int upload(gcs_state *s, const char *key, const uint8_t *data, size_t len
         const char *hdrs[] = {ctype};
         bool multipart = mp.data != NULL;
         nds_http_request req = {
-            "POST", url, hdrs, 1, multipart ? mp.data : data, multipart ? mp.len : len, 0, 1 << 20};
+            "POST", url, hdrs, 1, multipart ? mp.data : data, multipart ? mp.len : len, 0, NDS_HTTP_DOCUMENT_MAX};
         nds_http_response resp;
         rc = gcs_send(s, &req, &resp);
         if (rc)
@@ -464,7 +464,7 @@ static int gcs_delete(gcs_state *s, const char *key, const nds_write_options *o,
         snprintf(query, sizeof query, "ifGenerationMatch=%s", o->if_equal.value);
     char *url = gcs_url(s, false, key, query);
     if (!url) return nds_err(NDS_ENOMEM, "gcs: out of memory");
-    nds_http_request req = {"DELETE", url, NULL, 0, NULL, 0, 0, 1 << 20};
+    nds_http_request req = {"DELETE", url, NULL, 0, NULL, 0, 0, NDS_HTTP_DOCUMENT_MAX};
     nds_http_response resp;
     int rc = gcs_send(s, &req, &resp);
     free(url);
@@ -600,7 +600,7 @@ static int delete_batch(gcs_state *s, char **keys, size_t n) {
         if (!(urls[i] = gcs_url(s, false, keys[i], "")))
             rc = nds_err(NDS_ENOMEM, "gcs: out of memory");
         reqs[i] = (nds_http_request){"DELETE", urls[i], hdrs,          auth ? 1 : 0,
-                                     NULL,     0,       s->timeout_ms, 1 << 20};
+                                     NULL,     0,       s->timeout_ms, NDS_HTTP_DOCUMENT_MAX};
     }
     memset(resps, 0, sizeof resps);
     if (!rc) nds_http_perform_many(s->http, reqs, &s->retry, resps, rcs, n);

@@ -106,8 +106,10 @@ int s3_req_build(s3_store *s, s3_req *r, const char *method, const char *key, co
         s3_req_dispose(r);
         return rc;
     }
+    /* only a GET returns a value; every other answer is a small XML document (or nothing) */
+    uint64_t max = strcmp(method, "GET") == 0 ? 0 : NDS_HTTP_DOCUMENT_MAX;
     r->http = (nds_http_request){
-        method, r->url, (const char *const *)r->hdr, r->nhdr, body, len, s->timeout_ms, 0};
+        method, r->url, (const char *const *)r->hdr, r->nhdr, body, len, s->timeout_ms, max};
     return 0;
 }
 

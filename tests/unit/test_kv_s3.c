@@ -735,6 +735,14 @@ START_TEST(hostile_bodies_bounded) {
                   (double)(nds_now_ns() - t0) / 1e9);
     assert_value(kv, "h1", "small");
     nds_kvstore_free(kv);
+    /* an answer to a PUT is a small document, whatever the store's limit */
+    kv = open_spec(spec_with(""));
+    faults("{\"rules\":[{\"method\":\"PUT\",\"key\":\"/h3$\",\"action\":\"endless\"}]}");
+    ck_assert_int_eq(nds_kvstore_write(kv, "h3", "v", 1, NULL, NULL), NDS_ELIMIT);
+    ck_assert_msg(strstr(nds_error_last()->message, "larger than 1048576 bytes (the limit of this"),
+                  "%s", nds_error_last()->message);
+    faults("{\"rules\":[]}");
+    nds_kvstore_free(kv);
 }
 END_TEST
 
