@@ -149,24 +149,10 @@ int nds_gcs_jwt_sign(const char *pem, const char *kid, const char *iss, const ch
 
 /* ---- key files ---- */
 
-/* Reads a small file into a NUL-terminated malloc'd buffer. */
+/* Reads a key file: a regular file of at most GCS_KEY_FILE_MAX bytes, opened without blocking (a
+ * FIFO or a device fails at once). */
 static int read_small_file(const char *path, char **text, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return nds_err_errno(errno, "gcs: credentials file %s", path);
-    struct stat st;
-    int rc = 0;
-    if (fstat(fileno(f), &st) != 0)
-        rc = nds_err_errno(errno, "gcs: credentials file %s", path);
-    else if (!S_ISREG(st.st_mode) || st.st_size > GCS_KEY_FILE_MAX)
-        rc = nds_err(NDS_EINVAL, "gcs: credentials file %s is not a regular file of at most 1 MiB",
-                     path);
-    else if (!(*text = malloc((size_t)st.st_size + 1)))
-        rc = nds_err(NDS_ENOMEM, "gcs: out of memory");
-    else if ((*len = fread(*text, 1, (size_t)st.st_size, f)) != (size_t)st.st_size)
-        rc = nds_err(NDS_EIO, "gcs: credentials file %s: short read", path);
-    if (!rc) (*text)[*len] = '\0';
-    fclose(f);
-    return rc;
+    return nds_read_secret_file(path, GCS_KEY_FILE_MAX, "gcs: credentials file", text, len);
 }
 
 /* Copies a string member (required unless def given); wipes nothing: the caller wipes the document.
@@ -457,7 +443,7 @@ static int refresh(nds_gcs_auth *a) {
                             (const uint8_t *)body,
                             body ? strlen(body) : 0,
                             30000,
-                            1 << 20};
+                            NDS_HTTP_DOCUMENT_MAX};
     nds_http_response resp;
     memset(&resp, 0, sizeof resp);
     rc = a->fetch(a->fetch_ctx, &req, &resp);

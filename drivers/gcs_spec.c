@@ -1,7 +1,7 @@
 /* The gcs driver's spec members (gcs_internal.h): the bucket, the endpoint (or the emulator named
  * by $STORAGE_EMULATOR_HOST, with anonymous credentials), "credentials" (parsed by gcs_auth.c),
- * request concurrency, retries and timeouts, and the userProject to bill. Members are checked
- * strictly: an unknown one is a typo, refused with NDS_EINVAL.
+ * request concurrency, retries, timeouts and bounds (http_multi.h), and the userProject to bill.
+ * Members are checked strictly: an unknown one is a typo, refused with NDS_EINVAL.
  *
  * Omits: the gs://bucket/path/ URL form (kv_gcs.c parses it into these members). Threading: runs
  * once per open, on the opening thread. Ownership: what it sets in the state is freed by the
@@ -33,7 +33,8 @@ bool nds_gcs_bucket_ok(const char *b, size_t n) {
 /* Every spec member the driver knows, space-separated. */
 static const char gcs_members[] =
     " driver path bucket endpoint credentials gcs_request_concurrency "
-    "gcs_request_retries gcs_request_timeout gcs_user_project context ";
+    "gcs_request_retries gcs_request_timeout gcs_user_project gcs_max_response_bytes "
+    "gcs_request_deadline gcs_stall_timeout context ";
 
 /* A duration member (json_util.h): "250ms", "1.5s", "2m" or seconds, into milliseconds. */
 static int duration_ms(json_object *v, const char *member, long *out) {
@@ -152,7 +153,11 @@ int nds_gcs_options(gcs_state *s, const json_object *cspec) {
         free(ep);
         if (!s->user_project) rc = nds_err(NDS_ENOMEM, "gcs: out of memory");
     }
+    nds_http_limits limits;
+    if (!rc) rc = nds_http_limits_init(&limits, "gcs_");
+    if (!rc) rc = nds_http_limits_parse(&limits, spec, "gcs");
     if (!rc) rc = nds_http_client_new(&s->http, (int)concurrency);
+    if (!rc) nds_http_client_set_limits(s->http, &limits);
     if (!rc) rc = nds_gcs_auth_new(&s->auth, &cfg);
     return rc;
 }

@@ -14,6 +14,14 @@
  * holds a connection or another caller's transfer. Bodies are re-sent from the caller's buffer on
  * each try.
  *
+ * Bounds: a body past the request's limit (or a Content-Length announcing one) fails the try with
+ * NDS_ELIMIT before it is read; an error status keeps at most NDS_HTTP_ERROR_BODY_MAX bytes of its
+ * body (enough for the server's message); a header block past NDS_HTTP_HEADER_MAX fails. A try
+ * that moves less than one byte a second for the stall time is cut (CURLOPT_LOW_SPEED_*), and every
+ * try's timeout is capped by what is left of the operation's deadline, which also stops retries: a
+ * dead server fails within the deadline, with a message naming the URL, the tries, the time spent
+ * and why each retry happened.
+ *
  * Omits: redirects (an S3 301/307 is an error to report, not to follow), content decoding (byte
  * ranges and ETags must describe the stored bytes), HTTP proxies configured by the caller
  * (libcurl's own environment variables still apply).
@@ -24,6 +32,8 @@
  * requests are borrowed for the call; a response owns its body and header block.
  */
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +68,16 @@ typedef struct xfer {
     size_t upload_off; /* read position in req->body */
     uint64_t due_ns;   /* when a delayed retry may start */
     nds_buf hdr_buf;   /* header block being received */
-    bool limit_hit;    /* the body outgrew req->max_response_bytes */
+    uint64_t max_body; /* the body limit of this request (the client's or the request's) */
+    bool own_limit;    /* max_body is the request's, smaller than the client's */
+    bool limit_hit;    /* the body outgrew max_body (or Content-Length announced it would) */
+    bool headers_hit;  /* the header block outgrew NDS_HTTP_HEADER_MAX */
+    bool nobody;       /* HEAD: Content-Length describes the object, not a body */
+    bool deadline_hit; /* a retry was due after the deadline */
+    uint64_t announced;            /* Content-Length of a refused body, or 0 */
+    uint64_t start_ns, end_ns;     /* first try started, transfer finished */
+    uint64_t deadline_ns;          /* start_ns + the deadline */
+    nds_http_limits limits;        /* the client's, copied at the first try */
     char errbuf[CURL_ERROR_SIZE];
     struct xfer *next;
 } xfer;
@@ -71,6 +90,7 @@ struct nds_http_client {
     int active;               /* transfers added to multi */
     xfer *queue, *queue_tail; /* waiting to start, FIFO */
     xfer *delayed;            /* waiting for a retry, unordered */
+    nds_http_limits limits;   /* bounds of every request */
     bool stop;
 };
 
@@ -162,15 +182,47 @@ bool nds_http_retryable(const nds_http_response *resp) {
 
 /* ---- libcurl callbacks (I/O thread) ---- */
 
+static long status_so_far(const xfer *x) {
+    long status = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+/* Returning less than len aborts the transfer (CURLE_WRITE_ERROR); the flags say why. An error
+ * status's body is only the server's message: its first NDS_HTTP_ERROR_BODY_MAX bytes are kept and
+ * the answer counts as received. */
 static size_t on_body(char *p, size_t size, size_t n, void *ud) {
     xfer *x = ud;
     size_t len = size * n;
-    uint64_t max = x->req->max_response_bytes;
-    if (max && (uint64_t)x->resp->body.len + len > max) {
-        x->limit_hit = true;
-        return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+    nds_buf *b = &x->resp->body;
+    if (status_so_far(x) >= 300) {
+        size_t room = b->len < NDS_HTTP_ERROR_BODY_MAX ? NDS_HTTP_ERROR_BODY_MAX - b->len : 0;
+        if (len <= room) return nds_buf_append(b, p, len) == 0 ? len : 0;
+        if (nds_buf_append(b, p, room) == 0) x->resp->body_cut = true;
+        return 0;
     }
-    return nds_buf_append(&x->resp->body, p, len) == 0 ? len : 0;
+    if ((uint64_t)b->len + len > x->max_body) {
+        x->limit_hit = true;
+        return 0;
+    }
+    return nds_buf_append(b, p, len) == 0 ? len : 0;
+}
+
+/* A successful answer whose Content-Length exceeds the limit fails before its body is read. */
+static bool announces_too_much(xfer *x, const char *p, size_t len) {
+    if (x->nobody || !ci_prefix(p, len, "content-length:")) return false;
+    long status = status_so_far(x);
+    if (status < 200 || status >= 300) return false;
+    char v[32];
+    size_t off = 15;
+    while (off < len && (p[off] == ' ' || p[off] == '\t')) off++;
+    snprintf(v, sizeof v, "%.*s", (int)(len - off < 31 ? len - off : 31), p + off);
+    errno = 0;
+    unsigned long long cl = strtoull(v, NULL, 10);
+    if (errno == ERANGE) cl = ULLONG_MAX;
+    if ((uint64_t)cl <= x->max_body) return false;
+    x->announced = (uint64_t)cl;
+    return x->limit_hit = true;
 }
 
 /* Keeps only the last response's header block: an interim "100 Continue" starts a new one. */
@@ -178,6 +230,11 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     xfer *x = ud;
     size_t len = size * n;
     if (ci_prefix(p, len, "HTTP/")) x->hdr_buf.len = 0;
+    if (x->hdr_buf.len + len > NDS_HTTP_HEADER_MAX) {
+        x->headers_hit = true;
+        return 0;
+    }
+    if (announces_too_much(x, p, len)) return 0;
     return nds_buf_append(&x->hdr_buf, p, len) == 0 ? len : 0;
 }
 
@@ -205,7 +262,10 @@ static int set_method(xfer *x) {
     CURL *e = x->easy;
     const char *m = r->method ? r->method : "GET";
     if (strcmp(m, "GET") == 0) return curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    if (strcmp(m, "HEAD") == 0) return curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    if (strcmp(m, "HEAD") == 0) {
+        x->nobody = true;
+        return curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    }
     if (strcmp(m, "PUT") == 0) {
         curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
@@ -242,17 +302,36 @@ static int set_headers(xfer *x) {
     return curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, l);
 }
 
+/* At the first try: the body limit and the deadline of the operation. Unless given explicitly, the
+ * deadline is at least one try's timeout (a caller that allows a long try allows one). */
+static void start_operation(xfer *x, const nds_http_limits *l) {
+    x->limits = *l;
+    uint64_t req_max = x->req->max_response_bytes;
+    x->own_limit = req_max > 0 && req_max < l->max_response_bytes;
+    x->max_body = x->own_limit ? req_max : l->max_response_bytes;
+    long deadline = l->deadline_ms;
+    if (!l->deadline_given && x->req->timeout_ms > deadline) deadline = x->req->timeout_ms;
+    x->start_ns = nds_now_ns();
+    x->deadline_ns = x->start_ns + (uint64_t)deadline * 1000000u;
+}
+
 /* Prepares x's easy handle for one attempt. @return a CURLcode */
-static int setup_attempt(xfer *x) {
+static int setup_attempt(xfer *x, const nds_http_limits *l) {
     if (!x->easy && !(x->easy = curl_easy_init())) return CURLE_OUT_OF_MEMORY;
+    if (x->resp->attempts == 0) start_operation(x, l);
     CURL *e = x->easy;
     curl_easy_reset(e);
     x->upload_off = 0;
-    x->limit_hit = false;
+    x->limit_hit = x->headers_hit = false;
+    x->announced = 0;
     x->hdr_buf.len = 0;
     x->resp->body.len = 0;
+    x->resp->body_cut = false;
     x->errbuf[0] = '\0';
     long timeout = x->req->timeout_ms > 0 ? x->req->timeout_ms : DEFAULT_TIMEOUT_MS;
+    uint64_t now = nds_now_ns();
+    long left = now < x->deadline_ns ? (long)((x->deadline_ns - now) / 1000000u) : 0;
+    if (left < timeout) timeout = left > 0 ? left : 1; /* no try outlives the deadline */
     curl_easy_setopt(e, CURLOPT_URL, x->req->url);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
@@ -264,6 +343,9 @@ static int setup_attempt(xfer *x) {
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                      timeout < CONNECT_TIMEOUT_MS ? timeout : CONNECT_TIMEOUT_MS);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    /* a stalled server: under 1 byte/s for the stall time ends the try (it may be retried) */
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (x->limits.stall_ms + 999) / 1000);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -294,7 +376,23 @@ static uint64_t backoff_ns(const xfer *x, int attempt) {
 
 static void finish_batch_member(xfer *x, int rc) {
     *x->rc = rc;
+    x->end_ns = nds_now_ns();
     if (--x->batch->remaining == 0) pthread_cond_broadcast(&x->batch->done);
+}
+
+/* Appends why try number r->attempts is retried to r->retries (bounded). */
+static void note_retry(xfer *x) {
+    nds_http_response *r = x->resp;
+    char why[96];
+    if (r->curl_code == 0)
+        snprintf(why, sizeof why, "HTTP %ld", r->status);
+    else
+        snprintf(why, sizeof why, "%.90s",
+                 x->errbuf[0] ? x->errbuf : curl_easy_strerror((CURLcode)r->curl_code));
+    size_t used = strlen(r->retries);
+    if (used + 8 < sizeof r->retries)
+        snprintf(r->retries + used, sizeof r->retries - used, "%stry %d: %s", used ? "; " : "",
+                 r->attempts, why);
 }
 
 /* Records the outcome of one attempt; schedules a retry or completes the transfer. */
@@ -302,6 +400,7 @@ static void on_done(nds_http_client *c, xfer *x, CURLcode code) {
     nds_http_response *r = x->resp;
     long status = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (code == CURLE_WRITE_ERROR && r->body_cut) code = CURLE_OK; /* an error body, cut short */
     r->status = status;
     r->curl_code = (int)code;
     r->attempts++;
@@ -311,14 +410,20 @@ static void on_done(nds_http_client *c, xfer *x, CURLcode code) {
         memcpy(r->headers, x->hdr_buf.data ? (const char *)x->hdr_buf.data : "", x->hdr_buf.len);
         r->headers[x->hdr_buf.len] = '\0';
     }
-    if (!x->limit_hit && r->attempts < x->policy.max_attempts && nds_http_retryable(r)) {
-        x->due_ns = nds_now_ns() + backoff_ns(x, r->attempts);
-        x->next = c->delayed;
-        c->delayed = x;
-        return;
+    if (!x->limit_hit && !x->headers_hit && r->attempts < x->policy.max_attempts &&
+        nds_http_retryable(r)) {
+        uint64_t due = nds_now_ns() + backoff_ns(x, r->attempts);
+        if (due < x->deadline_ns) {
+            note_retry(x);
+            x->due_ns = due;
+            x->next = c->delayed;
+            c->delayed = x;
+            return;
+        }
+        x->deadline_hit = r->deadline_hit = true;
     }
     int rc = 0;
-    if (x->limit_hit)
+    if (x->limit_hit || x->headers_hit)
         rc = NDS_ELIMIT;
     else if (!r->headers)
         rc = NDS_ENOMEM;
@@ -360,7 +465,7 @@ static void start_queued(nds_http_client *c) {
         c->queue = x->next;
         if (!c->queue) c->queue_tail = NULL;
         x->next = NULL;
-        int code = setup_attempt(x);
+        int code = setup_attempt(x, &c->limits);
         if (code == CURLE_OK && curl_multi_add_handle(c->multi, x->easy) == CURLM_OK) {
             c->active++;
             continue;
@@ -418,6 +523,7 @@ int nds_http_client_new(nds_http_client **out, int max_concurrency) {
     nds_http_client *c = calloc(1, sizeof *c);
     if (!c) return nds_err(NDS_ENOMEM, "http: out of memory creating a client");
     c->max_concurrency = max_concurrency > 0 ? max_concurrency : DEFAULT_CONCURRENCY;
+    c->limits = (nds_http_limits)NDS_HTTP_LIMITS_DEFAULT;
     c->multi = curl_multi_init();
     if (!c->multi) {
         free(c);
@@ -455,19 +561,51 @@ static void url_for_message(const char *url, char *buf, size_t cap) {
     snprintf(buf, cap, "%.*s", (int)(n < 400 ? n : 400), url);
 }
 
-/* Sets the calling thread's error for a transfer that got no response. */
+/* The error of a body or header block past its limit. */
+static int limit_error(const xfer *x, const char *method, const char *u) {
+    const char *pre = x->limits.member_prefix;
+    if (x->headers_hit)
+        return nds_err(NDS_ELIMIT, "http: %s %s: response headers larger than %u bytes", method, u,
+                       NDS_HTTP_HEADER_MAX);
+    char announced[64] = "", hint[160];
+    if (x->announced)
+        snprintf(announced, sizeof announced, " (Content-Length: %llu)",
+                 (unsigned long long)x->announced);
+    if (x->own_limit)
+        snprintf(hint, sizeof hint, "the limit of this request");
+    else
+        snprintf(hint, sizeof hint,
+                 "raise it with spec member \"%smax_response_bytes\" or "
+                 "NDS_HTTP_MAX_RESPONSE_BYTES",
+                 pre);
+    return nds_err(NDS_ELIMIT, "http: %s %s: response body larger than %llu bytes%s (%s)", method,
+                   u, (unsigned long long)x->max_body, announced, hint);
+}
+
+/* Sets the calling thread's error for a transfer that got no response: what the last try met, the
+ * tries and the time spent, the deadline when it stopped them, and why each retry happened. */
 static int transport_error(const xfer *x, int rc) {
-    char u[420];
+    char u[420], extra[200] = "";
     const char *method = x->req->method ? x->req->method : "GET";
+    const char *pre = x->limits.member_prefix;
     url_for_message(x->req->url, u, sizeof u);
     const char *what = x->errbuf[0] ? x->errbuf : curl_easy_strerror((CURLcode)x->resp->curl_code);
-    if (rc == NDS_ELIMIT)
-        return nds_err(rc, "http: %s %s: response body larger than %llu bytes", method, u,
-                       (unsigned long long)x->req->max_response_bytes);
+    if (rc == NDS_ELIMIT) return limit_error(x, method, u);
     if (rc == NDS_ENOMEM) return nds_err(rc, "http: %s %s: out of memory", method, u);
-    return nds_err_cause(rc, NDS_CAUSE_CURL, x->resp->curl_code,
-                         "http: %s %s: %s (after %d attempt%s)", method, u, what, x->resp->attempts,
-                         x->resp->attempts == 1 ? "" : "s");
+    if (strncmp(what, "Operation too slow", 18) == 0)
+        snprintf(extra, sizeof extra, ", a stall (spec member \"%sstall_timeout\" or "
+                 "NDS_HTTP_STALL_TIMEOUT)", pre);
+    if (x->start_ns && (x->deadline_hit || x->end_ns >= x->deadline_ns))
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra),
+                 ", stopped by the deadline of %.1f s (spec member \"%srequest_deadline\" or "
+                 "NDS_HTTP_DEADLINE)",
+                 (double)(x->deadline_ns - x->start_ns) / 1e9, pre);
+    const nds_http_response *r = x->resp;
+    double secs = x->start_ns ? (double)(x->end_ns - x->start_ns) / 1e9 : 0.0;
+    return nds_err_cause(rc, NDS_CAUSE_CURL, r->curl_code,
+                         "http: %s %s: %s (after %d attempt%s in %.1f s%s)%s%s", method, u, what,
+                         r->attempts, r->attempts == 1 ? "" : "s", secs, extra,
+                         r->retries[0] ? "; " : "", r->retries);
 }
 
 void nds_http_perform_many(nds_http_client *c, const nds_http_request *reqs,
@@ -508,6 +646,11 @@ void nds_http_perform_many(nds_http_client *c, const nds_http_request *reqs,
     int first_error = -1;
     for (size_t i = 0; i < n; i++) {
         if (rcs[i] != 0 && first_error < 0) first_error = (int)i;
+        if (rcs[i] != 0) { /* no response: nothing for the caller to dispose */
+            nds_buf_dispose(&resps[i].body);
+            free(resps[i].headers);
+            resps[i].headers = NULL;
+        }
         if (xs[i].easy) curl_easy_cleanup(xs[i].easy);
         curl_slist_free_all(xs[i].hdrs);
         nds_buf_dispose(&xs[i].hdr_buf);
@@ -522,4 +665,10 @@ int nds_http_perform(nds_http_client *c, const nds_http_request *req, const nds_
     int rc = 0;
     nds_http_perform_many(c, req, policy, resp, &rc, 1);
     return rc;
+}
+
+void nds_http_client_set_limits(nds_http_client *c, const nds_http_limits *l) {
+    pthread_mutex_lock(&c->mu);
+    c->limits = *l;
+    pthread_mutex_unlock(&c->mu);
 }

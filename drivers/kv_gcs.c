@@ -35,7 +35,6 @@
 
 #define GCS_WRITE_ID "ndsWriteId"
 #define GCS_DELETE_BATCH 64
-#define GCS_LIST_MAX_BYTES (64u << 20)
 
 /* What an object's metadata says. */
 typedef struct gcs_meta {
@@ -122,7 +121,7 @@ static int gcs_status_error(const gcs_state *s, const char *op, const char *key,
             json_object_object_get_ex(json_object_array_get_idx(errs, 0), "reason", &v))
             reason = json_object_get_string(v);
     }
-    char why[256], tries[32] = "";
+    char why[256], tries[320] = "";
     printable(why, sizeof why, reason[0] || msg[0] ? "" : "no error details");
     if (reason[0] || msg[0]) {
         char a[48], b[160];
@@ -130,7 +129,11 @@ static int gcs_status_error(const gcs_state *s, const char *op, const char *key,
         printable(b, sizeof b, msg);
         snprintf(why, sizeof why, "%s%s%s", a, a[0] && b[0] ? ": " : "", b);
     }
-    if (r->attempts > 1) snprintf(tries, sizeof tries, " after %d tries", r->attempts);
+    if (r->attempts > 1) /* the tries, why each was retried, and the deadline if it ended them */
+        snprintf(tries, sizeof tries, " after %d tries%s%s%s", r->attempts,
+                 r->deadline_hit ? ", stopped by the deadline" : "", r->retries[0] ? " (" : "",
+                 r->retries[0] ? r->retries : "");
+    if (r->retries[0]) snprintf(tries + strlen(tries), sizeof tries - strlen(tries), ")");
     json_object_put(doc);
     return nds_err_cause(gcs_code(r->status), NDS_CAUSE_HTTP, r->status,
                          "gcs: %s gs://%s/%s: HTTP %ld%s (%s)", op, s->bucket, key, r->status,
@@ -176,7 +179,7 @@ static int gcs_meta_get(gcs_state *s, const char *key, gcs_meta *m) {
     memset(m, 0, sizeof *m);
     char *url = gcs_url(s, false, key, "fields=generation%2Csize%2Cmetadata");
     if (!url) return nds_err(NDS_ENOMEM, "gcs: out of memory");
-    nds_http_request req = {"GET", url, NULL, 0, NULL, 0, 0, 1 << 20};
+    nds_http_request req = {"GET", url, NULL, 0, NULL, 0, 0, NDS_HTTP_DOCUMENT_MAX};
     nds_http_response resp;
     int rc = gcs_send(s, &req, &resp);
     free(url);
@@ -432,7 +435,7 @@ static int upload(gcs_state *s, const char *key, const uint8_t *data, size_t len
         const char *hdrs[] = {ctype};
         bool multipart = mp.data != NULL;
         nds_http_request req = {
-            "POST", url, hdrs, 1, multipart ? mp.data : data, multipart ? mp.len : len, 0, 1 << 20};
+            "POST", url, hdrs, 1, multipart ? mp.data : data, multipart ? mp.len : len, 0, NDS_HTTP_DOCUMENT_MAX};
         nds_http_response resp;
         rc = gcs_send(s, &req, &resp);
         if (rc)
@@ -461,7 +464,7 @@ static int gcs_delete(gcs_state *s, const char *key, const nds_write_options *o,
         snprintf(query, sizeof query, "ifGenerationMatch=%s", o->if_equal.value);
     char *url = gcs_url(s, false, key, query);
     if (!url) return nds_err(NDS_ENOMEM, "gcs: out of memory");
-    nds_http_request req = {"DELETE", url, NULL, 0, NULL, 0, 0, 1 << 20};
+    nds_http_request req = {"DELETE", url, NULL, 0, NULL, 0, 0, NDS_HTTP_DOCUMENT_MAX};
     nds_http_response resp;
     int rc = gcs_send(s, &req, &resp);
     free(url);
@@ -495,9 +498,10 @@ static int gcs_write(void *state, const char *key, const uint8_t *data, size_t l
 
 /* ---- listing ---- */
 
-/* Calls fn for each item of one page; sets *token to the next page's token (malloc'd) or NULL. */
+/* Calls fn for each item of one page, checking that the listing moves forward; sets *token to the
+ * next page's token (malloc'd) or NULL. */
 static int list_page(gcs_state *s, const char *prefix, const nds_buf *body, nds_list_fn fn,
-                     void *ctx, char **token) {
+                     void *ctx, nds_list_progress *progress, const char *what, char **token) {
     json_object *doc = NULL, *items = NULL, *v;
     int rc = nds_json_parse((const char *)body->data, body->len, "gcs: object listing", &doc);
     if (!rc && json_object_object_get_ex(doc, "nextPageToken", &v) &&
@@ -515,12 +519,14 @@ static int list_page(gcs_state *s, const char *prefix, const nds_buf *body, nds_
             break;
         }
         const char *key = json_object_get_string(name), *sz = "";
+        if ((rc = nds_list_progress_key(progress, key, what))) break;
         if (strncmp(key, prefix, strlen(prefix)) != 0) continue; /* not ours: never hand it on */
         if (json_object_object_get_ex(it, "size", &size)) sz = json_object_get_string(size);
         char *end = NULL;
         uint64_t bytes = strtoull(sz, &end, 10);
         rc = fn(ctx, key, sz[0] && !*end ? bytes : UINT64_MAX);
     }
+    if (!rc) rc = nds_list_progress_page(progress, n, *token, what);
     json_object_put(doc);
     return rc;
 }
@@ -528,7 +534,9 @@ static int list_page(gcs_state *s, const char *prefix, const nds_buf *body, nds_
 static int gcs_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) {
     gcs_state *s = state;
     char *ep = nds_http_escape(prefix, false), *token = NULL;
-    int rc = ep ? 0 : nds_err(NDS_ENOMEM, "gcs: out of memory");
+    char *what = nds_asprintf("gcs: listing of gs://%s/%s", s->bucket, prefix);
+    nds_list_progress progress = {0};
+    int rc = ep && what ? 0 : nds_err(NDS_ENOMEM, "gcs: out of memory");
     while (!rc) {
         char *et = token ? nds_http_escape(token, false) : NULL;
         char *q = nds_asprintf(
@@ -538,20 +546,22 @@ static int gcs_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) 
         free(q), free(et), free(token);
         token = NULL;
         if (!url) rc = nds_err(NDS_ENOMEM, "gcs: out of memory");
-        nds_http_request req = {"GET", url, NULL, 0, NULL, 0, 0, GCS_LIST_MAX_BYTES};
+        nds_http_request req = {"GET", url, NULL, 0, NULL, 0, 0, NDS_HTTP_LISTING_MAX};
         nds_http_response resp = {0};
         if (!rc && (rc = gcs_send(s, &req, &resp)))
             rc = nds_err_prefix(rc, "gcs: listing of gs://%s/%s", s->bucket, prefix);
         else if (!rc && resp.status != 200)
             rc = gcs_status_error(s, "listing of", prefix, &resp);
         else if (!rc)
-            rc = list_page(s, prefix, &resp.body, fn, ctx, &token);
+            rc = list_page(s, prefix, &resp.body, fn, ctx, &progress, what, &token);
         nds_http_response_dispose(&resp);
         free(url);
         if (!token) break;
     }
     free(token);
     free(ep);
+    free(what);
+    nds_list_progress_dispose(&progress);
     return rc;
 }
 
@@ -590,7 +600,7 @@ static int delete_batch(gcs_state *s, char **keys, size_t n) {
         if (!(urls[i] = gcs_url(s, false, keys[i], "")))
             rc = nds_err(NDS_ENOMEM, "gcs: out of memory");
         reqs[i] = (nds_http_request){"DELETE", urls[i], hdrs,          auth ? 1 : 0,
-                                     NULL,     0,       s->timeout_ms, 1 << 20};
+                                     NULL,     0,       s->timeout_ms, NDS_HTTP_DOCUMENT_MAX};
     }
     memset(resps, 0, sizeof resps);
     if (!rc) nds_http_perform_many(s->http, reqs, &s->retry, resps, rcs, n);

@@ -13,7 +13,9 @@
  *
  * Spec: {"driver": "http", "base_url": "https://host[:port][/base]", "path": "/a/",
  *        "headers": ["Name: value"], "http_request_concurrency": N,
- *        "http_request_retries": {"max_retries": N}, "http_request_timeout": "30s"}.
+ *        "http_request_retries": {"max_retries": N}, "http_request_timeout": "30s",
+ *        "http_max_response_bytes": N, "http_request_deadline": "60s",
+ *        "http_stall_timeout": "15s"}.
  * "headers" may carry credentials (an Authorization header), so a printed spec leaves them out.
  *
  * Threading: internally synchronised (the HTTP client is; the rest is immutable after open).
@@ -271,7 +273,9 @@ static int http_list(void *state, const char *prefix, nds_list_fn fn, void *ctx)
 
 /* Every spec member the driver knows, space-separated. */
 static const char http_members[] = " driver path base_url headers http_request_concurrency "
-                                   "http_request_retries http_request_timeout context ";
+                                   "http_request_retries http_request_timeout "
+                                   "http_max_response_bytes http_request_deadline "
+                                   "http_stall_timeout context ";
 
 /* "base_url": http(s)://authority[/base], without user:password, query or fragment. */
 static int parse_base_url(http_state *s, json_object *spec) {
@@ -364,7 +368,11 @@ static int http_open(void **state, const json_object *cspec) {
     int rc = parse_base_url(s, spec);
     if (!rc) rc = parse_headers(s, spec);
     if (!rc) rc = parse_requests(s, spec, &concurrency);
+    nds_http_limits limits;
+    if (!rc) rc = nds_http_limits_init(&limits, "http_");
+    if (!rc) rc = nds_http_limits_parse(&limits, spec, "http");
     if (!rc) rc = nds_http_client_new(&s->http, (int)concurrency);
+    if (!rc) nds_http_client_set_limits(s->http, &limits);
     if (rc) {
         http_close(s);
         return rc;

@@ -106,8 +106,10 @@ int s3_req_build(s3_store *s, s3_req *r, const char *method, const char *key, co
         s3_req_dispose(r);
         return rc;
     }
+    /* only a GET returns a value; every other answer is a small XML document (or nothing) */
+    uint64_t max = strcmp(method, "GET") == 0 ? 0 : NDS_HTTP_DOCUMENT_MAX;
     r->http = (nds_http_request){
-        method, r->url, (const char *const *)r->hdr, r->nhdr, body, len, s->timeout_ms, 0};
+        method, r->url, (const char *const *)r->hdr, r->nhdr, body, len, s->timeout_ms, max};
     return 0;
 }
 
@@ -159,9 +161,10 @@ int s3_status_error(const s3_store *s, const nds_http_response *resp, const char
     snprintf(text, sizeof text, "s3: %s s3://%s/%s: HTTP %ld%s%s%s%s%s", op, s->bucket,
              key ? key : "", resp->status, code[0] ? " " : "", code, msg[0] ? ": " : "", msg,
              resp->status == 301 || resp->status == 307 ? " (wrong region or endpoint?)" : "");
-    if (resp->attempts > 1)
-        snprintf(text + strlen(text), sizeof text - strlen(text), " (after %d attempts)",
-                 resp->attempts);
+    if (resp->attempts > 1) /* the tries, why each was retried, and the deadline if it ended them */
+        snprintf(text + strlen(text), sizeof text - strlen(text), " (after %d attempts%s%s%s)",
+                 resp->attempts, resp->deadline_hit ? ", stopped by the deadline" : "",
+                 resp->retries[0] ? ": " : "", resp->retries);
     s3_redact(s, text);
     return nds_err_cause(status_code(resp->status), NDS_CAUSE_HTTP, resp->status, "%s", text);
 }
@@ -278,6 +281,9 @@ static const char *const known_members[] = {"driver",
                                             "lease_wait_seconds",
                                             "max_attempts",
                                             "request_timeout_seconds",
+                                            "max_response_bytes",
+                                            "request_deadline",
+                                            "stall_timeout",
                                             "unsigned_payload",
                                             "conditional_writes_detected",
                                             "conditional_writes_reason",
@@ -401,6 +407,9 @@ static int s3_options(s3_store *s, const json_object *spec) {
     if (!rc) rc = nds_json_get_int(spec, "request_timeout_seconds", true, 1, 86400, doc, &timeout);
     if (!rc) rc = nds_json_get_bool(spec, "unsigned_payload", true, doc, &s->unsigned_payload);
     if (rc) return s3_spec_error(rc);
+    if ((rc = nds_http_limits_init(&s->limits, "")) ||
+        (rc = nds_http_limits_parse(&s->limits, spec, "s3")))
+        return rc;
     s->concurrency = (int)conc;
     s->multipart_threshold = (uint64_t)thr;
     s->part_size = (uint64_t)part;
@@ -449,7 +458,9 @@ static int s3_open_fill(s3_store *s, const json_object *spec) {
     json_object *creds = NULL;
     json_object_object_get_ex(spec, "aws_credentials", &creds);
     if ((rc = s3_creds_load(&s->creds, creds))) return rc;
-    return nds_http_client_new(&s->http, s->concurrency);
+    if ((rc = nds_http_client_new(&s->http, s->concurrency))) return rc;
+    nds_http_client_set_limits(s->http, &s->limits);
+    return 0;
 }
 
 static int s3_open(void **state, const struct json_object *spec) {
@@ -629,36 +640,54 @@ static int s3_read(void *state, const char *key, const nds_read_options *o, nds_
 
 /* ---- list and delete_range ---- */
 
-/* Calls fn for every key under prefix (reserved keys too when raw). */
-static int list_keys(s3_store *s, const char *prefix, bool raw, nds_list_fn fn, void *ctx) {
-    char *eprefix = nds_http_escape(prefix, false), *token = NULL;
-    int rc = eprefix ? 0 : nds_err(NDS_ENOMEM, "s3: out of memory");
-    for (bool more = true; rc == 0 && more;) {
-        char *etok = token ? nds_http_escape(token, false) : NULL;
-        char *q = nds_asprintf("list-type=2&encoding-type=url&prefix=%s%s%s", eprefix,
-                               etok ? "&continuation-token=" : "", etok ? etok : "");
-        free(etok);
-        nds_http_response resp;
-        rc = q ? s3_send(s, "GET", NULL, q, NULL, 0, NULL, 0, NULL, 0, &resp)
+/* One ListObjectsV2 page (at most NDS_HTTP_LISTING_MAX bytes) after token (NULL: the first). */
+static int list_page(s3_store *s, const char *eprefix, const char *prefix, const char *token,
+                     nds_s3_list_page *page) {
+    char *etok = token ? nds_http_escape(token, false) : NULL;
+    char *q = nds_asprintf("list-type=2&encoding-type=url&prefix=%s%s%s", eprefix,
+                           etok ? "&continuation-token=" : "", etok ? etok : "");
+    free(etok);
+    s3_req r;
+    nds_http_response resp = {0};
+    int rc = q ? s3_req_build(s, &r, "GET", NULL, q, NULL, 0, NULL, 0)
                : nds_err(NDS_ENOMEM, "s3: out of memory");
-        free(q);
-        if (rc) break;
+    free(q);
+    if (rc) return rc;
+    r.http.max_response_bytes = NDS_HTTP_LISTING_MAX;
+    rc = nds_http_perform(s->http, &r.http, &s->retry, &resp);
+    s3_req_dispose(&r);
+    if (rc)
+        rc = nds_err_prefix(rc, "s3: list s3://%s/%s", s->bucket, prefix);
+    else if (resp.status != 200)
+        rc = s3_status_error(s, &resp, "list", prefix);
+    else
+        rc = nds_s3_parse_list((const char *)resp.body.data, resp.body.len, true, page);
+    nds_http_response_dispose(&resp);
+    return rc;
+}
+
+/* Calls fn for every key under prefix (reserved keys too when raw). A server whose pages do not
+ * move forward (nds_list_progress) is an error, not an endless loop. */
+static int list_keys(s3_store *s, const char *prefix, bool raw, nds_list_fn fn, void *ctx) {
+    char *eprefix = nds_http_escape(prefix, false);
+    char *what = nds_asprintf("s3: list s3://%s/%s", s->bucket, prefix);
+    nds_list_progress progress = {0};
+    int rc = eprefix && what ? 0 : nds_err(NDS_ENOMEM, "s3: out of memory");
+    for (bool more = true; rc == 0 && more;) {
         nds_s3_list_page page;
-        if (resp.status != 200)
-            rc = s3_status_error(s, &resp, "list", prefix);
-        else
-            rc = nds_s3_parse_list((const char *)resp.body.data, resp.body.len, true, &page);
-        nds_http_response_dispose(&resp);
-        if (rc) break;
-        for (size_t i = 0; i < page.n && rc == 0; i++)
-            if (raw || !s3_reserved_key(page.keys[i])) rc = fn(ctx, page.keys[i], page.sizes[i]);
+        if ((rc = list_page(s, eprefix, prefix, progress.last_token, &page))) break;
+        for (size_t i = 0; i < page.n && rc == 0; i++) {
+            rc = nds_list_progress_key(&progress, page.keys[i], what);
+            if (!rc && (raw || !s3_reserved_key(page.keys[i])))
+                rc = fn(ctx, page.keys[i], page.sizes[i]);
+        }
         more = page.truncated;
-        free(token);
-        token = page.next_token;
-        page.next_token = NULL;
+        const char *next = more ? page.next_token : NULL;
+        if (!rc) rc = nds_list_progress_page(&progress, page.n, next, what);
         nds_s3_list_page_dispose(&page);
     }
-    free(token);
+    nds_list_progress_dispose(&progress);
+    free(what);
     free(eprefix);
     return rc;
 }

@@ -20,9 +20,12 @@
 #include <openssl/crypto.h>
 
 #include "s3_internal.h"
+#include "http_multi.h"
 #include "internal/error.h"
 #include "internal/json_util.h"
 #include "internal/util.h"
+
+#define S3_CREDENTIALS_MAX (1u << 20)
 
 static void wipe_free(char *p) {
     if (p) {
@@ -90,15 +93,20 @@ static int profile_line(char *line, profile_keys *k) {
     return *slot ? 0 : NDS_ENOMEM;
 }
 
-/* Reads section [profile] of the INI file at path into k. @return 1 found, 0 no file/section, or
- * error */
+/* Reads section [profile] of the INI file at path into k. The file must be a regular file of at
+ * most S3_CREDENTIALS_MAX bytes (a FIFO or /dev/zero named by AWS_SHARED_CREDENTIALS_FILE fails at
+ * once). @return 1 found, 0 no file/section, or error */
 static int read_profile(const char *path, const char *profile, profile_keys *k) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[4096];
+    char *text = NULL;
+    size_t len = 0;
+    int rc = nds_read_secret_file(path, S3_CREDENTIALS_MAX, "s3: credentials file", &text, &len);
+    if (rc == NDS_ENOTFOUND) return 0;
+    if (rc) return rc;
     bool in = false, found = false;
-    int rc = 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    for (char *line = text, *next; rc == 0 && line < text + len; line = next) {
+        char *nl = memchr(line, '\n', (size_t)(text + len - line));
+        next = nl ? nl + 1 : text + len;
+        if (nl) *nl = '\0';
         char *t = trim(line);
         if (*t == '#' || *t == ';' || !*t) continue;
         if (*t == '[') {
@@ -112,8 +120,8 @@ static int read_profile(const char *path, const char *profile, profile_keys *k) 
         }
         if (in) rc = profile_line(t, k);
     }
-    OPENSSL_cleanse(line, sizeof line);
-    fclose(f);
+    OPENSSL_cleanse(text, len);
+    free(text);
     if (rc) return nds_err(NDS_ENOMEM, "s3: out of memory reading %s", path);
     return found ? 1 : 0;
 }

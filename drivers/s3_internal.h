@@ -56,6 +56,7 @@ typedef struct s3_store {
     int concurrency;
     nds_http_retry retry;
     long timeout_ms;
+    nds_http_limits limits; /* response size, stall and deadline bounds (spec and environment) */
     uint64_t multipart_threshold, part_size;
     int cond_requested; /* S3_COND_UNKNOWN for "auto", else the mode asked for */
     long lease_ms;      /* lease lifetime */

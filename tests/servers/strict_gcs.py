@@ -26,7 +26,11 @@ where K is one of 503 (answered before doing anything), 503_after (the request t
 503_after_clobber (an upload takes effect, "another writer" overwrites the object, then 503),
 429, reset (connection reset before doing anything), reset_after (takes effect, then reset), slow (sleeps
 "delay" seconds, then handles the request normally even if the client gave up), truncate (a full
-Content-Length but half the body, then the connection closes). A rule fires on every E-th request that matches
+Content-Length but half the body, then the connection closes); and hostile kinds, bounded in time and bytes:
+stall (reads the request, answers nothing for "delay" seconds, at most 120, then closes), endless (200 without
+a length, then bytes until the client leaves, at most 64 GiB), huge_length (200 announcing a Content-Length of
+10^12, a few bytes, then close), repeat_token (a listing answers with the pageToken it was asked with, or
+"dDA" on the first page, and no items). A rule fires on every E-th request that matches
 its method and path ("every": E, default 1) until it has fired N times ("count": N, default 1); when several
 rules match, the first that fires wins.
 
@@ -320,6 +324,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.fail_early(fault)
         if fault and fault["kind"] == "slow":
             time.sleep(float(fault.get("delay", 2)))
+        if fault and fault["kind"] in ("stall", "endless", "huge_length"):
+            return self.hostile(fault)
+        if fault and fault["kind"] == "repeat_token":
+            token = urllib.parse.parse_qs(url.query).get("pageToken", ["dDA"])[0]
+            return self.send(200, {"Content-Type": "application/json"},
+                             json.dumps({"kind": "storage#objects", "nextPageToken": token}).encode())
         try:
             status, headers, payload = self.route(app, url, body)
         except HttpError as e:
@@ -343,6 +353,23 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client gave up (a timeout): nothing to answer
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = handle_quietly
+
+    def hostile(self, fault):
+        self.close_connection = True
+        if fault["kind"] == "stall":
+            time.sleep(min(float(fault.get("delay", 60)), 120))
+            return self.reset()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("x-goog-generation", "1")
+        if fault["kind"] == "huge_length":
+            self.send_header("Content-Length", str(10 ** 12))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        block = b"x" * 65536
+        for _ in range(1 if fault["kind"] == "huge_length" else 1 << 20):
+            self.wfile.write(block)
+        self.wfile.flush()
 
     def fail_early(self, fault):
         if fault["kind"] == "reset":

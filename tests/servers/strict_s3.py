@@ -16,7 +16,12 @@ Control endpoints (not S3; no auth; 127.0.0.1 only):
   POST /__faults   body {"rules": [{"method": "PUT", "key": "regex", "action": A, "count": N, "delay_ms": D}]}
                    A = "503" (refuse, nothing applied), "reset" (close the connection, nothing applied),
                    "reset_after" (apply, then close without answering), "500_after" (apply, then answer 500),
-                   "slow" (sleep delay_ms, then serve), "truncate" (GET: send half the body, then close).
+                   "slow" (sleep delay_ms, then serve), "truncate" (GET: send half the body, then close),
+                   hostile: "stall" (read the request, answer nothing for delay_ms, at most 120 s, then
+                   close), "endless" (200 without a length, then bytes until the client leaves, at most
+                   64 GiB), "endless_error" (the same with status 404), "huge_length" (200 announcing
+                   Content-Length 10^12, a few bytes, then close), "repeat_token" (a listing: the page
+                   is truncated and its NextContinuationToken is the token asked with, or "t0").
                    A rule fires for the first `count` requests it matches (default 1).
   GET  /__stats    {"requests": {...per method}, "faults_fired": N, "objects": {bucket: {key: size}},
                    "uploads": number of multipart uploads in progress}
@@ -136,6 +141,27 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
+    def hostile(self, action, rule):
+        """The hostile faults: bounded in time and bytes, so a client that never gives up still ends."""
+        self.close_connection = True
+        if action == "stall":
+            time.sleep(min(rule.get("delay_ms", 60000), 120000) / 1000.0)
+            return self.reset()
+        status = 404 if action == "endless_error" else 200
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        if action == "huge_length":
+            self.send_header("Content-Length", str(10 ** 12))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        block = b"x" * 65536
+        try:
+            for _ in range(1 if action == "huge_length" else 1 << 20):
+                self.wfile.write(block)
+        except OSError:
+            pass
+        return self.reset()
+
     def split(self):
         """(bucket, key, query dict, raw path, raw query) of the request."""
         raw_path, _, raw_query = self.path.partition("?")
@@ -191,6 +217,8 @@ class Handler(BaseHTTPRequestHandler):
         action = rule["action"] if rule else None
         if action == "slow":
             time.sleep(rule.get("delay_ms", 1000) / 1000.0)
+        if action in ("stall", "endless", "endless_error", "huge_length"):
+            return self.hostile(action, rule)
         if action == "503":
             return self.error(503, "SlowDown", "Please reduce your request rate (injected).", head)
         if action == "reset":
@@ -233,7 +261,13 @@ class Handler(BaseHTTPRequestHandler):
             return self.error(500, "InternalError", "injected after the change was applied")
         return self.send(status, body, headers)
 
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+    def handle_quietly(self):
+        try:
+            self.handle_any()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (a limit, a timeout): nothing to answer
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_quietly
 
     # ---- objects ----
     def precondition(self, current):
@@ -336,6 +370,9 @@ class Handler(BaseHTTPRequestHandler):
             keys = sorted((k, len(v[0]), v[1], v[2]) for k, v in STORE.buckets[bucket].items()
                           if k.startswith(prefix) and k > after)
         page, more = keys[:max_keys], len(keys) > max_keys
+        repeat = getattr(self, "fault_after", None) == "repeat_token"
+        if repeat:
+            more = True
         enc = (lambda s: urllib.parse.quote_plus(s, safe="/")) if url else (lambda s: s)
         out = ['<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/'
                '2006-03-01/"><Name>%s</Name><Prefix>%s</Prefix><KeyCount>%d</KeyCount><MaxKeys>%d</MaxKeys>'
@@ -348,7 +385,10 @@ class Handler(BaseHTTPRequestHandler):
                        "<Size>%d</Size><StorageClass>STANDARD</StorageClass></Contents>" % (
                            xml_escape(enc(k)), datetime.datetime.utcfromtimestamp(mtime).strftime(
                                "%Y-%m-%dT%H:%M:%S.000Z"), etag, size))
-        if more:
+        if repeat:
+            out.append("<NextContinuationToken>%s</NextContinuationToken>" % xml_escape(
+                q.get("continuation-token") or "t0"))
+        elif more:
             out.append("<NextContinuationToken>%s</NextContinuationToken>" % xml_escape(page[-1][0]))
         out.append("</ListBucketResult>")
         self.send(200, "".join(out).encode(), {"Content-Type": "application/xml"})

@@ -248,6 +248,34 @@ START_TEST(key_file_errors) {
 }
 END_TEST
 
+/* A key file that is a FIFO (opening it waited for a writer forever), a device or 2 MiB fails at
+ * once, naming the file. */
+START_TEST(key_file_must_be_small_regular_file) {
+    char *fifo = path_in("fifo.json"), *huge = path_in("huge.json");
+    unlink(fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    FILE *f = fopen(huge, "w");
+    ck_assert_int_eq(ftruncate(fileno(f), 2 << 20), 0);
+    fclose(f);
+    const char *files[] = {fifo, "/dev/zero", huge};
+    const int codes[] = {NDS_EINVAL, NDS_EINVAL, NDS_ELIMIT};
+    for (int i = 0; i < 3; i++) {
+        nds_gcs_auth *a = NULL;
+        ck_assert_int_eq(auth_new(&a, NDS_GCS_CRED_KEY_FILE, files[i], NULL), codes[i]);
+        ck_assert_msg(strstr(nds_error_last()->message, files[i]), "%s",
+                      nds_error_last()->message);
+    }
+    setenv("GOOGLE_APPLICATION_CREDENTIALS", fifo, 1);
+    nds_gcs_auth *a = NULL;
+    ck_assert_int_eq(auth_new(&a, NDS_GCS_CRED_DEFAULT, NULL, NULL), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "GOOGLE_APPLICATION_CREDENTIALS"));
+    unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+    unlink(fifo);
+    unlink(huge);
+    free(fifo), free(huge);
+}
+END_TEST
+
 START_TEST(default_chain) {
     nds_gcs_auth *a = NULL;
     char *empty = path_in("empty-home"), *gcloud = path_in("gcloud"), *adc = NULL;
@@ -537,6 +565,7 @@ static Suite *auth_suite(void) {
     suite_add_tcase(s, tc);
     tc = tcase_create("credentials");
     tcase_add_test(tc, key_file_errors);
+    tcase_add_test(tc, key_file_must_be_small_regular_file);
     tcase_add_test(tc, default_chain);
     tcase_add_test(tc, service_account_tokens_cached_and_refreshed);
     tcase_add_test(tc, token_errors);

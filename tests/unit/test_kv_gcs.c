@@ -20,6 +20,7 @@
 #include "ndstore/sys/kv_driver.h"
 #include "support_check.h"
 #include "support_kv_conformance.h"
+#include "internal/util.h"
 #include "support_strict_gcs.h"
 
 #define BUCKET "ndstest"
@@ -57,6 +58,16 @@ static nds_kvstore *open_tuned(const char *timeout, int retries) {
 
 static void set_faults(const char *rules) {
     ck_assert_int_eq(nds_test_gcs_faults(g_endpoint, rules), 0);
+}
+
+/* A store with the given extra spec members (",\"gcs_stall_timeout\":1"). */
+static nds_kvstore *open_with(const char *extra) {
+    char spec[512];
+    const char *url = gcs_url();
+    snprintf(spec, sizeof spec,
+             "{\"driver\":\"gcs\",\"bucket\":\"" BUCKET "\",\"path\":\"%s\",\"endpoint\":\"%s\"%s}",
+             strchr(url + 5, '/') + 1, g_endpoint, extra);
+    return open_spec(spec);
 }
 
 /* ---- URLs, specs, errors ---- */
@@ -478,6 +489,75 @@ START_TEST(http_specs_hide_headers) {
 }
 END_TEST
 
+/* ---- hostile servers ---- */
+
+static int count_key(void *ctx, const char *key, uint64_t size) {
+    (void)key, (void)size;
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* An endless body and a huge Content-Length fail with NDS_ELIMIT, quickly, naming the limit. */
+START_TEST(hostile_bodies_bounded) {
+    nds_kvstore *kv = open_with(",\"gcs_max_response_bytes\":1048576");
+    NDS_OK(nds_kvstore_write(kv, "hb", "small", 5, NULL, NULL));
+    uint64_t t0 = nds_now_ns();
+    nds_read_result r;
+    set_faults("[{\"method\":\"GET\",\"path\":\"hb$\",\"kind\":\"endless\"}]");
+    ck_assert_int_eq(nds_kvstore_read(kv, "hb", NULL, &r), NDS_ELIMIT);
+    const char *m = nds_error_last()->message;
+    ck_assert_msg(strstr(m, "hb") && strstr(m, "larger than 1048576 bytes") &&
+                      strstr(m, "gcs_max_response_bytes"),
+                  "%s", m);
+    set_faults("[{\"method\":\"GET\",\"path\":\"hb$\",\"kind\":\"huge_length\"}]");
+    ck_assert_int_eq(nds_kvstore_read(kv, "hb", NULL, &r), NDS_ELIMIT);
+    ck_assert_msg(strstr(nds_error_last()->message, "Content-Length: 1000000000000"), "%s",
+                  nds_error_last()->message);
+    ck_assert(nds_now_ns() - t0 < 10000000000ull);
+    set_faults("[]");
+    NDS_OK(nds_kvstore_read(kv, "hb", NULL, &r));
+    ck_assert_uint_eq(r.value.len, 5);
+    nds_read_result_dispose(&r);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* A listing answered with the page token it asked with: an error, not an endless loop. */
+START_TEST(hostile_listing_repeats_token) {
+    nds_kvstore *kv = open_with("");
+    NDS_OK(nds_kvstore_write(kv, "k", "v", 1, NULL, NULL));
+    set_faults("[{\"method\":\"GET\",\"path\":\"/o$\",\"kind\":\"repeat_token\","
+               "\"count\":1000000}]");
+    int n = 0;
+    int rc = nds_kvstore_list(kv, "", count_key, &n);
+    const char *m = nds_error_last()->message;
+    ck_assert_msg(rc == NDS_EIO && strstr(m, "continuation token") && strstr(m, "gs://"), "%d %s",
+                  rc, m);
+    set_faults("[]");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* A server that never answers: cut by the stall time and the deadline, with a message. */
+START_TEST(hostile_stall_meets_deadline) {
+    nds_kvstore *kv = open_with(",\"gcs_stall_timeout\":\"1s\",\"gcs_request_deadline\":\"3s\"");
+    NDS_OK(nds_kvstore_write(kv, "st", "v", 1, NULL, NULL));
+    set_faults("[{\"method\":\"GET\",\"path\":\"st$\",\"kind\":\"stall\",\"delay\":20,"
+               "\"count\":100}]");
+    uint64_t t0 = nds_now_ns();
+    nds_read_result r;
+    ck_assert_int_eq(nds_kvstore_read(kv, "st", NULL, &r), NDS_ETIMEOUT);
+    double took = (double)(nds_now_ns() - t0) / 1e9;
+    const char *m = nds_error_last()->message;
+    ck_assert_msg(took > 2.5 && took < 6, "took %.1f s: %s", took, m);
+    ck_assert_msg(strstr(m, "deadline of 3.0 s") && strstr(m, "gcs_request_deadline") &&
+                      strstr(m, "try 1: Operation too slow"),
+                  "%s", m);
+    set_faults("[]");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 static Suite *gcs_suite(void) {
     Suite *s = suite_create("kv_gcs");
     suite_add_tcase(s, nds_kv_conformance_tcase("gcs", gcs_url));
@@ -498,6 +578,9 @@ static Suite *gcs_suite(void) {
     tcase_add_test(faults, lost_answer_then_other_writer_is_unknown);
     tcase_add_test(faults, retried_deletes);
     tcase_add_test(faults, concurrent_writers_under_faults);
+    tcase_add_test(faults, hostile_bodies_bounded);
+    tcase_add_test(faults, hostile_listing_repeats_token);
+    tcase_add_test(faults, hostile_stall_meets_deadline);
     suite_add_tcase(s, faults);
     TCase *http = tcase_create("http");
     tcase_add_test(http, http_reads_ranges_and_revalidates);

@@ -366,6 +366,77 @@ START_TEST(http_helpers) {
 }
 END_TEST
 
+/* Credential files that are no regular file, or too large, fail at once (they hung: fgets on
+ * /dev/zero never ends, opening a FIFO waits for a writer). */
+START_TEST(credential_files_bounded) {
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    unsetenv("AWS_PROFILE");
+    char *dir = nds_test_tmpdir(), *fifo = NULL, *huge = NULL;
+    ck_assert_int_ge(asprintf(&fifo, "%s/fifo", dir), 0);
+    ck_assert_int_ge(asprintf(&huge, "%s/huge", dir), 0);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    FILE *f = fopen(huge, "w");
+    ck_assert_int_eq(ftruncate(fileno(f), 2 << 20), 0);
+    fclose(f);
+    const char *spec = "{\"driver\":\"s3\",\"bucket\":\"b\",\"endpoint\":\"http://127.0.0.1:1\"}";
+    const char *files[] = {"/dev/zero", fifo, huge};
+    const int codes[] = {NDS_EINVAL, NDS_EINVAL, NDS_ELIMIT};
+    const char *says[] = {"not a regular file", "not a regular file", "larger than 1048576"};
+    for (int i = 0; i < 3; i++) {
+        setenv("AWS_SHARED_CREDENTIALS_FILE", files[i], 1);
+        nds_kvstore *kv = NULL;
+        uint64_t t0 = nds_now_ns();
+        int rc = nds_kvstore_open(&kv, spec, NULL);
+        const char *m = nds_error_last()->message;
+        ck_assert_msg(rc == codes[i] && strstr(m, says[i]) && strstr(m, files[i]), "%s: %d %s",
+                      files[i], rc, m);
+        ck_assert(nds_now_ns() - t0 < 2000000000ull);
+    }
+    unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+    unlink(fifo);
+    unlink(huge);
+    nds_test_rmtree(dir);
+    free(fifo), free(huge), free(dir);
+}
+END_TEST
+
+/* Bad bounds in the environment or the spec are refused, naming what. */
+START_TEST(bounds_refused_when_bad) {
+    const char *base = "{\"driver\":\"s3\",\"bucket\":\"b\",\"endpoint\":\"http://127.0.0.1:1\"";
+    const char *members[] = {",\"max_response_bytes\":12}", ",\"request_deadline\":\"soon\"}",
+                             ",\"stall_timeout\":\"10ms\"}", ",\"request_deadline\":0}"};
+    const char *names[] = {"max_response_bytes", "request_deadline", "stall_timeout",
+                           "request_deadline"};
+    nds_kvstore *kv = NULL;
+    for (int i = 0; i < 4; i++) {
+        char spec[256];
+        snprintf(spec, sizeof spec, "%s%s", base, members[i]);
+        int rc = nds_kvstore_open(&kv, spec, NULL);
+        ck_assert_msg(rc == NDS_EINVAL && strstr(nds_error_last()->message, names[i]), "%s: %d %s",
+                      spec, rc, nds_error_last()->message);
+    }
+    const char *vars[] = {"NDS_HTTP_MAX_RESPONSE_BYTES", "NDS_HTTP_DEADLINE",
+                          "NDS_HTTP_STALL_TIMEOUT"};
+    const char *bad[] = {"lots", "-3s", "0.1s"};
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s}", base);
+    for (int i = 0; i < 3; i++) {
+        setenv(vars[i], bad[i], 1);
+        int rc = nds_kvstore_open(&kv, spec, NULL);
+        ck_assert_msg(rc == NDS_EINVAL && strstr(nds_error_last()->message, vars[i]), "%s: %d %s",
+                      vars[i], rc, nds_error_last()->message);
+        unsetenv(vars[i]);
+    }
+    setenv("NDS_HTTP_MAX_RESPONSE_BYTES", "64M", 1);
+    setenv("NDS_HTTP_DEADLINE", "1500ms", 1);
+    NDS_OK(nds_kvstore_open(&kv, spec, NULL));
+    nds_kvstore_free(kv);
+    unsetenv("NDS_HTTP_MAX_RESPONSE_BYTES");
+    unsetenv("NDS_HTTP_DEADLINE");
+}
+END_TEST
+
 /* ---- against a server ---- */
 
 START_TEST(auto_decision_recorded) {
@@ -598,6 +669,7 @@ START_TEST(fault_persistent_errors) {
     ck_assert_ptr_nonnull(strstr(e->message, "/f6"));
     ck_assert_ptr_nonnull(strstr(e->message, "HTTP 503 SlowDown"));
     ck_assert_ptr_nonnull(strstr(e->message, "after 3 attempts"));
+    ck_assert_ptr_nonnull(strstr(e->message, "try 1: HTTP 503; try 2: HTTP 503"));
     assert_no_secrets(e->message);
     assert_value(kv, "f6", NULL);
     size_t n = 11u << 20;
@@ -622,6 +694,103 @@ START_TEST(virtual_hosted_addressing) {
     char *l = nds_kv_test_list(kv, "");
     ck_assert_str_eq(l, "vh=7");
     free(l);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* Hostile answers: an endless body and a huge Content-Length fail with NDS_ELIMIT naming the key
+ * and the limit, quickly and without buffering past it; an endless error body is cut at 64 KiB. */
+START_TEST(hostile_bodies_bounded) {
+    nds_kvstore *kv = open_spec(spec_with(",\"max_response_bytes\":1048576"));
+    put_str(kv, "h1", "small", NULL, 0);
+    uint64_t t0 = nds_now_ns();
+    nds_read_result r;
+    faults("{\"rules\":[{\"method\":\"GET\",\"key\":\"/h1$\",\"action\":\"endless\"}]}");
+    ck_assert_int_eq(nds_kvstore_read(kv, "h1", NULL, &r), NDS_ELIMIT);
+    const char *m = nds_error_last()->message;
+    ck_assert_msg(strstr(m, "/h1") && strstr(m, "larger than 1048576 bytes") &&
+                      strstr(m, "max_response_bytes") && strstr(m, "NDS_HTTP_MAX_RESPONSE_BYTES"),
+                  "%s", m);
+    assert_no_secrets(m);
+    faults("{\"rules\":[{\"method\":\"GET\",\"key\":\"/h1$\",\"action\":\"huge_length\"}]}");
+    ck_assert_int_eq(nds_kvstore_read(kv, "h1", NULL, &r), NDS_ELIMIT);
+    m = nds_error_last()->message;
+    ck_assert_msg(strstr(m, "Content-Length: 1000000000000"), "%s", m);
+    faults(
+        "{\"rules\":[{\"method\":\"GET\",\"key\":\"/h1$\",\"action\":\"endless_error\"}]}");
+    NDS_OK(nds_kvstore_read(kv, "h1", NULL, &r)); /* a 404 whose body never ends: missing */
+    ck_assert_int_eq(r.state, NDS_READ_MISSING);
+    nds_read_result_dispose(&r);
+    /* a real value over the limit: refused from its Content-Length */
+    size_t n = 2u << 20;
+    char *big = malloc(n + 1);
+    memset(big, 'b', n);
+    big[n] = '\0';
+    put_str(kv, "h2", big, NULL, 0);
+    ck_assert_int_eq(nds_kvstore_read(kv, "h2", NULL, &r), NDS_ELIMIT);
+    ck_assert_msg(strstr(nds_error_last()->message, "Content-Length: 2097152"), "%s",
+                  nds_error_last()->message);
+    free(big);
+    ck_assert_msg(nds_now_ns() - t0 < 10000000000ull, "took %.1f s",
+                  (double)(nds_now_ns() - t0) / 1e9);
+    assert_value(kv, "h1", "small");
+    nds_kvstore_free(kv);
+    /* an answer to a PUT is a small document, whatever the store's limit */
+    kv = open_spec(spec_with(""));
+    faults("{\"rules\":[{\"method\":\"PUT\",\"key\":\"/h3$\",\"action\":\"endless\"}]}");
+    ck_assert_int_eq(nds_kvstore_write(kv, "h3", "v", 1, NULL, NULL), NDS_ELIMIT);
+    ck_assert_msg(strstr(nds_error_last()->message, "larger than 1048576 bytes (the limit of this"),
+                  "%s", nds_error_last()->message);
+    faults("{\"rules\":[]}");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* A server that answers every page with the continuation token it was given: an error, not an
+ * endless loop (it made 1,363 requests in 60 s). */
+START_TEST(hostile_listing_repeats_token) {
+    nds_kvstore *kv = open_spec(spec_with(""));
+    put_str(kv, "l1", "x", NULL, 0);
+    faults("{\"rules\":[{\"method\":\"GET\",\"key\":\"^$\",\"action\":\"repeat_token\","
+           "\"count\":1000000}]}");
+    int n = 0;
+    int rc = nds_kvstore_list(kv, "", count_keys, &n);
+    const char *m = nds_error_last()->message;
+    ck_assert_msg(rc == NDS_EIO && strstr(m, "continuation token") && strstr(m, "s3://test/"),
+                  "%d %s", rc, m);
+    faults("{\"rules\":[]}");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* A server that accepts and never answers: each try is cut by the stall time, and the operation by
+ * its deadline, with a message naming the URL, the tries, the time and why each retry happened. */
+START_TEST(hostile_stall_meets_deadline) {
+    nds_kvstore *kv = open_spec(spec_with(",\"stall_timeout\":1,\"request_deadline\":\"3s\""));
+    put_str(kv, "st", "v", NULL, 0);
+    faults("{\"rules\":[{\"method\":\"GET\",\"key\":\"/st$\",\"action\":\"stall\","
+           "\"delay_ms\":20000,\"count\":100}]}");
+    uint64_t t0 = nds_now_ns();
+    nds_read_result r;
+    ck_assert_int_eq(nds_kvstore_read(kv, "st", NULL, &r), NDS_ETIMEOUT);
+    double took = (double)(nds_now_ns() - t0) / 1e9;
+    const char *m = nds_error_last()->message;
+    ck_assert_msg(took > 2.5 && took < 6, "took %.1f s: %s", took, m);
+    ck_assert_msg(strstr(m, "/st") && strstr(m, "attempts in") &&
+                      strstr(m, "deadline of 3.0 s") && strstr(m, "try 1: Operation too slow"),
+                  "%s", m);
+    nds_kvstore_free(kv);
+    /* 503 for ever with 100 tries allowed: the deadline ends the retries, and says so */
+    kv = open_spec(spec_with(",\"max_attempts\":100,\"request_deadline\":\"1500ms\""));
+    faults("{\"rules\":[{\"method\":\"GET\",\"key\":\"/st$\",\"action\":\"503\","
+           "\"count\":1000}]}");
+    t0 = nds_now_ns();
+    ck_assert_int_eq(nds_kvstore_read(kv, "st", NULL, &r), NDS_EIO);
+    took = (double)(nds_now_ns() - t0) / 1e9;
+    m = nds_error_last()->message;
+    ck_assert_msg(took < 4 && strstr(m, "stopped by the deadline") && strstr(m, "HTTP 503"),
+                  "took %.1f s: %s", took, m);
+    faults("{\"rules\":[]}");
     nds_kvstore_free(kv);
 }
 END_TEST
@@ -697,6 +866,11 @@ int main(void) {
     tcase_add_test(off, xml_reader);
     tcase_add_test(off, http_helpers);
     suite_add_tcase(s, off);
+    TCase *bounded = tcase_create("bounded offline");
+    tcase_set_timeout(bounded, 20);
+    tcase_add_test(bounded, credential_files_bounded);
+    tcase_add_test(bounded, bounds_refused_when_bad);
+    suite_add_tcase(s, bounded);
     if (server) {
         fprintf(stderr, "test_kv_s3: server %s, bucket %s, expecting \"%s\"%s\n",
                 getenv("AWS_ENDPOINT_URL_S3"), g_bucket, g_expect,
@@ -720,6 +894,9 @@ int main(void) {
             tcase_add_test(tc, fault_truncated_and_slow);
             tcase_add_test(tc, fault_persistent_errors);
             tcase_add_test(tc, virtual_hosted_addressing);
+            tcase_add_test(tc, hostile_bodies_bounded);
+            tcase_add_test(tc, hostile_listing_repeats_token);
+            tcase_add_test(tc, hostile_stall_meets_deadline);
         }
         suite_add_tcase(s, tc);
     } else {
