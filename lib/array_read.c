@@ -616,15 +616,13 @@ static int read_task(void *ctx, size_t i) {
 
 int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_options *opts) {
     pthread_rwlock_rdlock(&a->meta_lock);
-    int rc = nds_box_check(box, a->meta.rank, a->meta.shape);
-    if (rc) rc = nds_err_prefix(rc, "read of %s", nds_kvstore_url(a->kv));
     nds_txn *txn = call_txn(a, opts);
-    if (!rc && txn) rc = nds_txn_check_open(txn);
+    /* Staged chunks are whole storage chunks: overlaying them needs the storage grid. */
+    bool staged = txn && nds_txn_touches(txn, a);
     io_call c;
+    int rc = io_call_init(&c, a, box, out, a->read_chunk_bytes != 0 && !staged, "read of");
+    if (!rc && txn) rc = nds_txn_check_open(txn);
     if (!rc) {
-        /* Staged chunks are whole storage chunks: overlaying them needs the storage grid. */
-        bool staged = txn && nds_txn_touches(txn, a);
-        io_call_init(&c, a, box, out, a->read_chunk_bytes != 0 && !staged);
         c.txn = staged ? txn : NULL;
         c.stream = nds_box_count(box) * a->elem >= nds_stream_threshold();
         size_t threads = call_threads(opts);

@@ -593,6 +593,114 @@ START_TEST(rank_zero_array) {
 }
 END_TEST
 
+
+/* ---- extreme starts, stops and steps ---- */
+
+/* A sparse reference of the elements written into a huge array: (index, value) pairs, the last
+ * write of an index last. */
+typedef struct sparse_ref {
+    uint64_t idx[8192][3];
+    uint16_t val[8192];
+    size_t n;
+} sparse_ref;
+
+static uint16_t sparse_get(const sparse_ref *r, const uint64_t *i, uint16_t fill) {
+    for (size_t k = r->n; k-- > 0;)
+        if (!memcmp(r->idx[k], i, sizeof r->idx[k])) return r->val[k];
+    return fill;
+}
+
+/* Calls fn on every index of b, in C order, with its position in b's dense buffer. */
+static void box_each(const nds_box *b, void (*fn)(void *, const uint64_t *, uint64_t), void *ctx) {
+    uint64_t i[3], n = 0;
+    /* Written so that no index past the shape is formed: i + step can overflow uint64. */
+    for (i[0] = b->start[0]; i[0] < b->stop[0]; i[0] = b->stop[0] - i[0] > b->step[0] ? i[0] + b->step[0] : b->stop[0])
+        for (i[1] = b->start[1]; i[1] < b->stop[1]; i[1] = b->stop[1] - i[1] > b->step[1] ? i[1] + b->step[1] : b->stop[1])
+            for (i[2] = b->start[2]; i[2] < b->stop[2]; i[2] = b->stop[2] - i[2] > b->step[2] ? i[2] + b->step[2] : b->stop[2])
+                fn(ctx, i, n++);
+}
+
+typedef struct sparse_visit {
+    sparse_ref *ref;
+    uint16_t *buf;
+    int write;
+} sparse_visit;
+
+static void sparse_visit_fn(void *ctx, const uint64_t *i, uint64_t n) {
+    sparse_visit *v = ctx;
+    if (v->write) {
+        ck_assert_uint_lt(v->ref->n, 8192);
+        memcpy(v->ref->idx[v->ref->n], i, sizeof v->ref->idx[0]);
+        v->ref->val[v->ref->n++] = v->buf[n];
+    } else {
+        uint16_t want = sparse_get(v->ref, i, 0x0707);
+        if (v->buf[n] != want)
+            ck_abort_msg("element [%llu, %llu, %llu]: read %u, expected %u", (unsigned long long)i[0],
+                         (unsigned long long)i[1], (unsigned long long)i[2], v->buf[n], want);
+    }
+}
+
+/* The selections of one dimension of extent n tried in every combination: huge steps that select
+ * one element (normalised) or two or three, the last elements, steps of 2^64 - 1. */
+static void extreme_dim(uint64_t n, int kind, uint64_t *start, uint64_t *stop, uint64_t *step) {
+    uint64_t sel[7][3] = {
+        {0, n, n - 1},                 /* first and last */
+        {n - 1, n, INT64_MAX},         /* the last alone, step 2^63 - 1 */
+        {3, n, (n - 3) / 2},           /* three, far apart */
+        {0, n, UINT64_MAX},            /* the first alone, step 2^64 - 1 */
+        {n - 2, n, 1},                 /* the last two */
+        {n / 2, n / 2 + 1, UINT64_MAX - 1},
+        {n - 7, n - 1, 3},             /* two near the end, stop not selected */
+    };
+    *start = sel[kind][0], *stop = sel[kind][1], *step = sel[kind][2];
+}
+
+START_TEST(extreme_boxes_match_reference) {
+    /* Shapes near 2^62 (the format's limit), 2^40 and small, chunks of 5 x 4 x 3. */
+    nds_array *a = create("extreme", "[4611686018427387911, 1099511627777, 1000]", "[5, 4, 3]", 7);
+    static sparse_ref ref;
+    uint64_t shape[3];
+    nds_array_shape(a, shape);
+    static uint16_t buf[64], got[64];
+    srand(11);
+    for (int pass = 0; pass < 2; pass++) /* pass 0 writes every box, pass 1 reads them back */
+        for (int combo = 0; combo < 7 * 7 * 7; combo++) {
+            nds_box b = {.rank = 3};
+            extreme_dim(shape[0], combo % 7, &b.start[0], &b.stop[0], &b.step[0]);
+            extreme_dim(shape[1], combo / 7 % 7, &b.start[1], &b.stop[1], &b.step[1]);
+            extreme_dim(shape[2], combo / 49, &b.start[2], &b.stop[2], &b.step[2]);
+            uint64_t count = nds_box_count(&b);
+            ck_assert_uint_le(count, 27);
+            sparse_visit v = {&ref, pass == 0 ? buf : got, pass == 0};
+            if (pass == 0) {
+                for (uint64_t i = 0; i < count; i++) buf[i] = (uint16_t)(rand() | 1);
+                NDS_OK(nds_array_write(a, &b, buf, NULL));
+            } else {
+                NDS_OK(nds_array_read(a, &b, got, NULL));
+            }
+            box_each(&b, sparse_visit_fn, &v);
+            if (pass == 0) { /* and what was written reads back at once */
+                NDS_OK(nds_array_read(a, &b, got, NULL));
+                v = (sparse_visit){&ref, got, 0};
+                box_each(&b, sparse_visit_fn, &v);
+            }
+        }
+    /* Neighbours of the written elements still hold fill: writes touched nothing else. */
+    nds_box near = {.rank = 3, .start = {shape[0] - 3, shape[1] - 3, shape[2] - 3},
+                    .stop = {shape[0], shape[1], shape[2]}, .step = {1, 1, 1}};
+    NDS_OK(nds_array_read(a, &near, got, NULL));
+    sparse_visit v = {&ref, got, 0};
+    box_each(&near, sparse_visit_fn, &v);
+    /* A box whose bytes cannot be represented: a clear error naming the region, nothing read. */
+    nds_box all;
+    nds_box_full(&all, 3, shape);
+    ck_assert_int_eq(nds_array_read(a, &all, NULL, NULL), NDS_ERANGE);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "region [0:4611686018427387911, "));
+    ck_assert_int_eq(nds_array_write(a, &all, NULL, NULL), NDS_ERANGE);
+    nds_array_free(a);
+}
+END_TEST
+
 int main(void) {
     nds_format_register(&testfmt);
     testfmt_fixed = testfmt;
@@ -612,6 +720,7 @@ int main(void) {
     tcase_add_test(tc, open_errors);
     tcase_add_test(tc, delete_existing_refuses_a_store_root);
     tcase_add_test(tc, rank_zero_array);
+    tcase_add_test(tc, extreme_boxes_match_reference);
     tcase_add_test(tc, resize_refused_before_touching_chunks);
     tcase_add_test(tc, cache_hits_are_revalidated);
     tcase_add_test(tc, cache_under_eviction_serves_current_data);
