@@ -375,11 +375,15 @@ int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_
     nds_txn *txn = call_txn(a, opts);
     if (!rc && txn) rc = nds_txn_check_open(txn);
     if (!rc && txn && a->meta.grouped) rc = nds_array_group_txn_refusal(a); /* nothing staged */
+    if (!rc && !txn) rc = nds_array_check_stale(a, "write to"); /* nothing written */
     if (!rc) {
         c.txn = txn;
         rc = a->meta.grouped ? nds_array_write_groups(a, &c, call_threads(opts)) /* array_group.c */
                              : write_chunks(&c, call_threads(opts));
         if (rc && txn) nds_txn_poison(txn);
+        /* A resize by another handle or process during the write may have cut away chunks it
+         * committed (or be about to clear them): then the write must not report success. */
+        if (!rc && !txn) rc = nds_array_check_metadata(a, "write to");
     }
     pthread_rwlock_unlock(&a->meta_lock);
     return rc;
