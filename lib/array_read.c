@@ -93,13 +93,15 @@ static void sel_byte_span(const io_call *c, const chunk_sel *s, uint64_t *lo, ui
 #define READ_INTO_MIN_ROW 1024
 
 
-/* Whether a canonical chunk can be read straight into place: read whole (so every stored byte has
+/* Whether a canonical chunk can be read straight into place (never at rank 0: rows are along the
+ * last dimension): read whole (so every stored byte has
  * its place in the caller's buffer: not an edge chunk, whose stored rows run past the array), by a
  * driver that can (file), with rows long enough to be worth a scattered read and 64-byte
  * aligned. */
 static bool reads_into_place(const io_call *c, const uint64_t *cell, const chunk_sel *s) {
     const nds_array *a = c->a;
-    if (!s->whole || chunk_crosses_edge(a, cell) || !nds_kvstore_can_read_into(a->kv) ||
+    if (a->meta.rank == 0 || !s->whole || chunk_crosses_edge(a, cell) ||
+        !nds_kvstore_can_read_into(a->kv) ||
         a->meta.chunk_shape[a->meta.rank - 1] * a->elem < READ_INTO_MIN_ROW)
         return false;
     /* The kernel copies into a destination off a cache line at under half speed (measured: 2.2
@@ -411,10 +413,11 @@ static int load_selection(io_call *c, const uint64_t *cell, const chunk_sel *s, 
 
 /* Whether a chunk can be read a piece at a time: a format that hands its decoded bytes over in
  * pieces (zarr v2 and v3 with blosc: a block at a time), the whole chunk, the storage grid,
- * nothing to overlay and no cache to fill with whole chunks. */
+ * nothing to overlay and no cache to fill with whole chunks. Pieces are cut along the last
+ * dimension: a rank-0 array has none. */
 static bool reads_pieces(const io_call *c, const chunk_sel *s) {
     const nds_format *f = c->a->format;
-    return f->version >= 5 && f->decode_chunk_pieces && s->whole &&
+    return f->version >= 5 && f->decode_chunk_pieces && s->whole && c->a->meta.rank > 0 &&
            c->grid_shape == c->a->meta.chunk_shape && !c->txn && !nds_context_cache(c->a->ctx);
 }
 

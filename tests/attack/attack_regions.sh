@@ -115,4 +115,12 @@ refused "index past the shape" "outside [0, 8)"
 nds read "$T/s.zarr" -r "[-9223372036854775808]"
 refused "index -2^63" "outside [0, 8)"
 
+# A rank-0 array stored uncompressed: its read once indexed chunk_shape[rank - 1].
+mkdir -p "$T/r0.zarr"
+printf '{"zarr_format":2,"shape":[],"chunks":[],"dtype":"<i4","compressor":null,"fill_value":0,"order":"C","filters":null}' >"$T/r0.zarr/.zarray"
+printf '\x05\x00\x00\x00' >"$T/r0.zarr/0"
+nds read "$T/r0.zarr"
+succeeded "read of a rank-0 array"
+expect_out "5" "rank-0 read prints its value"
+
 finish

@@ -1342,6 +1342,35 @@ END_TEST
 
 /* ---- arrays written by zarrita's Python ancestor -------------------------------------------- */
 
+/* A rank-0 array stored uncompressed on file, where reads copy straight from the stored bytes
+ * (once indexed chunk_shape[rank - 1], out of bounds for rank 0). */
+START_TEST(rank_zero_on_file) {
+    char *dir = nds_test_tmpdir(), url[512];
+    snprintf(url, sizeof url, "file://%s/s/", dir);
+    put_text(url, "zarr.json", zarr3_array_doc("[]", "int32", "[]", "0", "[" BYTES_LE "]"));
+    nds_array *a;
+    NDS_OK(open_spec(&a, "%s|zarr3:", url));
+    nds_box all;
+    nds_box_full(&all, 0, NULL);
+    int32_t v = -123456, got = 0;
+    NDS_OK(nds_array_write(a, &all, &v, NULL));
+    NDS_OK(nds_array_read(a, &all, &got, NULL));
+    ck_assert_int_eq(got, v);
+    nds_array_free(a);
+    nds_test_rmtree(dir);
+    free(dir);
+    /* blosc-lz4, whose chunks are handed over a block at a time (the last dimension again) */
+    a = zarr3_in_memory("r0/blosc", zarr3_array_doc("[]", "int32", "[]", "0",
+        "[" BYTES_LE ",{\"name\":\"blosc\",\"configuration\":{\"cname\":\"lz4\",\"clevel\":5,"
+        "\"shuffle\":\"shuffle\",\"typesize\":4,\"blocksize\":0}}]"));
+    got = 0;
+    NDS_OK(nds_array_write(a, &all, &v, NULL));
+    NDS_OK(nds_array_read(a, &all, &got, NULL));
+    ck_assert_int_eq(got, v);
+    nds_array_free(a);
+}
+END_TEST
+
 START_TEST(zarrita_fixtures) {
     static const char *const names[] = {
         "1d.chunked.compressed.sharded.i2", "1d.chunked.filled.compressed.sharded.i2",
@@ -1398,6 +1427,7 @@ int main(void) {
     tcase_add_test(tc, attributes_and_resize);
     tcase_add_test(tc, create_race_threads);
     tcase_add_test(tc, zarrita_fixtures);
+    tcase_add_test(tc, rank_zero_on_file);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
