@@ -664,6 +664,20 @@ START_TEST(hostile_metadata) {
         {"{" BASE_MEMBERS "\"shape\":[4],\"chunk_grid\":{\"name\":\"regular\",\"configuration\":"
          "{\"chunk_shape\":[2]}},\"codecs\":[{\"configuration\":{}}]}",
          NDS_EFORMAT, "missing member \"name\""},
+        /* errors of bytes-to-bytes codecs, at the top and nested in a shard: the path once */
+        {"{" BASE_MEMBERS "\"shape\":[4],\"chunk_grid\":{\"name\":\"regular\",\"configuration\":"
+         "{\"chunk_shape\":[2]}},\"codecs\":[" BYTES_LE ",{\"name\":\"zstd\",\"configuration\":"
+         "{\"level\":\"x\"}}]}",
+         NDS_EFORMAT, "doc: codecs[1]: \"level\" must be an integer"},
+        {"{" BASE_MEMBERS "\"shape\":[4],\"chunk_grid\":{\"name\":\"regular\",\"configuration\":"
+         "{\"chunk_shape\":[2]}},\"codecs\":[" BYTES_LE ",{\"name\":\"numcodecs.zlib\","
+         "\"configuration\":{\"level\":99}}]}",
+         NDS_EFORMAT, "doc: codecs[1]: zlib config: \"level\" is 99"},
+        {"{" BASE_MEMBERS "\"shape\":[4],\"chunk_grid\":{\"name\":\"regular\",\"configuration\":"
+         "{\"chunk_shape\":[2]}},\"codecs\":[{\"name\":\"sharding_indexed\",\"configuration\":"
+         "{\"chunk_shape\":[2],\"codecs\":[" BYTES_LE ",{\"name\":\"gzip\",\"configuration\":"
+         "{\"level\":99}}],\"index_codecs\":[" BYTES_LE "]}}]}",
+         NDS_EFORMAT, "doc: codecs[0].configuration.codecs[1]: \"level\" is 99"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         nds_zarr3_meta m;
@@ -676,6 +690,9 @@ START_TEST(hostile_metadata) {
                       rc, msg);
         ck_assert_msg(strstr(msg, cases[i].needle) != NULL, "case %zu: \"%s\" lacks \"%s\"", i,
                       msg, cases[i].needle);
+        const char *first = strstr(msg, "doc:"); /* the document is named once */
+        ck_assert_msg(!first || !strstr(first + 1, "doc:"), "case %zu: \"%s\" repeats its prefix",
+                      i, msg);
     }
     /* An extension object with must_understand false is ignored; nested sharding deeper than the
      * limit is refused. */
