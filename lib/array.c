@@ -196,10 +196,11 @@ int nds_array_check_metadata(nds_array *a, const char *what) {
                               nds_kvstore_url(a->kv));
     if (nds_generation_equal(&now, &a->meta_gen)) return 0;
     __atomic_store_n(&a->meta_stale, 1, __ATOMIC_RELEASE);
-    return nds_err(NDS_ECONFLICT,
-                   "%s %s: array metadata changed during the write (resized?): what was written may "
-                   "lie outside the current shape; reopen the array and write again",
-                   what, nds_kvstore_url(a->kv));
+    return nds_err(
+        NDS_ECONFLICT,
+        "%s %s: array metadata changed during the write (resized?): what was written may "
+        "lie outside the current shape; reopen the array and write again",
+        what, nds_kvstore_url(a->kv));
 }
 
 void nds_array_metadata_changed(nds_array *a) {
@@ -229,11 +230,12 @@ static bool metadata_current(nds_array *a) {
 static int open_format(nds_array *a, const nds_format *f, json_object *spec, unsigned mode) {
     unsigned reopen = mode & ~(unsigned)(NDS_OPEN_CREATE | NDS_OPEN_DELETE_EXISTING);
     nds_generation before = {NDS_GEN_NONE, {0}}, after;
-    a->format = f; /* for the generation reads */
+    a->format = f;                   /* for the generation reads */
     a->meta_gen.kind = NDS_GEN_NONE; /* compared against nothing: read whole */
     if (!a->txn && nds_array_metadata_generation(a, &before)) before.kind = NDS_GEN_NONE;
     for (int attempt = 0; attempt < 3; attempt++) {
-        a->format = NULL; /* set again only when open succeeded: destroy must not close a failed state */
+        a->format =
+            NULL; /* set again only when open succeeded: destroy must not close a failed state */
         int rc = f->open(a->kv, spec, attempt ? reopen : mode, &a->state, &a->meta);
         if (rc) return rc; /* its errors name the format already */
         a->format = f;

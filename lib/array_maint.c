@@ -188,7 +188,7 @@ typedef struct exposed_cells {
     nds_array *a;
     size_t rank;
     uint64_t kept[NDS_MAX_RANK], grown[NDS_MAX_RANK]; /* grid extents */
-    uint64_t box_cells[NDS_MAX_RANK];                  /* cells of box d */
+    uint64_t box_cells[NDS_MAX_RANK];                 /* cells of box d */
 } exposed_cells;
 
 static uint64_t box_extent(const exposed_cells *e, size_t box, size_t d) {

@@ -92,8 +92,8 @@ static int parse_index(item it, size_t d, int *present, long long *out) {
     if (*end != '\0' || end == tmp)
         return nds_err(NDS_EINVAL, "region dimension %zu: \"%s\" is not an integer", d, tmp);
     if (errno == ERANGE)
-        return nds_err(NDS_EINVAL, "region dimension %zu: %s is out of range (at most 2^63 - 1)",
-                       d, tmp);
+        return nds_err(NDS_EINVAL, "region dimension %zu: %s is out of range (at most 2^63 - 1)", d,
+                       tmp);
     return 0;
 }
 

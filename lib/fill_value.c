@@ -36,8 +36,7 @@ static int out_of_range(const json_object *v, nds_dtype t, const char *doc) {
 
 /* Stores real value d parsed from v as one element of float type t: a number that only fits as
  * infinity (1e400, or 1e39 for float32) is an error; "Infinity" and "NaN" spelled so stay. */
-static int store_real(nds_dtype t, const json_object *v, double d, const char *doc,
-                      uint8_t *out) {
+static int store_real(nds_dtype t, const json_object *v, double d, const char *doc, uint8_t *out) {
     store_float(t, d, out);
     bool spelled = json_object_is_type(v, json_type_string);
     double stored = load_float(t, out);

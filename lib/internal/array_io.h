@@ -24,12 +24,12 @@ static inline void cache_url(const nds_array *a, const char *key, char *buf, siz
 
 /* ---- chunk grid iteration ---- */
 
-/* The chunks a box touches. In dimension d either every chunk from first[d] to first[d] + count[d] -
- * 1 holds selected indices (the step is below the chunk size), or, when the step is at least the
+/* The chunks a box touches. In dimension d either every chunk from first[d] to first[d] + count[d]
+ * - 1 holds selected indices (the step is below the chunk size), or, when the step is at least the
  * chunk size (sparse), each selected index lies in a chunk of its own: count[d] = the box's extent
- * and the k-th is the chunk of start + k * step. So count[d] never exceeds the box's extent, and the
- * total is bounded by its element count (checked to fit by io_call_init), however large the steps
- * and the gaps between selected chunks. */
+ * and the k-th is the chunk of start + k * step. So count[d] never exceeds the box's extent, and
+ * the total is bounded by its element count (checked to fit by io_call_init), however large the
+ * steps and the gaps between selected chunks. */
 typedef struct grid_range {
     size_t rank;
     uint64_t first[NDS_MAX_RANK], count[NDS_MAX_RANK];
@@ -100,18 +100,18 @@ static inline bool select_in_chunk(const nds_array_meta *m, const uint64_t *grid
 /* The state of one read or write call. The box is the caller's, checked and normalised. */
 typedef struct io_call {
     nds_array *a;
-    const nds_box *box; /* = &norm */
-    nds_box norm;       /* the caller's box, normalised (io_box_normalise) */
+    const nds_box *box;         /* = &norm */
+    nds_box norm;               /* the caller's box, normalised (io_box_normalise) */
     const uint64_t *grid_shape; /* chunk shape of the grid iterated */
     size_t grid_bytes;          /* canonical bytes of one chunk of that grid */
     grid_range grid;
-    uint8_t *buf; /* caller's buffer (read: destination; write: source, not modified) */
-    nds_txn *txn; /* staging / overlay transaction, or NULL */
+    uint8_t *buf;           /* caller's buffer (read: destination; write: source, not modified) */
+    nds_txn *txn;           /* staging / overlay transaction, or NULL */
     nds_write_batch *batch; /* write: chunks staged and published in batches, or NULL */
-    int64_t buf_stride[NDS_MAX_RANK];  /* byte strides of the box's dense buffer */
-    int64_t chunk_unit[NDS_MAX_RANK];  /* byte strides of the canonical chunk */
+    int64_t buf_stride[NDS_MAX_RANK];   /* byte strides of the box's dense buffer */
+    int64_t chunk_unit[NDS_MAX_RANK];   /* byte strides of the canonical chunk */
     int64_t chunk_stride[NDS_MAX_RANK]; /* chunk_unit x box step (see stepped_stride) */
-    size_t run; /* read: chunks one task decodes and copies (all those along the last dimension) */
+    size_t run;  /* read: chunks one task decodes and copies (all those along the last dimension) */
     bool stream; /* read: copies into buf bypass the cache (buf is larger than the cache) */
 } io_call;
 
@@ -187,7 +187,7 @@ static inline int64_t sel_chunk_offset(const io_call *c, const chunk_sel *s) {
 }
 
 static inline void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, uint8_t **bp,
-                         uint8_t **cp) {
+                                uint8_t **cp) {
     *bp = sel_buffer(c, s);
     *cp = chunk + sel_chunk_offset(c, s);
 }
