@@ -76,6 +76,16 @@ static uint64_t bb_bound(const bb_codec *b, uint64_t n) {
 static bool name_is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
 /* Fails with NDS_EFORMAT naming the first member of config not in allowed (NULL-terminated). */
+/* Puts dp before the current error unless it is there already. The parsers given dp name it in
+ * their own errors; only errors from below (a codec's create, config_json) lack it. Prefixing at
+ * every level that holds dp repeated it ("zarr3: zarr.json of X: codecs[1]: zarr3: zarr.json of
+ * X: codecs[1]: ..."), so the prefix is added once, wherever the error passes first. */
+static int prefix_once(int rc, const char *dp) {
+    const char *msg = nds_error_last()->message;
+    if (nds_error_last()->code == rc && strncmp(msg, dp, strlen(dp)) == 0) return rc;
+    return nds_err_prefix(rc, "%s", dp);
+}
+
 static int check_members(const json_object *config, const char *const *allowed, const char *dp) {
     if (!config) return 0;
     json_object_object_foreach((json_object *)config, key, val) {
@@ -299,7 +309,7 @@ static int parse_numcodecs(const char *id, const json_object *cfg, const char *d
     int rc = codec->create(&state, p->nc, p->elem_size);
     if (!rc) rc = codec->config_json(state, &full);
     codec->destroy(state);
-    if (rc) return nds_err_prefix(rc, "%s", dp);
+    if (rc) return prefix_once(rc, dp);
     json_object_object_foreach(full, key, val) {
         if (!name_is(key, "id")) json_object_object_add(p->v3, key, json_object_get(val));
     }
@@ -344,7 +354,7 @@ static int parse_bb(nds_z3_chain *c, const char *name, const char *id, const jso
     json_object_put(p.nc);
     if (rc) {
         json_object_put(p.v3);
-        return nds_err_prefix(rc, "%s", dp);
+        return prefix_once(rc, dp);
     }
     b->codec = codec;
     b->crc = name_is(id, "crc32c");
@@ -833,7 +843,7 @@ int nds_z3_codec_from_numcodecs(const json_object *config, size_t elem_size, con
     rc = codec->create(&state, config, elem_size);
     if (!rc) rc = codec->config_json(state, &full);
     codec->destroy(state);
-    if (rc) return nds_err_prefix(rc, "%s", doc);
+    if (rc) return prefix_once(rc, doc);
     bool core = name_is(id, "gzip") || name_is(id, "zstd") || name_is(id, "blosc") ||
                 name_is(id, "crc32c");
     char name[64];

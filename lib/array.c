@@ -157,6 +157,99 @@ static int delete_existing(nds_array *a) {
     return nds_kvstore_delete_range(a->kv, "", "");
 }
 
+
+/* ---- the metadata generation a handle was opened at ---- */
+
+int nds_array_metadata_generation(nds_array *a, nds_generation *gen) {
+    gen->kind = NDS_GEN_NONE;
+    if (!a->format->metadata_key) return 0;
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.if_not_equal = a->meta_gen; /* unchanged: no bytes */
+    nds_read_result r;
+    int rc = nds_kvstore_read(a->kv, a->format->metadata_key, &o, &r);
+    if (rc)
+        return nds_err_prefix(rc, "%s: metadata of %s", a->format->name, nds_kvstore_url(a->kv));
+    *gen = r.generation;
+    nds_read_result_dispose(&r);
+    return 0;
+}
+
+/* Metadata checks are only for handles outside transactions, on stores with generations. */
+static bool checks_metadata(const nds_array *a) {
+    return !a->txn && a->meta_gen.kind == NDS_GEN_VALUE;
+}
+
+int nds_array_check_stale(const nds_array *a, const char *what) {
+    if (!checks_metadata(a) || !__atomic_load_n(&a->meta_stale, __ATOMIC_ACQUIRE)) return 0;
+    return nds_err(NDS_ECONFLICT,
+                   "%s %s: array metadata changed since it was opened (resized?): reopen it", what,
+                   nds_kvstore_url(a->kv));
+}
+
+int nds_array_check_metadata(nds_array *a, const char *what) {
+    int rc = nds_array_check_stale(a, what);
+    if (rc || !checks_metadata(a)) return rc;
+    nds_generation now;
+    rc = nds_array_metadata_generation(a, &now);
+    if (rc) /* the write is done; whether it lies inside the shape is unknown */
+        return nds_err_prefix(rc, "%s %s: done, but checking the array metadata failed", what,
+                              nds_kvstore_url(a->kv));
+    if (nds_generation_equal(&now, &a->meta_gen)) return 0;
+    __atomic_store_n(&a->meta_stale, 1, __ATOMIC_RELEASE);
+    return nds_err(
+        NDS_ECONFLICT,
+        "%s %s: array metadata changed during the write (resized?): what was written may "
+        "lie outside the current shape; reopen the array and write again",
+        what, nds_kvstore_url(a->kv));
+}
+
+void nds_array_metadata_changed(nds_array *a) {
+    if (!checks_metadata(a)) return;
+    /* Read after this handle's own metadata write: a change by someone else in between would be
+     * taken for ours (the format interface does not return the generation it wrote). */
+    nds_generation now;
+    if (nds_array_metadata_generation(a, &now) == 0 && now.kind == NDS_GEN_VALUE) {
+        a->meta_gen = now;
+        __atomic_store_n(&a->meta_stale, 0, __ATOMIC_RELEASE);
+    }
+}
+
+/* Whether a's metadata key still has the generation a was opened at (no error set). */
+static bool metadata_current(nds_array *a) {
+    nds_generation now;
+    if (!checks_metadata(a)) return true;
+    if (__atomic_load_n(&a->meta_stale, __ATOMIC_ACQUIRE)) return false;
+    return nds_array_metadata_generation(a, &now) == 0 && nds_generation_equal(&now, &a->meta_gen);
+}
+
+/* Opens the format's instance and records the generation of the metadata it read: read before
+ * and after the open, and kept when they agree. When they differ (the open created or extended
+ * the metadata, or someone changed it meanwhile) the instance is opened again, without creating,
+ * from the metadata as it now is; a generation that keeps moving stays the older one, so that a
+ * later check fails safe. */
+static int open_format(nds_array *a, const nds_format *f, json_object *spec, unsigned mode) {
+    unsigned reopen = mode & ~(unsigned)(NDS_OPEN_CREATE | NDS_OPEN_DELETE_EXISTING);
+    nds_generation before = {NDS_GEN_NONE, {0}}, after;
+    a->format = f;                   /* for the generation reads */
+    a->meta_gen.kind = NDS_GEN_NONE; /* compared against nothing: read whole */
+    if (!a->txn && nds_array_metadata_generation(a, &before)) before.kind = NDS_GEN_NONE;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        a->format =
+            NULL; /* set again only when open succeeded: destroy must not close a failed state */
+        int rc = f->open(a->kv, spec, attempt ? reopen : mode, &a->state, &a->meta);
+        if (rc) return rc; /* its errors name the format already */
+        a->format = f;
+        if (a->txn || nds_array_metadata_generation(a, &after) ||
+            nds_generation_equal(&before, &after) || attempt == 2)
+            break;
+        f->close(a->state);
+        a->state = NULL;
+        before = after;
+    }
+    a->meta_gen = a->txn ? (nds_generation){NDS_GEN_NONE, {0}} : before;
+    return 0;
+}
+
 static int open_with_spec(nds_array *a, json_object *spec, unsigned mode) {
     int rc = open_array_kvstore(spec, a->ctx, &a->kv);
     if (!rc && a->txn) { /* inside a transaction: see and stage through its staging handle */
@@ -171,12 +264,8 @@ static int open_with_spec(nds_array *a, json_object *spec, unsigned mode) {
     if (!rc) rc = resolve_format(spec, a->kv, mode, &a->format);
     if (!rc && (mode & NDS_OPEN_DELETE_EXISTING)) rc = delete_existing(a);
     if (rc) return rc;
-    const nds_format *f = a->format;
-    a->format =
-        NULL; /* set again only when open succeeded, so destroy does not close a failed state */
-    rc = f->open(a->kv, spec, mode, &a->state, &a->meta); /* its errors name the format already */
+    rc = open_format(a, a->format, spec, mode);
     if (rc) return rc;
-    a->format = f;
     return nds_array_derive_sizes(a);
 }
 
@@ -288,7 +377,11 @@ int nds_array_set_attributes(nds_array *a, const char *text) {
         return nds_err(NDS_EINVAL, "attributes must be a json object");
     }
     pthread_rwlock_wrlock(&a->meta_lock);
+    bool current = metadata_current(a);
     rc = a->format->set_attributes(a->state, a->kv, attrs);
+    /* The handle's metadata stays what it was: up to date only if it was before. */
+    if (!rc && current) nds_array_metadata_changed(a);
+    if (!rc && !current) __atomic_store_n(&a->meta_stale, 1, __ATOMIC_RELEASE);
     pthread_rwlock_unlock(&a->meta_lock);
     json_object_put(attrs);
     return rc;

@@ -312,7 +312,7 @@ static int stage_write(io_call *c, const uint64_t *cell, const chunk_sel *s) {
     nds_c_strides(a->meta.rank, a->meta.chunk_shape, 1, mask_stride);
     for (size_t d = 0; d < a->meta.rank; d++) {
         off += (int64_t)s->in_chunk[d] * mask_stride[d];
-        mask_stride[d] *= (int64_t)c->box->step[d];
+        mask_stride[d] = stepped_stride(mask_stride[d], c->box->step[d], a->meta.chunk_shape[d]);
     }
     static const uint8_t one = 1;
     nds_strided_fill(a->meta.rank, s->extent, 1, staged->mask + off, mask_stride, &one);
@@ -370,18 +370,20 @@ static int write_chunks(io_call *c, size_t threads) {
 
 int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_io_options *opts) {
     pthread_rwlock_rdlock(&a->meta_lock);
-    int rc = nds_box_check(box, a->meta.rank, a->meta.shape);
-    if (rc) rc = nds_err_prefix(rc, "write to %s", nds_kvstore_url(a->kv));
+    io_call c;
+    int rc = io_call_init(&c, a, box, in, false, "write to");
     nds_txn *txn = call_txn(a, opts);
     if (!rc && txn) rc = nds_txn_check_open(txn);
     if (!rc && txn && a->meta.grouped) rc = nds_array_group_txn_refusal(a); /* nothing staged */
-    io_call c;
+    if (!rc && !txn) rc = nds_array_check_stale(a, "write to"); /* nothing written */
     if (!rc) {
-        io_call_init(&c, a, box, in, false);
         c.txn = txn;
         rc = a->meta.grouped ? nds_array_write_groups(a, &c, call_threads(opts)) /* array_group.c */
                              : write_chunks(&c, call_threads(opts));
         if (rc && txn) nds_txn_poison(txn);
+        /* A resize by another handle or process during the write may have cut away chunks it
+         * committed (or be about to clear them): then the write must not report success. */
+        if (!rc && !txn) rc = nds_array_check_metadata(a, "write to");
     }
     pthread_rwlock_unlock(&a->meta_lock);
     return rc;

@@ -129,7 +129,8 @@ int nds_array_verify(nds_array *a, nds_verify_fn fn, void *ctx, uint64_t *checke
 
 /* ---- resize ---- */
 
-/* Resets the elements of a kept edge chunk that lie beyond the new shape to fill. */
+/* Resets the elements of a kept edge chunk that lie beyond a->meta.shape (the shape kept) to
+ * fill. */
 static void fill_beyond(void *ctx, const uint64_t *cell, uint8_t *chunk) {
     nds_array *a = ctx;
     const nds_array_meta *m = &a->meta;
@@ -147,12 +148,15 @@ static void fill_beyond(void *ctx, const uint64_t *cell, uint8_t *chunk) {
     }
 }
 
+/* a->meta.shape is the kept shape (old and new shape's minimum) while the tasks run. */
 typedef struct resize_call {
     nds_array *a;
     chunk_list *list;
-    const uint64_t *old_shape;
+    const uint64_t *old_shape, *new_shape;
 } resize_call;
 
+/* Clears one stored chunk against the kept shape: deleted when it lies outside it, its part
+ * beyond it reset to fill when it straddles the kept shape's edge in a dimension that changes. */
 static int resize_task(void *ctx, size_t i) {
     resize_call *r = ctx;
     nds_array *a = r->a;
@@ -161,8 +165,8 @@ static int resize_task(void *ctx, size_t i) {
     for (size_t d = 0; d < a->meta.rank; d++) {
         uint64_t c0 = cell[d] * a->meta.chunk_shape[d];
         outside = outside || c0 >= a->meta.shape[d];
-        bool shrunk = a->meta.shape[d] < r->old_shape[d];
-        edge = edge || (shrunk && c0 + a->meta.chunk_shape[d] > a->meta.shape[d]);
+        bool changes = r->new_shape[d] != r->old_shape[d];
+        edge = edge || (changes && c0 + a->meta.chunk_shape[d] > a->meta.shape[d]);
     }
     if (outside) {
         int rc = nds_kvstore_delete(a->kv, r->list->keys[i], NULL);
@@ -173,6 +177,83 @@ static int resize_task(void *ctx, size_t i) {
     return edge ? nds_array_update_chunk(a, cell, 0, NULL, fill_beyond, a) : 0;
 }
 
+/* The chunks a grow newly exposes: cells inside the new grid and outside the kept one (the old
+ * and new shapes' minimum). Formats parse only keys inside their current grid, so a listing does
+ * not find these: they are deleted by key. The cells form rank disjoint boxes: box d holds the
+ * cells inside the kept grid in dimensions before d, beyond it in d, anywhere in the new grid
+ * after d. */
+#define EXPOSED_MAX (UINT64_C(1) << 16) /* more: not deleted by key (docs/guarantees.md) */
+
+typedef struct exposed_cells {
+    nds_array *a;
+    size_t rank;
+    uint64_t kept[NDS_MAX_RANK], grown[NDS_MAX_RANK]; /* grid extents */
+    uint64_t box_cells[NDS_MAX_RANK];                 /* cells of box d */
+} exposed_cells;
+
+static uint64_t box_extent(const exposed_cells *e, size_t box, size_t d) {
+    return d < box ? e->kept[d] : d == box ? e->grown[d] - e->kept[d] : e->grown[d];
+}
+
+static int delete_exposed(void *ctx, size_t i) {
+    const exposed_cells *e = ctx;
+    size_t box = 0;
+    uint64_t cell[NDS_MAX_RANK], k = i;
+    while (k >= e->box_cells[box]) k -= e->box_cells[box++];
+    for (size_t d = e->rank; d-- > 0;) {
+        uint64_t n = box_extent(e, box, d);
+        cell[d] = k % n + (d == box ? e->kept[d] : 0);
+        k /= n;
+    }
+    char key[512];
+    int rc = nds_array_chunk_key(e->a, cell, key, sizeof key);
+    if (!rc) rc = nds_kvstore_delete(e->a->kv, key, NULL);
+    return rc ? nds_err_prefix(rc, "resize of %s: clearing chunk %s", nds_kvstore_url(e->a->kv),
+                               key)
+              : 0;
+}
+
+/* Deletes the chunks a grow to new_shape exposes (a->meta.shape: the kept shape), when there are
+ * at most EXPOSED_MAX of them. */
+static int clear_exposed(nds_array *a, const uint64_t *new_shape) {
+    exposed_cells e = {.a = a, .rank = a->meta.rank};
+    uint64_t total = 0;
+    for (size_t d = 0; d < e.rank; d++) {
+        e.kept[d] = nds_ceil_div(a->meta.shape[d], a->meta.chunk_shape[d]);
+        e.grown[d] = nds_ceil_div(new_shape[d], a->meta.chunk_shape[d]);
+    }
+    for (size_t box = 0; box < e.rank; box++) {
+        uint64_t n = 1;
+        for (size_t d = 0; d < e.rank && n; d++)
+            if (!nds_mul_u64(n, box_extent(&e, box, d), &n)) return 0;
+        e.box_cells[box] = n;
+        if (!nds_add_u64(total, n, &total) || total > EXPOSED_MAX) return 0;
+    }
+    return nds_pool_for(nds_context_pool(a->ctx), (size_t)total, 0, delete_exposed, &e);
+}
+
+/* Clears, before a resize publishes new_shape, every stored element outside the shape kept (the
+ * minimum of the old and the new): a shrink's cut part, and on a grow what it newly exposes
+ * (chunks a racing writer or an interrupted shrink left beyond the old shape). */
+static int clear_outside_kept(nds_array *a, const uint64_t *new_shape) {
+    nds_array_meta old = a->meta;
+    bool changes = false;
+    for (size_t d = 0; d < old.rank; d++) {
+        changes = changes || new_shape[d] != old.shape[d];
+        a->meta.shape[d] = nds_min_u64(old.shape[d], new_shape[d]);
+    }
+    chunk_list l;
+    int rc = changes ? list_chunks(a, &l) : 0;
+    if (!rc && changes) {
+        resize_call r = {a, &l, old.shape, new_shape};
+        rc = nds_pool_for(nds_context_pool(a->ctx), l.n, 0, resize_task, &r);
+        chunk_list_dispose(&l);
+    }
+    if (!rc && changes) rc = clear_exposed(a, new_shape);
+    a->meta = old;
+    return rc;
+}
+
 int nds_array_resize(nds_array *a, const uint64_t *new_shape) {
     /* Refuse before any clean-up: a format that cannot resize must not lose chunks first. */
     if (!a->format->resize)
@@ -180,21 +261,15 @@ int nds_array_resize(nds_array *a, const uint64_t *new_shape) {
                        a->format->name);
     pthread_rwlock_wrlock(&a->meta_lock);
     nds_array_meta old = a->meta;
-    /* Clean up first (against the new shape), then publish it: a crash in between loses only data
-     * the caller was removing, and never leaves stale elements that a later grow would expose. */
-    memcpy(a->meta.shape, new_shape, a->meta.rank * sizeof *new_shape);
-    bool shrinks = false;
-    for (size_t d = 0; d < old.rank; d++) shrinks = shrinks || new_shape[d] < old.shape[d];
-    chunk_list l;
-    int rc = shrinks ? list_chunks(a, &l) : 0;
-    if (!rc && shrinks) {
-        resize_call r = {a, &l, old.shape};
-        rc = nds_pool_for(nds_context_pool(a->ctx), l.n, 0, resize_task, &r);
-        chunk_list_dispose(&l);
-    }
-    a->meta = old;
+    /* Clean up first, then publish: a crash in between loses only data the caller was removing,
+     * and leaves nothing stale that the new shape (or a later grow) would expose. The format's
+     * resize re-reads the metadata and refuses a document changed beyond its shape. */
+    int rc = clear_outside_kept(a, new_shape);
     if (!rc) rc = a->format->resize(a->state, a->kv, new_shape, &a->meta);
-    if (rc) a->meta = old;
+    if (rc)
+        a->meta = old;
+    else
+        nds_array_metadata_changed(a); /* the format's resize refreshed meta */
     pthread_rwlock_unlock(&a->meta_lock);
     return rc;
 }

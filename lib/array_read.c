@@ -93,13 +93,15 @@ static void sel_byte_span(const io_call *c, const chunk_sel *s, uint64_t *lo, ui
 #define READ_INTO_MIN_ROW 1024
 
 
-/* Whether a canonical chunk can be read straight into place: read whole (so every stored byte has
+/* Whether a canonical chunk can be read straight into place (never at rank 0: rows are along the
+ * last dimension): read whole (so every stored byte has
  * its place in the caller's buffer: not an edge chunk, whose stored rows run past the array), by a
  * driver that can (file), with rows long enough to be worth a scattered read and 64-byte
  * aligned. */
 static bool reads_into_place(const io_call *c, const uint64_t *cell, const chunk_sel *s) {
     const nds_array *a = c->a;
-    if (!s->whole || chunk_crosses_edge(a, cell) || !nds_kvstore_can_read_into(a->kv) ||
+    if (a->meta.rank == 0 || !s->whole || chunk_crosses_edge(a, cell) ||
+        !nds_kvstore_can_read_into(a->kv) ||
         a->meta.chunk_shape[a->meta.rank - 1] * a->elem < READ_INTO_MIN_ROW)
         return false;
     /* The kernel copies into a destination off a cache line at under half speed (measured: 2.2
@@ -411,10 +413,11 @@ static int load_selection(io_call *c, const uint64_t *cell, const chunk_sel *s, 
 
 /* Whether a chunk can be read a piece at a time: a format that hands its decoded bytes over in
  * pieces (zarr v2 and v3 with blosc: a block at a time), the whole chunk, the storage grid,
- * nothing to overlay and no cache to fill with whole chunks. */
+ * nothing to overlay and no cache to fill with whole chunks. Pieces are cut along the last
+ * dimension: a rank-0 array has none. */
 static bool reads_pieces(const io_call *c, const chunk_sel *s) {
     const nds_format *f = c->a->format;
-    return f->version >= 5 && f->decode_chunk_pieces && s->whole &&
+    return f->version >= 5 && f->decode_chunk_pieces && s->whole && c->a->meta.rank > 0 &&
            c->grid_shape == c->a->meta.chunk_shape && !c->txn && !nds_context_cache(c->a->ctx);
 }
 
@@ -616,15 +619,13 @@ static int read_task(void *ctx, size_t i) {
 
 int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_options *opts) {
     pthread_rwlock_rdlock(&a->meta_lock);
-    int rc = nds_box_check(box, a->meta.rank, a->meta.shape);
-    if (rc) rc = nds_err_prefix(rc, "read of %s", nds_kvstore_url(a->kv));
     nds_txn *txn = call_txn(a, opts);
-    if (!rc && txn) rc = nds_txn_check_open(txn);
+    /* Staged chunks are whole storage chunks: overlaying them needs the storage grid. */
+    bool staged = txn && nds_txn_touches(txn, a);
     io_call c;
+    int rc = io_call_init(&c, a, box, out, a->read_chunk_bytes != 0 && !staged, "read of");
+    if (!rc && txn) rc = nds_txn_check_open(txn);
     if (!rc) {
-        /* Staged chunks are whole storage chunks: overlaying them needs the storage grid. */
-        bool staged = txn && nds_txn_touches(txn, a);
-        io_call_init(&c, a, box, out, a->read_chunk_bytes != 0 && !staged);
         c.txn = staged ? txn : NULL;
         c.stream = nds_box_count(box) * a->elem >= nds_stream_threshold();
         size_t threads = call_threads(opts);

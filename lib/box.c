@@ -89,8 +89,11 @@ static int parse_index(item it, size_t d, int *present, long long *out) {
     char *end;
     errno = 0;
     *out = strtoll(tmp, &end, 10);
-    if (*end != '\0' || errno)
+    if (*end != '\0' || end == tmp)
         return nds_err(NDS_EINVAL, "region dimension %zu: \"%s\" is not an integer", d, tmp);
+    if (errno == ERANGE)
+        return nds_err(NDS_EINVAL, "region dimension %zu: %s is out of range (at most 2^63 - 1)", d,
+                       tmp);
     return 0;
 }
 
@@ -104,13 +107,14 @@ static uint64_t resolve(long long v, uint64_t n) {
 }
 
 static int parse_integer_item(nds_box *box, size_t d, long long v, uint64_t n) {
-    long long orig = v;
-    if (v < 0) v += (long long)n;
-    if (v < 0 || (uint64_t)v >= n)
-        return nds_err(NDS_ERANGE, "region dimension %zu: index %lld is outside [0, %llu)", d, orig,
+    /* In unsigned arithmetic: n may exceed LLONG_MAX, and v + n must not overflow. */
+    uint64_t back = v < 0 ? (uint64_t)(-(v + 1)) + 1 : 0, index = (uint64_t)v;
+    if (v < 0) index = back <= n ? n - back : n;
+    if (index >= n)
+        return nds_err(NDS_ERANGE, "region dimension %zu: index %lld is outside [0, %llu)", d, v,
                        (unsigned long long)n);
-    box->start[d] = (uint64_t)v;
-    box->stop[d] = (uint64_t)v + 1;
+    box->start[d] = index;
+    box->stop[d] = index + 1;
     box->step[d] = 1;
     box->dropped |= UINT64_C(1) << d;
     return 0;

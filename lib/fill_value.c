@@ -11,6 +11,8 @@ static bool is_float(nds_dtype t) {
     return t == NDS_FLOAT16 || t == NDS_BFLOAT16 || t == NDS_FLOAT32 || t == NDS_FLOAT64;
 }
 
+static double load_float(nds_dtype t, const uint8_t *p);
+
 /* Stores a double as one element of float type t. */
 static void store_float(nds_dtype t, double d, uint8_t *out) {
     if (t == NDS_FLOAT64) {
@@ -22,6 +24,23 @@ static void store_float(nds_dtype t, double d, uint8_t *out) {
         uint16_t h = t == NDS_FLOAT16 ? nds_float_to_half((float)d) : nds_float_to_bf16((float)d);
         memcpy(out, &h, 2);
     }
+}
+
+/* The error of a number the dtype cannot hold (it would become infinite), naming it as written. */
+static int out_of_range(const json_object *v, nds_dtype t, const char *doc) {
+    return nds_err(NDS_EFORMAT,
+                   "%s: fill_value %s is out of range for %s (write \"Infinity\" for infinity)",
+                   doc, json_object_to_json_string_ext((json_object *)v, JSON_C_TO_STRING_PLAIN),
+                   nds_dtype_name(t));
+}
+
+/* Stores real value d parsed from v as one element of float type t: a number that only fits as
+ * infinity (1e400, or 1e39 for float32) is an error; "Infinity" and "NaN" spelled so stay. */
+static int store_real(nds_dtype t, const json_object *v, double d, const char *doc, uint8_t *out) {
+    store_float(t, d, out);
+    bool spelled = json_object_is_type(v, json_type_string);
+    double stored = load_float(t, out);
+    return !spelled && isinf(stored) ? out_of_range(v, t, doc) : 0;
 }
 
 /* A real number from JSON: number or one of the special strings. */
@@ -112,7 +131,13 @@ static int parse_complex(nds_dtype t, const json_object *v, const char *doc, uin
     } else if ((rc = parse_real(v, doc, &re))) {
         return rc;
     }
-    store_float(part, re, out);
+    const json_object *re_v = v, *im_v = NULL;
+    if (json_object_is_type(v, json_type_array)) {
+        re_v = json_object_array_get_idx(v, 0);
+        im_v = json_object_array_get_idx(v, 1);
+    }
+    if ((rc = store_real(part, re_v, re, doc, out))) return rc;
+    if (im_v) return store_real(part, im_v, im, doc, out + half);
     store_float(part, im, out + half);
     return 0;
 }
@@ -138,8 +163,7 @@ int nds_fill_from_json(nds_dtype t, const json_object *v, const char *doc, uint8
     if (is_float(t)) {
         double d;
         int rc = parse_real(v, doc, &d);
-        if (rc == 0) store_float(t, d, out);
-        return rc;
+        return rc ? rc : store_real(t, v, d, doc, out);
     }
     if (t == NDS_COMPLEX64 || t == NDS_COMPLEX128) return parse_complex(t, v, doc, out);
     return parse_integer(t, v, doc, out);

@@ -125,21 +125,30 @@ static int bl_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) {
     return 0;
 }
 
+/* The header's sizes as the unsigned 32-bit numbers they are (blosc_cbuffer_sizes reads them as
+ * int32, so a size past 2^31 came back sign-extended: 18446744071562067983); cbytes 0 for a format
+ * version this blosc cannot read, as blosc_cbuffer_sizes says. */
+static void header_sizes(const uint8_t *in, size_t *nbytes, size_t *cbytes, size_t *blocksize) {
+    *nbytes = nds_load_le32(in + 4);
+    *blocksize = nds_load_le32(in + 8);
+    *cbytes = in[0] > BLOSC_VERSION_FORMAT ? 0 : nds_load_le32(in + 12);
+}
+
 /* Checks the 16-byte header against the bytes present and out_cap; *nbytes = the decoded size. */
 static int check_header(const uint8_t *in, size_t len, size_t out_cap, size_t *nbytes) {
     if (len < BLOSC_MIN_HEADER_LENGTH)
         return nds_err(NDS_ECORRUPT, "blosc: truncated header (%zu bytes, need %d)", len,
                        BLOSC_MIN_HEADER_LENGTH);
-    size_t n, cbytes, blocksize;
-    blosc_cbuffer_sizes(in, &n, &cbytes, &blocksize);
+    size_t n, cbytes, blocksize, validated;
+    header_sizes(in, &n, &cbytes, &blocksize);
     if (cbytes == 0)
         return nds_err(NDS_ECORRUPT, "blosc: unsupported format version %u", (unsigned)in[0]);
     if (cbytes > len)
         return nds_err(NDS_ECORRUPT, "blosc: truncated chunk: header says %zu bytes, %zu present",
                        cbytes, len);
     /* Like numcodecs, bytes after the chunk's cbytes are ignored. */
-    if (blosc_cbuffer_validate(in, cbytes, &n) != 0)
-        return nds_err(NDS_ECORRUPT, "blosc: invalid header");
+    if (blosc_cbuffer_validate(in, cbytes, &validated) != 0)
+        return nds_err(NDS_ECORRUPT, "blosc: invalid header (declares %zu bytes)", n);
     if (n > out_cap)
         return nds_err(NDS_ECORRUPT, "blosc: chunk declares %zu bytes, more than the %zu expected",
                        n, out_cap);
@@ -185,7 +194,7 @@ static int bl_decode_part(void *state, const uint8_t *in, size_t len, uint8_t *o
                        out_len);
     if (begin >= end) return 0;
     size_t declared, cbytes, blocksize;
-    blosc_cbuffer_sizes(in, &declared, &cbytes, &blocksize);
+    header_sizes(in, &declared, &cbytes, &blocksize);
     /* blosc_getitem allocates two blocks: a block larger than the chunk is a lie, not a size. */
     if (blocksize == 0 || blocksize > nbytes)
         return nds_err(NDS_ECORRUPT, "blosc: block size %zu for a %zu-byte chunk", blocksize,

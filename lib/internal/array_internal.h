@@ -25,7 +25,26 @@ struct nds_array {
     size_t read_chunk_bytes;    /* bytes per canonical read chunk; 0 when reads use whole chunks */
     nds_chunk_locks locks;      /* per-chunk in-process locks */
     nds_txn *txn;               /* opened inside this transaction (kv is its staging handle), or NULL */
+    /* The generation of the metadata key this handle's meta was read from (or is older than), or
+     * kind NONE when unknown (a transaction, a store without generations): then not checked.
+     * Guarded by meta_lock (written under the write lock). A write compares it after committing
+     * (nds_array_check_metadata), so that a write racing a resize never reports success for
+     * chunks outside the shape. */
+    nds_generation meta_gen;
+    int meta_stale; /* set (atomically) once a check found the metadata changed */
 };
+
+/** Reads the generation of a's metadata key into *gen (kind NONE when the format has none). */
+int nds_array_metadata_generation(nds_array *a, nds_generation *gen);
+/** NDS_ECONFLICT naming a when its metadata key no longer has a->meta_gen (resized or changed by
+ *  another handle or process; what: "write to", "resize of", ...), and marks the handle stale;
+ *  0 when unchanged or not checked. Caller holds meta_lock. */
+int nds_array_check_metadata(nds_array *a, const char *what);
+/** NDS_ECONFLICT when an earlier check found a's metadata changed (nothing is read). */
+int nds_array_check_stale(const nds_array *a, const char *what);
+/** Records the generation of a's metadata after this handle changed it (caller holds meta_lock
+ *  for writing). */
+void nds_array_metadata_changed(nds_array *a);
 
 /** Fills the derived sizes of a from a->meta; NDS_ELIMIT when a chunk does not fit in memory. */
 int nds_array_derive_sizes(nds_array *a);

@@ -5,9 +5,11 @@
 #define NDS_INTERNAL_ARRAY_IO_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "internal/array_internal.h"
+#include "internal/error.h"
 #include "internal/kvstore_internal.h"
 #include "internal/strided.h"
 #include "internal/util.h"
@@ -22,14 +24,22 @@ static inline void cache_url(const nds_array *a, const char *key, char *buf, siz
 
 /* ---- chunk grid iteration ---- */
 
-/* The chunks a box touches: first[d] .. first[d] + count[d] - 1 in each dimension. */
+/* The chunks a box touches. In dimension d either every chunk from first[d] to first[d] + count[d]
+ * - 1 holds selected indices (the step is below the chunk size), or, when the step is at least the
+ * chunk size (sparse), each selected index lies in a chunk of its own: count[d] = the box's extent
+ * and the k-th is the chunk of start + k * step. So count[d] never exceeds the box's extent, and
+ * the total is bounded by its element count (checked to fit by io_call_init), however large the
+ * steps and the gaps between selected chunks. */
 typedef struct grid_range {
     size_t rank;
     uint64_t first[NDS_MAX_RANK], count[NDS_MAX_RANK];
+    uint64_t start[NDS_MAX_RANK], step[NDS_MAX_RANK], grid[NDS_MAX_RANK]; /* sparse dimensions */
+    bool sparse[NDS_MAX_RANK];
     uint64_t total;
 } grid_range;
 
-/* grid: the chunk shape of the grid iterated (the storage chunks, or the finer read chunks). */
+/* grid: the chunk shape of the grid iterated (the storage chunks, or the finer read chunks). box
+ * is normalised (io_box_normalise): its last selected index is stop - 1. */
 static inline void grid_range_of(size_t rank, const uint64_t *grid, const nds_box *box,
                                  grid_range *g) {
     g->rank = rank;
@@ -40,16 +50,21 @@ static inline void grid_range_of(size_t rank, const uint64_t *grid, const nds_bo
             g->total = 0;
             return;
         }
-        uint64_t last = box->start[d] + (ext - 1) * box->step[d];
+        g->sparse[d] = box->step[d] >= grid[d];
+        g->start[d] = box->start[d];
+        g->step[d] = box->step[d];
+        g->grid[d] = grid[d];
         g->first[d] = box->start[d] / grid[d];
-        g->count[d] = last / grid[d] - g->first[d] + 1;
-        g->total *= g->count[d]; /* bounded by the element count of the box, which fits */
+        g->count[d] = g->sparse[d] ? ext : (box->stop[d] - 1) / grid[d] - g->first[d] + 1;
+        g->total *= g->count[d]; /* count[d] <= ext: bounded by the box's element count */
     }
 }
 
 static inline void grid_cell(const grid_range *g, size_t i, uint64_t *cell) {
     for (size_t d = g->rank; d-- > 0;) {
-        cell[d] = g->first[d] + i % g->count[d];
+        uint64_t k = i % g->count[d];
+        /* start + k * step <= the box's last index: no overflow */
+        cell[d] = g->sparse[d] ? (g->start[d] + k * g->step[d]) / g->grid[d] : g->first[d] + k;
         i /= g->count[d];
     }
 }
@@ -65,8 +80,11 @@ static inline bool select_in_chunk(const nds_array_meta *m, const uint64_t *grid
                                    const nds_box *box, const uint64_t *cell, chunk_sel *s) {
     s->whole = 1;
     for (size_t d = 0; d < m->rank; d++) {
-        uint64_t c0 = cell[d] * grid[d], c1 = c0 + grid[d];
+        uint64_t c0 = cell[d] * grid[d]; /* < the shape: cell is a chunk of the array */
+        uint64_t c1 = grid[d] > UINT64_MAX - c0 ? UINT64_MAX : c0 + grid[d];
         uint64_t hi = nds_min_u64(c1, box->stop[d]), lo = nds_max_u64(c0, box->start[d]);
+        if (lo >= hi) return false;
+        /* lo < stop, and the box is normalised (stop - 1 is selected): i0 <= stop - 1 */
         uint64_t k0 = nds_ceil_div(lo - box->start[d], box->step[d]);
         uint64_t i0 = box->start[d] + k0 * box->step[d];
         if (i0 >= hi) return false;
@@ -79,28 +97,65 @@ static inline bool select_in_chunk(const nds_array_meta *m, const uint64_t *grid
     return true;
 }
 
-/* Byte strides of the box's dense buffer and of the canonical chunk stepped by the box's steps. */
+/* The state of one read or write call. The box is the caller's, checked and normalised. */
 typedef struct io_call {
     nds_array *a;
-    const nds_box *box;
+    const nds_box *box;         /* = &norm */
+    nds_box norm;               /* the caller's box, normalised (io_box_normalise) */
     const uint64_t *grid_shape; /* chunk shape of the grid iterated */
     size_t grid_bytes;          /* canonical bytes of one chunk of that grid */
     grid_range grid;
-    uint8_t *buf; /* caller's buffer (read: destination; write: source, not modified) */
-    nds_txn *txn; /* staging / overlay transaction, or NULL */
+    uint8_t *buf;           /* caller's buffer (read: destination; write: source, not modified) */
+    nds_txn *txn;           /* staging / overlay transaction, or NULL */
     nds_write_batch *batch; /* write: chunks staged and published in batches, or NULL */
-    int64_t buf_stride[NDS_MAX_RANK];
-    int64_t chunk_stride[NDS_MAX_RANK]; /* canonical chunk strides x box step */
-    size_t run; /* read: chunks one task decodes and copies (all those along the last dimension) */
+    int64_t buf_stride[NDS_MAX_RANK];   /* byte strides of the box's dense buffer */
+    int64_t chunk_unit[NDS_MAX_RANK];   /* byte strides of the canonical chunk */
+    int64_t chunk_stride[NDS_MAX_RANK]; /* chunk_unit x box step (see stepped_stride) */
+    size_t run;  /* read: chunks one task decodes and copies (all those along the last dimension) */
     bool stream; /* read: copies into buf bypass the cache (buf is larger than the cache) */
 } io_call;
 
-/* fine: iterate the read-chunk grid (when the format has one) instead of the storage chunks. */
-static inline void io_call_init(io_call *c, nds_array *a, const nds_box *box, const void *buf,
-                                bool fine) {
+/* The stride of a dimension of a chunk stepped through with step: unit x step when the step is
+ * below the chunk's extent there; otherwise one selected index at most lies in any chunk, the
+ * stride is never multiplied by more than 0, and unit stands for it (unit x step need not fit). */
+static inline int64_t stepped_stride(int64_t unit, uint64_t step, uint64_t extent) {
+    return step < extent ? unit * (int64_t)step : unit; /* < unit x extent: fits */
+}
+
+/* Checks box against a's shape and normalises it into *out: in each dimension stop becomes one
+ * past the last selected index, and a dimension selecting one index (however large its step) gets
+ * step 1, so that nothing downstream multiplies by a step that selects nothing more. The box's
+ * bytes must fit a buffer (int64 byte offsets): else NDS_ERANGE naming the region. what: "read
+ * of" / "write to". */
+static inline int io_box_normalise(const nds_array *a, const nds_box *box, nds_box *out,
+                                   const char *what) {
+    int rc = nds_box_check(box, a->meta.rank, a->meta.shape);
+    if (rc) return nds_err_prefix(rc, "%s %s", what, nds_kvstore_url(a->kv));
+    *out = *box;
+    uint64_t bytes = a->elem;
+    bool fits = true;
+    for (size_t d = 0; d < box->rank; d++) {
+        uint64_t ext = nds_box_extent(box, d);
+        if (ext <= 1) out->step[d] = 1;
+        out->stop[d] = ext == 0 ? box->start[d] : box->start[d] + (ext - 1) * out->step[d] + 1;
+        fits = fits && nds_mul_u64(bytes, ext, &bytes);
+    }
+    if (fits && bytes <= (uint64_t)INT64_MAX && bytes <= SIZE_MAX) return 0;
+    char text[NDS_MAX_RANK * 64];
+    nds_box_format(box, text, sizeof text);
+    return nds_err(NDS_ERANGE, "%s %s: region %s holds more than 2^63 bytes of %zu-byte elements",
+                   what, nds_kvstore_url(a->kv), text, a->elem);
+}
+
+/* Sets up call c over box (checked and normalised first: NDS_ERANGE naming the region). fine:
+ * iterate the read-chunk grid (when the format has one) instead of the storage chunks. */
+static inline int io_call_init(io_call *c, nds_array *a, const nds_box *box, const void *buf,
+                               bool fine, const char *what) {
     uint64_t ext[NDS_MAX_RANK];
+    int rc = io_box_normalise(a, box, &c->norm, what);
+    if (rc) return rc;
+    box = c->box = &c->norm;
     c->a = a;
-    c->box = box;
     c->buf = (uint8_t *)buf;
     c->txn = NULL;
     c->batch = NULL;
@@ -110,9 +165,11 @@ static inline void io_call_init(io_call *c, nds_array *a, const nds_box *box, co
     c->grid_bytes = fine ? a->read_chunk_bytes : a->chunk_bytes;
     for (size_t d = 0; d < box->rank; d++) ext[d] = nds_box_extent(box, d);
     nds_c_strides(box->rank, ext, a->elem, c->buf_stride);
-    nds_c_strides(box->rank, c->grid_shape, a->elem, c->chunk_stride);
-    for (size_t d = 0; d < box->rank; d++) c->chunk_stride[d] *= (int64_t)box->step[d];
+    nds_c_strides(box->rank, c->grid_shape, a->elem, c->chunk_unit);
+    for (size_t d = 0; d < box->rank; d++)
+        c->chunk_stride[d] = stepped_stride(c->chunk_unit[d], box->step[d], c->grid_shape[d]);
     grid_range_of(box->rank, c->grid_shape, box, &c->grid);
+    return 0;
 }
 
 /* Where the selection of a chunk starts in the caller's buffer, and its byte offset in the chunk.
@@ -125,13 +182,12 @@ static inline uint8_t *sel_buffer(const io_call *c, const chunk_sel *s) {
 
 static inline int64_t sel_chunk_offset(const io_call *c, const chunk_sel *s) {
     int64_t co = 0;
-    for (size_t d = 0; d < c->box->rank; d++)
-        co += (int64_t)s->in_chunk[d] * (c->chunk_stride[d] / (int64_t)c->box->step[d]);
+    for (size_t d = 0; d < c->box->rank; d++) co += (int64_t)s->in_chunk[d] * c->chunk_unit[d];
     return co;
 }
 
 static inline void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *chunk, uint8_t **bp,
-                         uint8_t **cp) {
+                                uint8_t **cp) {
     *bp = sel_buffer(c, s);
     *cp = chunk + sel_chunk_offset(c, s);
 }

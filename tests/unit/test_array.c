@@ -2,6 +2,9 @@
  * canonical chunks under "c/i/j..." and its metadata in "meta.json". Checked against a dense in-memory
  * reference over random boxes with steps, concurrent writers, fill handling, resize, stats and verify. */
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,7 @@
 #include "internal/error.h"
 #include "internal/json_util.h"
 #include "internal/strided.h"
+#include "internal/util.h"
 
 /* ---- the test format ---- */
 
@@ -593,6 +597,317 @@ START_TEST(rank_zero_array) {
 }
 END_TEST
 
+
+/* ---- extreme starts, stops and steps ---- */
+
+/* A sparse reference of the elements written into a huge array: (index, value) pairs, the last
+ * write of an index last. */
+typedef struct sparse_ref {
+    uint64_t idx[8192][3];
+    uint16_t val[8192];
+    size_t n;
+} sparse_ref;
+
+static uint16_t sparse_get(const sparse_ref *r, const uint64_t *i, uint16_t fill) {
+    for (size_t k = r->n; k-- > 0;)
+        if (!memcmp(r->idx[k], i, sizeof r->idx[k])) return r->val[k];
+    return fill;
+}
+
+/* Calls fn on every index of b, in C order, with its position in b's dense buffer. */
+static void box_each(const nds_box *b, void (*fn)(void *, const uint64_t *, uint64_t), void *ctx) {
+    uint64_t i[3], n = 0;
+    /* Written so that no index past the shape is formed: i + step can overflow uint64. */
+    for (i[0] = b->start[0]; i[0] < b->stop[0]; i[0] = b->stop[0] - i[0] > b->step[0] ? i[0] + b->step[0] : b->stop[0])
+        for (i[1] = b->start[1]; i[1] < b->stop[1]; i[1] = b->stop[1] - i[1] > b->step[1] ? i[1] + b->step[1] : b->stop[1])
+            for (i[2] = b->start[2]; i[2] < b->stop[2]; i[2] = b->stop[2] - i[2] > b->step[2] ? i[2] + b->step[2] : b->stop[2])
+                fn(ctx, i, n++);
+}
+
+typedef struct sparse_visit {
+    sparse_ref *ref;
+    uint16_t *buf;
+    int write;
+} sparse_visit;
+
+static void sparse_visit_fn(void *ctx, const uint64_t *i, uint64_t n) {
+    sparse_visit *v = ctx;
+    if (v->write) {
+        ck_assert_uint_lt(v->ref->n, 8192);
+        memcpy(v->ref->idx[v->ref->n], i, sizeof v->ref->idx[0]);
+        v->ref->val[v->ref->n++] = v->buf[n];
+    } else {
+        uint16_t want = sparse_get(v->ref, i, 0x0707);
+        if (v->buf[n] != want)
+            ck_abort_msg("element [%llu, %llu, %llu]: read %u, expected %u", (unsigned long long)i[0],
+                         (unsigned long long)i[1], (unsigned long long)i[2], v->buf[n], want);
+    }
+}
+
+/* The selections of one dimension of extent n tried in every combination: huge steps that select
+ * one element (normalised) or two or three, the last elements, steps of 2^64 - 1. */
+static void extreme_dim(uint64_t n, int kind, uint64_t *start, uint64_t *stop, uint64_t *step) {
+    uint64_t sel[7][3] = {
+        {0, n, n - 1},                 /* first and last */
+        {n - 1, n, INT64_MAX},         /* the last alone, step 2^63 - 1 */
+        {3, n, (n - 3) / 2},           /* three, far apart */
+        {0, n, UINT64_MAX},            /* the first alone, step 2^64 - 1 */
+        {n - 2, n, 1},                 /* the last two */
+        {n / 2, n / 2 + 1, UINT64_MAX - 1},
+        {n - 7, n - 1, 3},             /* two near the end, stop not selected */
+    };
+    *start = sel[kind][0], *stop = sel[kind][1], *step = sel[kind][2];
+}
+
+START_TEST(extreme_boxes_match_reference) {
+    /* Shapes near 2^62 (the format's limit), 2^40 and small, chunks of 5 x 4 x 3. */
+    nds_array *a = create("extreme", "[4611686018427387911, 1099511627777, 1000]", "[5, 4, 3]", 7);
+    static sparse_ref ref;
+    uint64_t shape[3];
+    nds_array_shape(a, shape);
+    static uint16_t buf[64], got[64];
+    srand(11);
+    for (int pass = 0; pass < 2; pass++) /* pass 0 writes every box, pass 1 reads them back */
+        for (int combo = 0; combo < 7 * 7 * 7; combo++) {
+            nds_box b = {.rank = 3};
+            extreme_dim(shape[0], combo % 7, &b.start[0], &b.stop[0], &b.step[0]);
+            extreme_dim(shape[1], combo / 7 % 7, &b.start[1], &b.stop[1], &b.step[1]);
+            extreme_dim(shape[2], combo / 49, &b.start[2], &b.stop[2], &b.step[2]);
+            uint64_t count = nds_box_count(&b);
+            ck_assert_uint_le(count, 27);
+            sparse_visit v = {&ref, pass == 0 ? buf : got, pass == 0};
+            if (pass == 0) {
+                for (uint64_t i = 0; i < count; i++) buf[i] = (uint16_t)(rand() | 1);
+                NDS_OK(nds_array_write(a, &b, buf, NULL));
+            } else {
+                NDS_OK(nds_array_read(a, &b, got, NULL));
+            }
+            box_each(&b, sparse_visit_fn, &v);
+            if (pass == 0) { /* and what was written reads back at once */
+                NDS_OK(nds_array_read(a, &b, got, NULL));
+                v = (sparse_visit){&ref, got, 0};
+                box_each(&b, sparse_visit_fn, &v);
+            }
+        }
+    /* Neighbours of the written elements still hold fill: writes touched nothing else. */
+    nds_box near = {.rank = 3, .start = {shape[0] - 3, shape[1] - 3, shape[2] - 3},
+                    .stop = {shape[0], shape[1], shape[2]}, .step = {1, 1, 1}};
+    NDS_OK(nds_array_read(a, &near, got, NULL));
+    sparse_visit v = {&ref, got, 0};
+    box_each(&near, sparse_visit_fn, &v);
+    /* A box whose bytes cannot be represented: a clear error naming the region, nothing read. */
+    nds_box all;
+    nds_box_full(&all, 3, shape);
+    ck_assert_int_eq(nds_array_read(a, &all, NULL, NULL), NDS_ERANGE);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "region [0:4611686018427387911, "));
+    ck_assert_int_eq(nds_array_write(a, &all, NULL, NULL), NDS_ERANGE);
+    nds_array_free(a);
+}
+END_TEST
+
+/* ---- resize racing writers ---- */
+
+/* Writers with their own handles write rows [16, 64) of a 64 x 8 array (chunks 4 x 8) while a
+ * resizer shrinks it to 16 rows and grows it back, again and again: threads on a memory store, and
+ * forked processes on a file store. Every write puts its own id (uint16, never the fill 0) into
+ * every element it writes; tickets from one counter (in a shared mapping) order the events. Two
+ * things must never be seen:
+ * - a write that reported success although its data was lost: its id found in a chunk outside
+ *   the shrunk shape although the write started after the shrink had returned (its handle was
+ *   opened before the shrink, so it wrote with the old shape);
+ * - a stale element after a grow: an id in rows [16, 64) right after the grow whose write had
+ *   returned before the grow began (everything such a write left there lay outside the shrunk
+ *   shape, and the grow must clear it before exposing it). */
+#define RACE_WRITERS 3
+#define RACE_WRITES 5000 /* per writer */
+#define RACE_IDS (RACE_WRITERS * RACE_WRITES)
+
+typedef struct race_write {
+    uint64_t start, end; /* tickets; end 0 while in flight */
+    int rc;
+    uint64_t seen_invisible_after; /* ticket of the shrink after which its id lay outside the shape */
+} race_write;
+
+typedef struct race_state {
+    char url[256];
+    uint64_t ticket;
+    unsigned next_id;
+    int go, done;
+    uint64_t shrunk_at; /* the ticket taken when the last shrink had returned */
+    race_write w[RACE_IDS + 1];
+} race_state;
+
+static race_state *race; /* in a shared mapping */
+
+static uint64_t race_tick(void) { return __atomic_add_fetch(&race->ticket, 1, __ATOMIC_SEQ_CST); }
+
+/* One writer: writes until the resizer is done or the ids run out, reopening its handle after a
+ * conflict (its metadata changed) or a refusal (opened while shrunk). 0, or 1 on another error. */
+static int race_write_loop(unsigned seed) {
+    static __thread uint16_t buf[64 * 8];
+    nds_array *a = NULL;
+    int failed = nds_array_open(&a, race->url, NULL) != 0;
+    while (!failed && !__atomic_load_n(&race->done, __ATOMIC_SEQ_CST)) {
+        uint64_t shape[2];
+        nds_array_shape(a, shape);
+        if (shape[0] < 64) { /* opened while shrunk: wait for the grow */
+            nds_array_free(a);
+            nds_sleep_ns(500000);
+            failed = nds_array_open(&a, race->url, NULL) != 0;
+            continue;
+        }
+        unsigned id = __atomic_add_fetch(&race->next_id, 1, __ATOMIC_SEQ_CST);
+        if (id > RACE_IDS) break;
+        uint64_t r0 = 16 + rand_r(&seed) % 48, r1 = r0 + 1 + rand_r(&seed) % (64 - r0);
+        nds_box b = {.rank = 2, .start = {r0, 0}, .stop = {r1, 8}, .step = {1, 1}};
+        for (size_t i = 0; i < (r1 - r0) * 8; i++) buf[i] = (uint16_t)id;
+        race->w[id].start = race_tick();
+        int rc = nds_array_write(a, &b, buf, NULL);
+        race->w[id].rc = rc;
+        __atomic_store_n(&race->w[id].end, race_tick(), __ATOMIC_SEQ_CST);
+        if (rc == NDS_ECONFLICT) {
+            nds_array_free(a);
+            failed = nds_array_open(&a, race->url, NULL) != 0;
+        } else if (rc) {
+            fprintf(stderr, "write %u: %s\n", id, nds_error_last()->message);
+            failed = 1;
+        }
+    }
+    nds_array_free(a);
+    return failed;
+}
+
+static void *race_writer_thread(void *arg) {
+    return race_write_loop((unsigned)(uintptr_t)arg) ? (void *)1 : NULL;
+}
+
+/* Records the ids stored outside the shrunk shape (rows >= 16: chunk rows >= 4). */
+static int race_note_invisible(void *ctx, const char *key, uint64_t size) {
+    nds_array *a = ctx;
+    unsigned row, col;
+    (void)size;
+    if (sscanf(key, "c/%u/%u", &row, &col) != 2 || row < 4) return 0;
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(nds_array_kvstore(a), key, NULL, &r));
+    for (size_t i = 0; r.state == NDS_READ_VALUE && i < r.value.len / 2; i++) {
+        uint16_t id;
+        memcpy(&id, r.value.data + 2 * i, 2);
+        if (id) race->w[id].seen_invisible_after = race->shrunk_at;
+    }
+    nds_read_result_dispose(&r);
+    return 0;
+}
+
+static void race_check_after_grow(nds_array *a, uint64_t grow_start) {
+    static uint16_t got[48 * 8];
+    nds_box b = {.rank = 2, .start = {16, 0}, .stop = {64, 8}, .step = {1, 1}};
+    NDS_OK(nds_array_read(a, &b, got, NULL));
+    for (size_t i = 0; i < 48 * 8; i++) {
+        uint64_t end = got[i] ? __atomic_load_n(&race->w[got[i]].end, __ATOMIC_SEQ_CST) : 0;
+        if (got[i] && end != 0 && end < grow_start)
+            ck_abort_msg("stale element after a grow: row %zu holds write %u, which returned at "
+                         "ticket %llu, before the grow began at %llu", 16 + i / 8, got[i],
+                         (unsigned long long)end, (unsigned long long)grow_start);
+    }
+}
+
+/* Shrinks and grows rounds times (a: the resizer's handle), checking after each grow. */
+static void race_resize(nds_array *a, int rounds, uint64_t pause_ns) {
+    uint64_t big[2] = {64, 8}, small[2] = {16, 8};
+    for (int round = 0; round < rounds; round++) {
+        nds_sleep_ns(pause_ns);
+        NDS_OK(nds_array_resize(a, small));
+        race->shrunk_at = race_tick();
+        NDS_OK(nds_kvstore_list(nds_array_kvstore(a), "c/", race_note_invisible, a));
+        nds_sleep_ns(pause_ns);
+        uint64_t grow_start = race_tick();
+        NDS_OK(nds_array_resize(a, big));
+        race_check_after_grow(a, grow_start);
+    }
+    __atomic_store_n(&race->done, 1, __ATOMIC_SEQ_CST);
+}
+
+/* After the writers are done: no write that reported success lost its data. */
+static void race_check_writes(const char *what) {
+    int succeeded = 0, conflicts = 0;
+    for (unsigned id = 1; id <= RACE_IDS && race->w[id].end; id++) {
+        race_write *w = &race->w[id];
+        succeeded += w->rc == 0;
+        conflicts += w->rc == NDS_ECONFLICT;
+        if (w->rc == 0 && w->seen_invisible_after && w->start > w->seen_invisible_after)
+            ck_abort_msg("write %u reported success, but it started (ticket %llu) after a shrink "
+                         "had returned (%llu) and its data lay outside the shape", id,
+                         (unsigned long long)w->start, (unsigned long long)w->seen_invisible_after);
+    }
+    printf("resize race (%s): %d writes succeeded, %d failed with NDS_ECONFLICT\n", what,
+           succeeded, conflicts);
+    ck_assert_int_gt(succeeded, 0);
+    ck_assert_int_gt(conflicts, 0); /* the race did happen */
+}
+
+static race_state *race_setup(const char *url) {
+    race = mmap(NULL, sizeof *race, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(race != MAP_FAILED);
+    memset(race, 0, sizeof *race);
+    snprintf(race->url, sizeof race->url, "%s", url);
+    return race;
+}
+
+START_TEST(resize_racing_writer_threads) {
+    race_setup("memory://race/|testfmt:");
+    nds_array *a = create("race", "[64, 8]", "[4, 8]", 0);
+    pthread_t t[RACE_WRITERS];
+    for (uintptr_t i = 0; i < RACE_WRITERS; i++)
+        pthread_create(&t[i], NULL, race_writer_thread, (void *)(i + 1));
+    race_resize(a, 150, 200000);
+    for (int i = 0; i < RACE_WRITERS; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        ck_assert_ptr_null(r);
+    }
+    race_check_writes("threads, memory");
+    nds_array_free(a);
+    munmap(race, sizeof *race);
+}
+END_TEST
+
+START_TEST(resize_racing_writer_processes) {
+    /* The writers are forked before this process touches a store (no pool crosses the fork);
+     * they open their handles once the array exists (go). */
+    char *dir = nds_test_tmpdir(), url[256];
+    snprintf(url, sizeof url, "file://%s/race/|testfmt:", dir);
+    race_setup(url);
+    pid_t pids[RACE_WRITERS];
+    for (int i = 0; i < RACE_WRITERS; i++) {
+        fflush(NULL);
+        if ((pids[i] = fork()) == 0) {
+            alarm(120);
+            while (!__atomic_load_n(&race->go, __ATOMIC_SEQ_CST)) nds_sleep_ns(1000000);
+            _exit(race_write_loop((unsigned)i + 1));
+        }
+        ck_assert_int_gt(pids[i], 0);
+    }
+    char spec[512];
+    snprintf(spec, sizeof spec,
+             "{\"driver\":\"testfmt\",\"kvstore\":\"file://%s/race/\",\"create\":true,"
+             "\"metadata\":{\"shape\":[64, 8],\"chunks\":[4, 8],\"fill\":0}}", dir);
+    nds_array *a = NULL;
+    NDS_OK(nds_array_open(&a, spec, NULL));
+    __atomic_store_n(&race->go, 1, __ATOMIC_SEQ_CST);
+    race_resize(a, 100, 5000000);
+    for (int i = 0; i < RACE_WRITERS; i++) {
+        int status;
+        ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d failed", i);
+    }
+    race_check_writes("processes, file");
+    nds_array_free(a);
+    munmap(race, sizeof *race);
+    nds_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void) {
     nds_format_register(&testfmt);
     testfmt_fixed = testfmt;
@@ -612,6 +927,9 @@ int main(void) {
     tcase_add_test(tc, open_errors);
     tcase_add_test(tc, delete_existing_refuses_a_store_root);
     tcase_add_test(tc, rank_zero_array);
+    tcase_add_test(tc, extreme_boxes_match_reference);
+    tcase_add_test(tc, resize_racing_writer_threads);
+    tcase_add_test(tc, resize_racing_writer_processes);
     tcase_add_test(tc, resize_refused_before_touching_chunks);
     tcase_add_test(tc, cache_hits_are_revalidated);
     tcase_add_test(tc, cache_under_eviction_serves_current_data);

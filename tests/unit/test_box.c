@@ -73,6 +73,24 @@ START_TEST(check_rejects_outside) {
 }
 END_TEST
 
+START_TEST(parse_extreme_indices) {
+    /* Extents past 2^63 and the most negative index: unsigned arithmetic, no overflow. */
+    const uint64_t huge[2] = {UINT64_MAX, UINT64_C(1) << 63};
+    nds_box b;
+    NDS_OK(nds_box_parse(&b, "[-1, -9223372036854775808]", 2, huge));
+    ck_assert_uint_eq(b.start[0], UINT64_MAX - 1);
+    ck_assert_uint_eq(b.start[1], 0);
+    NDS_OK(nds_box_parse(&b, "[9223372036854775807, 5:-1:9223372036854775807]", 2, huge));
+    ck_assert_uint_eq(b.start[0], INT64_MAX);
+    ck_assert_uint_eq(b.stop[1], (UINT64_C(1) << 63) - 1);
+    ck_assert_uint_eq(nds_box_extent(&b, 1), 1);
+    ck_assert_int_eq(nds_box_parse(&b, "[-9223372036854775808, 0]", 2, shape3), NDS_ERANGE);
+    ck_assert_int_eq(nds_box_parse(&b, "[99999999999999999999]", 3, shape3), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "out of range"));
+    ck_assert_int_eq(nds_box_parse(&b, "[0:5:-99999999999999999999]", 3, shape3), NDS_EINVAL);
+}
+END_TEST
+
 START_TEST(rank_zero) {
     nds_box b;
     NDS_OK(nds_box_parse(&b, "[]", 0, NULL));
@@ -90,6 +108,7 @@ int main(void) {
     tcase_add_test(tc, parse_errors);
     tcase_add_test(tc, check_rejects_outside);
     tcase_add_test(tc, rank_zero);
+    tcase_add_test(tc, parse_extreme_indices);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }

@@ -25,6 +25,7 @@
 #include "ndstore/sys/codec.h"
 #include "internal/codec_spec.h"
 #include "internal/json_util.h"
+#include "internal/util.h"
 #include "support_check.h"
 #include "support_codecs.h"
 
@@ -452,6 +453,29 @@ END_TEST
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Hostile declared sizes */
+
+/* Header sizes past 2^31 are reported as the unsigned numbers they are (once sign-extended:
+ * "header says 18446744071562067983 bytes"). */
+START_TEST(test_hostile_blosc_sizes) {
+    void *st = make(&nds_codec_blosc, NULL, 4);
+    uint8_t in[32] = {2, 1, 0x01, 4};
+    uint8_t out[64];
+    size_t got;
+    nds_store_le32(in + 4, 64);          /* nbytes */
+    nds_store_le32(in + 8, 64);          /* blocksize */
+    nds_store_le32(in + 12, 0x8000000f); /* cbytes: 2^31 + 15 */
+    assert_error(nds_codec_blosc.decode(st, in, sizeof in, out, sizeof out, &got), NDS_ECORRUPT,
+                 "header says 2147483663 bytes, 32 present", "blosc cbytes 2^31 + 15");
+    nds_store_le32(in + 4, 0x8000000f); /* nbytes */
+    nds_store_le32(in + 12, sizeof in);
+    ck_assert_int_eq(nds_codec_blosc.decode(st, in, sizeof in, out, sizeof out, &got),
+                     NDS_ECORRUPT);
+    ck_assert_msg(strstr(nds_error_last()->message, "2147483663") &&
+                      !strstr(nds_error_last()->message, "18446744"),
+                  "blosc nbytes 2^31 + 15: %s", nds_error_last()->message);
+    nds_codec_blosc.destroy(st);
+}
+END_TEST
 
 START_TEST(test_hostile_lz4) {
     void *st = make(&nds_codec_lz4, NULL, 1);
@@ -1202,6 +1226,7 @@ static Suite *codecs_suite(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_golden);
     tcase_add_test(tc, test_numcodecs_reads_ours);
+    tcase_add_test(tc, test_hostile_blosc_sizes);
     suite_add_tcase(s, tc);
     return s;
 }

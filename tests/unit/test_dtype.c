@@ -79,6 +79,30 @@ START_TEST(fill_values_from_json) {
     ck_assert_int_eq(fill(NDS_FLOAT32, "\"abc\"", out), NDS_EFORMAT);
     ck_assert_int_eq(fill(NDS_INT8, "\"0x123\"", out), NDS_EFORMAT);
     ck_assert_int_eq(fill(NDS_FLOAT16, "{}", out), NDS_EFORMAT);
+    /* Out of range for the dtype: an error naming the value, not a silent Infinity. */
+    static const struct {
+        nds_dtype t;
+        const char *json, *named;
+    } too_big[] = {{NDS_FLOAT32, "1e400", "fill_value 1e400 is out of range for float32"},
+                   {NDS_FLOAT32, "-1e39", "fill_value -1e39 is out of range for float32"},
+                   {NDS_FLOAT64, "1e400", "fill_value 1e400 is out of range for float64"},
+                   {NDS_FLOAT16, "70000", "fill_value 70000 is out of range for float16"},
+                   {NDS_BFLOAT16, "1e39", "out of range for bfloat16"},
+                   {NDS_COMPLEX64, "[1, 1e39]", "fill_value 1e39 is out of range for float32"},
+                   {NDS_COMPLEX64, "1e39", "fill_value 1e39 is out of range for float32"}};
+    for (size_t i = 0; i < sizeof too_big / sizeof too_big[0]; i++) {
+        ck_assert_int_eq(fill(too_big[i].t, too_big[i].json, out), NDS_EFORMAT);
+        ck_assert_msg(strstr(nds_error_last()->message, too_big[i].named), "%s: %s",
+                      too_big[i].json, nds_error_last()->message);
+    }
+    NDS_OK(fill(NDS_FLOAT32, "3.4028234e38", out)); /* FLT_MAX, and the largest half */
+    memcpy(&f, out, 4);
+    ck_assert(!isinf(f));
+    NDS_OK(fill(NDS_FLOAT16, "65504", out));
+    NDS_OK(fill(NDS_FLOAT32, "\"Infinity\"", out));
+    memcpy(&f, out, 4);
+    ck_assert(isinf(f) && f > 0);
+    NDS_OK(fill(NDS_FLOAT32, "1e-50", out)); /* underflow rounds to 0, as NumPy's does */
 }
 END_TEST
 

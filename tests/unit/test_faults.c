@@ -562,6 +562,10 @@ static bool plain_write_case(store_kind st, const char *root, const char *fail, 
     if (!fired) {
         ck_assert_msg(rc == 0 && memcmp(&seen, &new, sizeof seen) == 0, "%s: rc %d (%s)", fail, rc,
                       msg);
+    } else if (strstr(msg, "done, but checking the array metadata failed")) {
+        /* the read after the chunks (a resize meanwhile?) failed: every chunk is written */
+        ck_assert_msg(rc == NDS_EIO && memcmp(&seen, &new, sizeof seen) == 0, "%s: rc %d (%s)",
+                      fail, rc, msg);
     } else {
         int ci, cj;
         ck_assert_msg(rc == NDS_EIO || rc == NDS_ECORRUPT, "%s: rc %d", fail, rc);
@@ -594,14 +598,17 @@ static void plain_write_every_position(store_kind st, int stride, int *runs, int
     uint64_t off[5];
     open_calls(st, off);
     for (size_t m = 0; m < 4; m++)
-        for (int n = 1; n <= 20; n += stride) { /* 12 partial chunks are read, 16 chunks written */
+        for (int n = 1; n <= 20; n += stride) { /* 12 partial chunks are read, 16 chunks written,
+                                                  * then the metadata's generation is read */
             char root[32], fail[128];
             int k = modes[m].kind;
             snprintf(root, sizeof root, "w%d", *runs);
             snprintf(fail, sizeof fail, "{\"%s\":{\"nth\":%llu,\"mode\":\"%s\"}}", k_kinds[k],
                      (unsigned long long)(off[k] + (uint64_t)n), modes[m].mode);
             bool f = plain_write_case(st, root, fail, k, strcmp(modes[m].mode, "after_apply") == 0);
-            ck_assert_msg(f == (n <= (k == 0 ? 12 : 16)), "%s: fired %d", fail, f);
+            /* the metadata read returns no bytes (unchanged): nothing to cut short */
+            int reads = strcmp(modes[m].mode, "error") == 0 ? 13 : 12;
+            ck_assert_msg(f == (n <= (k == 0 ? reads : 16)), "%s: fired %d", fail, f);
             (*runs)++;
             *fired += f;
         }
@@ -611,7 +618,7 @@ START_TEST(plain_write_faults_name_the_chunk_memory) {
     int runs = 0, fired = 0;
     plain_write_every_position(ST_MEMORY, 1, &runs, &fired);
     printf("faults: plain writes/memory: %d runs, %d with a failure injected\n", runs, fired);
-    ck_assert_int_eq(fired, 12 * 2 + 16 * 2);
+    ck_assert_int_eq(fired, 13 + 12 + 16 * 2);
 }
 END_TEST
 

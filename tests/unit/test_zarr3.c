@@ -664,6 +664,20 @@ START_TEST(hostile_metadata) {
         {"{" BASE_MEMBERS "\"shape\":[4],\"chunk_grid\":{\"name\":\"regular\",\"configuration\":"
          "{\"chunk_shape\":[2]}},\"codecs\":[{\"configuration\":{}}]}",
          NDS_EFORMAT, "missing member \"name\""},
+        /* errors of bytes-to-bytes codecs, at the top and nested in a shard: the path once */
+        {"{" BASE_MEMBERS "\"shape\":[4],\"chunk_grid\":{\"name\":\"regular\",\"configuration\":"
+         "{\"chunk_shape\":[2]}},\"codecs\":[" BYTES_LE ",{\"name\":\"zstd\",\"configuration\":"
+         "{\"level\":\"x\"}}]}",
+         NDS_EFORMAT, "doc: codecs[1]: \"level\" must be an integer"},
+        {"{" BASE_MEMBERS "\"shape\":[4],\"chunk_grid\":{\"name\":\"regular\",\"configuration\":"
+         "{\"chunk_shape\":[2]}},\"codecs\":[" BYTES_LE ",{\"name\":\"numcodecs.zlib\","
+         "\"configuration\":{\"level\":99}}]}",
+         NDS_EFORMAT, "doc: codecs[1]: zlib config: \"level\" is 99"},
+        {"{" BASE_MEMBERS "\"shape\":[4],\"chunk_grid\":{\"name\":\"regular\",\"configuration\":"
+         "{\"chunk_shape\":[2]}},\"codecs\":[{\"name\":\"sharding_indexed\",\"configuration\":"
+         "{\"chunk_shape\":[2],\"codecs\":[" BYTES_LE ",{\"name\":\"gzip\",\"configuration\":"
+         "{\"level\":99}}],\"index_codecs\":[" BYTES_LE "]}}]}",
+         NDS_EFORMAT, "doc: codecs[0].configuration.codecs[1]: \"level\" is 99"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         nds_zarr3_meta m;
@@ -676,6 +690,9 @@ START_TEST(hostile_metadata) {
                       rc, msg);
         ck_assert_msg(strstr(msg, cases[i].needle) != NULL, "case %zu: \"%s\" lacks \"%s\"", i,
                       msg, cases[i].needle);
+        const char *first = strstr(msg, "doc:"); /* the document is named once */
+        ck_assert_msg(!first || !strstr(first + 1, "doc:"), "case %zu: \"%s\" repeats its prefix",
+                      i, msg);
     }
     /* An extension object with must_understand false is ignored; nested sharding deeper than the
      * limit is refused. */
@@ -1342,6 +1359,35 @@ END_TEST
 
 /* ---- arrays written by zarrita's Python ancestor -------------------------------------------- */
 
+/* A rank-0 array stored uncompressed on file, where reads copy straight from the stored bytes
+ * (once indexed chunk_shape[rank - 1], out of bounds for rank 0). */
+START_TEST(rank_zero_on_file) {
+    char *dir = nds_test_tmpdir(), url[512];
+    snprintf(url, sizeof url, "file://%s/s/", dir);
+    put_text(url, "zarr.json", zarr3_array_doc("[]", "int32", "[]", "0", "[" BYTES_LE "]"));
+    nds_array *a;
+    NDS_OK(open_spec(&a, "%s|zarr3:", url));
+    nds_box all;
+    nds_box_full(&all, 0, NULL);
+    int32_t v = -123456, got = 0;
+    NDS_OK(nds_array_write(a, &all, &v, NULL));
+    NDS_OK(nds_array_read(a, &all, &got, NULL));
+    ck_assert_int_eq(got, v);
+    nds_array_free(a);
+    nds_test_rmtree(dir);
+    free(dir);
+    /* blosc-lz4, whose chunks are handed over a block at a time (the last dimension again) */
+    a = zarr3_in_memory("r0/blosc", zarr3_array_doc("[]", "int32", "[]", "0",
+        "[" BYTES_LE ",{\"name\":\"blosc\",\"configuration\":{\"cname\":\"lz4\",\"clevel\":5,"
+        "\"shuffle\":\"shuffle\",\"typesize\":4,\"blocksize\":0}}]"));
+    got = 0;
+    NDS_OK(nds_array_write(a, &all, &v, NULL));
+    NDS_OK(nds_array_read(a, &all, &got, NULL));
+    ck_assert_int_eq(got, v);
+    nds_array_free(a);
+}
+END_TEST
+
 START_TEST(zarrita_fixtures) {
     static const char *const names[] = {
         "1d.chunked.compressed.sharded.i2", "1d.chunked.filled.compressed.sharded.i2",
@@ -1398,6 +1444,7 @@ int main(void) {
     tcase_add_test(tc, attributes_and_resize);
     tcase_add_test(tc, create_race_threads);
     tcase_add_test(tc, zarrita_fixtures);
+    tcase_add_test(tc, rank_zero_on_file);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
