@@ -291,7 +291,12 @@ static void lm_pin_release(void *ctx, const uint8_t *data) {
 /* Hands out v's bytes [off, off+len): copied when small, else pinned with txn (which it then owns).
  * @return 1 when txn was taken, 0 when the caller still ends it, or an error */
 static int lm_read_bytes(lm_state *s, MDB_txn *txn, const uint8_t *data, size_t len,
-                         nds_bytes *out) {
+                         nds_bytes *out, const char *key) {
+    /* Inside data.mdb as it is now: the copy cannot fault, nor can the caller's use of a pin. */
+    MDB_val span = {len, (void *)data};
+    int rc = nds_lmdb_check_val(s->e, &span, true, key);
+    if (rc)
+        return rc;
     if (len <= LM_COPY_MAX)
         return nds_bytes_copy(out, data, len);
     lm_pin *p = malloc(sizeof *p);
@@ -323,9 +328,29 @@ static int lm_read_in(lm_state *s, MDB_txn *txn, const char *key, const MDB_val 
             return nds_err_prefix(rc, "lmdb: read %s", key);
         out->state = NDS_READ_VALUE;
         return lm_read_bytes(s, txn, (const uint8_t *)v->mv_data + LM_HDR + off, (size_t)len,
-                             &out->value);
+                             &out->value, key);
     }
     return 0;
+}
+
+/* A read inside its transaction (fn of a guard: a corrupt page ends it with the guard's error). */
+typedef struct lm_read_call {
+    lm_state *s;
+    MDB_txn *txn;
+    const char *key;
+    MDB_val k;
+    const nds_read_options *o;
+    nds_read_result *out;
+} lm_read_call;
+
+static int lm_read_fn(void *arg) {
+    lm_read_call *c = arg;
+    MDB_val v;
+    int mrc = mdb_get(c->txn, c->s->e->data, &c->k, &v);
+    if (mrc != 0 && mrc != MDB_NOTFOUND)
+        return nds_lmdb_err(mrc, "read %s in %s", c->key, c->s->e->canon);
+    int rc = mrc == 0 ? nds_lmdb_check_val(c->s->e, &v, false, c->key) : 0;
+    return rc ? rc : lm_read_in(c->s, c->txn, c->key, &v, mrc == 0, c->o, c->out);
 }
 
 static int lm_read(void *state, const char *key, const nds_read_options *opts,
@@ -333,21 +358,17 @@ static int lm_read(void *state, const char *key, const nds_read_options *opts,
     static const nds_read_options defaults = NDS_READ_OPTIONS_INIT;
     lm_state *s = state;
     memset(out, 0, sizeof *out);
-    MDB_val k, v;
-    MDB_txn *txn;
+    lm_read_call c = {s, NULL, key, {0, NULL}, opts ? opts : &defaults, out};
     size_t seen;
     int rc = lm_check_process(s);
     if (rc == 0)
-        rc = lm_key(s, key, &k);
+        rc = lm_key(s, key, &c.k);
     if (rc == 0)
-        rc = nds_lmdb_txn_begin(s->e, MDB_RDONLY, &txn, &seen);
+        rc = nds_lmdb_txn_begin(s->e, MDB_RDONLY, &c.txn, &seen);
     if (rc)
         return rc;
-    int mrc = mdb_get(txn, s->e->data, &k, &v);
-    if (mrc == 0 || mrc == MDB_NOTFOUND)
-        rc = lm_read_in(s, txn, key, &v, mrc == 0, opts ? opts : &defaults, out);
-    else
-        rc = nds_lmdb_err(mrc, "read %s in %s", key, s->e->canon);
+    MDB_txn *txn = c.txn;
+    rc = nds_lmdb_guarded(s->e, lm_read_fn, &c, "read");
     if (rc == 1) /* the result holds the transaction */
         return 0;
     mdb_txn_abort(txn);
@@ -363,19 +384,45 @@ static int lm_read(void *state, const char *key, const nds_read_options *opts,
  * 0) and sets *status to an NDS code when it decides to abort on its own (a failed condition). */
 typedef int (*lm_txn_fn)(lm_state *s, MDB_txn *txn, void *ctx, int *status);
 
-/* Runs fn in a write transaction and commits it; grows the map and starts over on MDB_MAP_FULL. */
+/* One attempt of lm_write_txn: fn, then commit or abort (fn of a guard). */
+typedef struct lm_write_call {
+    lm_state *s;
+    MDB_txn *txn; /* NULL once ended */
+    lm_txn_fn fn;
+    void *ctx;
+    int status, mrc;
+} lm_write_call;
+
+static int lm_write_body(void *arg) {
+    lm_write_call *w = arg;
+    w->mrc = w->fn(w->s, w->txn, w->ctx, &w->status);
+    if (w->mrc == 0 && w->status == 0)
+        w->mrc = mdb_txn_commit(w->txn);
+    else
+        mdb_txn_abort(w->txn);
+    w->txn = NULL;
+    return 0;
+}
+
+/* Runs fn in a write transaction and commits it; grows the map and starts over on MDB_MAP_FULL.
+ * A damaged page met on the way aborts the transaction and leaves the environment broken. */
 static int lm_write_txn(lm_state *s, lm_txn_fn fn, void *ctx, const char *op, const char *key) {
     int rc = lm_check_process(s);
     for (int attempt = 0; rc == 0; attempt++) {
-        MDB_txn *txn;
+        lm_write_call w = {s, NULL, fn, ctx, 0, 0};
         size_t seen;
-        if ((rc = nds_lmdb_txn_begin(s->e, 0, &txn, &seen)) != 0)
+        if ((rc = nds_lmdb_txn_begin(s->e, 0, &w.txn, &seen)) != 0)
             break;
-        int status = 0, mrc = fn(s, txn, ctx, &status);
-        if (mrc == 0 && status == 0)
-            mrc = mdb_txn_commit(txn);
-        else
-            mdb_txn_abort(txn);
+        char what[300];
+        snprintf(what, sizeof what, "%s %s", op, key);
+        if ((rc = nds_lmdb_guarded(s->e, lm_write_body, &w, what)) != 0) {
+            if (w.txn)
+                mdb_txn_abort(w.txn); /* cut short: only release it */
+            nds_lmdb_mark_broken(s->e);
+            nds_lmdb_use_end(s->e);
+            return rc;
+        }
+        int status = w.status, mrc = w.mrc;
         nds_lmdb_use_end(s->e);
         if (mrc == MDB_MAP_FULL && attempt < 64)
             rc = nds_lmdb_grow(s->e, seen);
@@ -664,33 +711,80 @@ static int lm_seek(MDB_cursor *c, const char *from, bool after, MDB_val *k, MDB_
     return rc;
 }
 
+/* One batch of a listing (fn of a guard: a corrupt page ends it with the guard's error). */
+typedef struct lm_list_call {
+    lm_state *s;
+    MDB_txn *txn;
+    MDB_cursor *cur; /* NULL until opened */
+    const char *pre, *rel, *from;
+    size_t pre_len;
+    bool after;
+    lm_batch *b;
+} lm_list_call;
+
+static int lm_mv_cmp(const MDB_val *x, const MDB_val *y) {
+    size_t m = x->mv_size < y->mv_size ? x->mv_size : y->mv_size;
+    int c = memcmp(x->mv_data, y->mv_data, m);
+    return c ? c : (x->mv_size > y->mv_size) - (x->mv_size < y->mv_size);
+}
+
+/* A key a cursor walk found: inside the map, no longer than a key can be, and after the previous
+ * one (or `from`). A B-tree walk yields strictly increasing keys; a damaged one that loops back
+ * (a page pointing to an earlier page) breaks the order, so checking it bounds every listing by
+ * the keys the file holds instead of looping forever. */
+static int lm_list_key(const lm_list_call *c, const MDB_val *k, const MDB_val *prev) {
+    nds_lmdb_env *e = c->s->e;
+    int rc = nds_lmdb_check_val(e, k, false, "listed key");
+    if (rc == 0 && k->mv_size > (size_t)e->max_key)
+        rc = nds_err(NDS_ECORRUPT, "lmdb: list \"%s\" in %s: data.mdb is corrupt: a key of %zu bytes "
+                     "(at most %d)", c->rel, e->canon, k->mv_size, e->max_key);
+    int order = rc ? 0 : lm_mv_cmp(k, prev);
+    if (rc == 0 && (order < 0 || (order == 0 && (prev->mv_data != c->from || c->after))))
+        rc = nds_err(NDS_ECORRUPT, "lmdb: list \"%s\" in %s: data.mdb is corrupt: keys out of order "
+                     "after %.*s", c->rel, e->canon, (int)(prev->mv_size > 200 ? 200 : prev->mv_size),
+                     (const char *)prev->mv_data);
+    return rc;
+}
+
+static int lm_list_fn(void *arg) {
+    lm_list_call *c = arg;
+    lm_batch *b = c->b;
+    size_t rlen = strlen(c->rel);
+    MDB_val k, v, prev = {strlen(c->from), (void *)c->from};
+    int rc = 0, mrc = mdb_cursor_open(c->txn, c->s->e->data, &c->cur);
+    if (mrc == 0)
+        mrc = lm_seek(c->cur, c->from, c->after, &k, &v);
+    for (; mrc == 0 && rc == 0 && b->n < LM_LIST_BATCH;
+         mrc = mdb_cursor_get(c->cur, &k, &v, MDB_NEXT)) {
+        if ((rc = lm_list_key(c, &k, &prev)) != 0)
+            break;
+        if (k.mv_size < rlen || memcmp(k.mv_data, c->rel, rlen) != 0)
+            break;
+        if (nds_buf_append(&b->text, c->pre, c->pre_len) ||
+            nds_buf_append(&b->text, k.mv_data, k.mv_size) || nds_buf_append(&b->text, "", 1))
+            rc = nds_err(NDS_ENOMEM, "lmdb: out of memory listing %s", c->rel);
+        b->sizes[b->n++] = v.mv_size >= LM_HDR ? v.mv_size - LM_HDR : 0;
+        prev = k;
+    }
+    if (mrc != 0 && mrc != MDB_NOTFOUND && rc == 0)
+        rc = nds_lmdb_err(mrc, "list %s in %s", c->rel, c->s->e->canon);
+    return rc;
+}
+
 /* Copies up to LM_LIST_BATCH keys starting with rel (from `from` on) as pre + key. */
 static int lm_list_batch(lm_state *s, const char *pre, size_t pre_len, const char *rel,
                          const char *from, bool after, lm_batch *b) {
-    MDB_txn *txn;
-    MDB_cursor *c = NULL;
-    size_t seen, rlen = strlen(rel);
-    int rc = nds_lmdb_txn_begin(s->e, MDB_RDONLY, &txn, &seen);
+    lm_list_call c = {s, NULL, NULL, pre, rel, from, pre_len, after, b};
+    size_t seen;
+    int rc = nds_lmdb_txn_begin(s->e, MDB_RDONLY, &c.txn, &seen);
     if (rc)
         return rc;
-    MDB_val k, v;
-    int mrc = mdb_cursor_open(txn, s->e->data, &c);
-    if (mrc == 0)
-        mrc = lm_seek(c, from, after, &k, &v);
     b->n = 0;
     b->text.len = 0;
-    for (; mrc == 0 && rc == 0 && b->n < LM_LIST_BATCH; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        if (k.mv_size < rlen || memcmp(k.mv_data, rel, rlen) != 0)
-            break;
-        if (nds_buf_append(&b->text, pre, pre_len) ||
-            nds_buf_append(&b->text, k.mv_data, k.mv_size) || nds_buf_append(&b->text, "", 1))
-            rc = nds_err(NDS_ENOMEM, "lmdb: out of memory listing %s", rel);
-        b->sizes[b->n++] = v.mv_size >= LM_HDR ? v.mv_size - LM_HDR : 0;
-    }
-    if (mrc != 0 && mrc != MDB_NOTFOUND && rc == 0)
-        rc = nds_lmdb_err(mrc, "list %s in %s", rel, s->e->canon);
-    mdb_cursor_close(c);
-    mdb_txn_abort(txn);
+    rc = nds_lmdb_guarded(s->e, lm_list_fn, &c, "list");
+    if (c.cur)
+        mdb_cursor_close(c.cur);
+    mdb_txn_abort(c.txn);
     nds_lmdb_use_end(s->e);
     return rc;
 }
