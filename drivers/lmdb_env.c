@@ -224,6 +224,7 @@ int nds_lmdb_check_size(nds_lmdb_env *e) {
     int rc = lm_sizes(e, &file, &need);
     if (rc)
         return nds_lmdb_err(rc, "size of data.mdb in %s", e->canon);
+    atomic_store_explicit(&e->file_size, file, memory_order_relaxed);
     if (file < need)
         return nds_err(NDS_ECORRUPT, "lmdb: data.mdb in %s is corrupt: %llu bytes, but its meta "
                        "page needs %llu (the file was truncated)", e->canon,
@@ -231,15 +232,28 @@ int nds_lmdb_check_size(nds_lmdb_env *e) {
     return 0;
 }
 
+/* data.mdb's size as last seen, looked at again when a value reaches past it (the file only
+ * grows while the environment is sound). */
+static uint64_t lm_file_size(nds_lmdb_env *e, uint64_t end) {
+    uint64_t size = atomic_load_explicit(&e->file_size, memory_order_relaxed);
+    mdb_filehandle_t fd;
+    struct stat sb;
+    if (end > size && mdb_env_get_fd(e->env, &fd) == 0 && fstat(fd, &sb) == 0) {
+        size = (uint64_t)sb.st_size;
+        atomic_store_explicit(&e->file_size, size, memory_order_relaxed);
+    }
+    return size;
+}
+
 int nds_lmdb_check_val(nds_lmdb_env *e, const MDB_val *v, bool file_too, const char *key) {
     const char *p = v->mv_data, *map = e->map_addr;
-    size_t limit = e->map_size;
-    uint64_t file = 0, need;
-    if (file_too && lm_sizes(e, &file, &need) == 0 && file < limit)
-        limit = (size_t)file;
     if (!map) /* map not found (no /proc): the guard is all there is */
         return 0;
-    if (p >= map && (size_t)(p - map) <= limit && v->mv_size <= limit - (size_t)(p - map))
+    size_t off = p >= map ? (size_t)(p - map) : 0;
+    bool inside = p >= map && off <= e->map_size && v->mv_size <= e->map_size - off;
+    if (inside && file_too)
+        inside = off + v->mv_size <= lm_file_size(e, off + v->mv_size);
+    if (inside)
         return 0;
     return nds_err(NDS_ECORRUPT, "lmdb: %s in %s: data.mdb is corrupt: a value of %zu bytes "
                    "reaches past the %s", key, e->canon, v->mv_size,

@@ -27,6 +27,7 @@
 #define NDS_DRIVERS_LMDB_ENV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,6 +52,7 @@ typedef struct nds_lmdb_env {
     pthread_cond_t cv;   /* signalled when active drops to 0 or a resize ends */
     size_t map_size;     /* current map size of this process */
     const char *map_addr; /* where the map starts (also read, unlocked, by the fault handler) */
+    _Atomic uint64_t file_size; /* data.mdb's size as last seen (nds_lmdb_check_val) */
     int active;          /* transactions + zero-copy reads of this process using the map */
     bool resizing;       /* a resize waits for active == 0: new users wait for it */
     bool broken;         /* a write transaction met corruption: no more writes (see guarded) */
@@ -112,8 +114,9 @@ void nds_lmdb_mark_broken(nds_lmdb_env *e);
 int nds_lmdb_check_size(nds_lmdb_env *e);
 
 /** 0 when v (returned by a read of this process) lies inside the map and, when file_too, inside
- *  data.mdb as it is now (for bytes handed to the caller, read outside any guard); NDS_ECORRUPT
- *  naming key otherwise. */
+ *  data.mdb (for bytes handed to the caller, read outside any guard; the size is looked up again
+ *  only when v reaches past the size last seen, so a file truncated while open is caught by the
+ *  guard, not here); NDS_ECORRUPT naming key otherwise. */
 int nds_lmdb_check_val(nds_lmdb_env *e, const MDB_val *v, bool file_too, const char *key);
 
 #endif
