@@ -142,7 +142,8 @@ static int collect_object(void *ctx, const char *key, uint64_t size) {
     chunk_list *l = ctx;
     if (!l->a->format->group_parse_key(l->a->state, key)) return 0;
     if (l->n == l->cap && grow_list(l)) return NDS_ENOMEM;
-    if (!(l->keys[l->n] = nds_strdup(key))) return nds_err(NDS_ENOMEM, "out of memory listing objects");
+    if (!(l->keys[l->n] = nds_strdup(key)))
+        return nds_err(NDS_ENOMEM, "out of memory listing objects");
     l->sizes[l->n++] = size;
     return 0;
 }
@@ -203,7 +204,8 @@ static int group_task(void *ctx, size_t i) {
     const char *key = g->list->keys[i];
     nds_read_result r;
     object_visit v = {g->a, NULL, 0, NULL, 0, 0, &g->errors[i]};
-    if (g->decode && !(v.chunk = nds_scratch(NDS_SCRATCH_CHUNK, g->a->chunk_bytes))) return NDS_ENOMEM;
+    if (g->decode && !(v.chunk = nds_scratch(NDS_SCRATCH_CHUNK, g->a->chunk_bytes)))
+        return NDS_ENOMEM;
     int rc = nds_kvstore_read(g->a->kv, key, NULL, &r);
     if (rc == 0 && r.state == NDS_READ_VALUE) {
         v.obj = r.value.data;
