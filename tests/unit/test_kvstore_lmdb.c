@@ -1201,8 +1201,30 @@ static int count_key(void *ctx, const char *key, uint64_t size) {
     return 0;
 }
 
-/* Opens an environment holding data[0..len), lists it and reads every key it was built with.
- * Every call must return (0 or an NDS_E* status: a signal, an abort or a hang fails the test).
+/* Writes into a damaged file, in a child process: each ends with an error or done, never a crash.
+ * A write transaction that a guard cuts short leaks the pages LMDB had allocated for it (and
+ * leaves the environment refusing writes): the child exits with _exit, past the leak check. */
+static void probe_writes(const char *spec) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        nds_kvstore *kv = NULL;
+        int rc = nds_kvstore_open(&kv, spec, NULL);
+        bool ok = rc <= 0;
+        if (rc == 0)
+            ok = nds_kvstore_write(kv, "k/new", "x", 1, NULL, NULL) <= 0 &&
+                 nds_kvstore_delete(kv, "k/0001", NULL) <= 0 &&
+                 nds_kvstore_delete_range(kv, "k/0100", "k/0120") <= 0;
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writes into a damaged copy: "
+                  "status %d", status);
+}
+
+/* Opens an environment holding data[0..len), lists it, reads every key it was built with, then
+ * writes, deletes and deletes a range (probe_writes). Every call must return (0 or an NDS_E* status: a signal, an abort or a hang fails the test).
  * @return how many calls failed with NDS_ECORRUPT */
 static int probe_copy(const uint8_t *data, size_t len) {
     static const char *base; /* one temporary directory for every copy, each removed after */
@@ -1233,6 +1255,7 @@ static int probe_copy(const uint8_t *data, size_t len) {
                 nds_read_result_dispose(&r);
         }
         nds_kvstore_free(kv);
+        probe_writes(spec);
     }
     nds_test_rmtree(env);
     free(env);
