@@ -69,6 +69,12 @@ for cut in 8192 12288 $((SIZE / 2)) $((SIZE - 4096)) $((SIZE - 1)); do
     every "trunc$cut" "truncated"
 done
 
+# An empty data.mdb is a new environment to LMDB: an empty listing, no array (before: ls of any
+# empty store passed NULL to qsort, a UBSan report).
+corrupt empty trunc 0
+nds ls "lmdb://$T/empty.lmdb/"; succeeded "ls of an empty data.mdb"
+nds info "lmdb://$T/empty.lmdb/a/"; refused "info of an empty data.mdb" "no array"
+
 # Page headers zeroed or 0xff (before: an LMDB assertion's abort in verify, ls looping forever).
 for p in $(seq 2 $((PAGES - 1))); do
     corrupt "zero$p" zero "$p"; every "zero$p"
