@@ -286,13 +286,20 @@ static void lm_pin_release(void *ctx, const uint8_t *data) {
  * @return 1 when txn was taken, 0 when the caller still ends it, or an error */
 static int lm_read_bytes(lm_state *s, MDB_txn *txn, const uint8_t *data, size_t len,
                          nds_bytes *out, const char *key) {
-    /* Inside data.mdb as it is now: the copy cannot fault, nor can the caller's use of a pin. */
+    /* Inside data.mdb as last seen: neither the copy nor the caller's use of a pin can fault
+     * unless the file shrank since (then the guard catches the copy). */
     MDB_val span = {len, (void *)data};
     int rc = nds_lmdb_check_val(s->e, &span, true, key);
     if (rc)
         return rc;
-    if (len <= LM_COPY_MAX)
-        return nds_bytes_copy(out, data, len);
+    if (len <= LM_COPY_MAX) {
+        uint8_t *copy = malloc(len ? len : 1);
+        if (!copy)
+            return nds_err(NDS_ENOMEM, "lmdb: out of memory reading %s", key);
+        nds_bytes_take(out, copy, len); /* owned by out first: a fault in the copy leaks nothing */
+        memcpy(copy, data, len);
+        return 0;
+    }
     lm_pin *p = malloc(sizeof *p);
     if (!p)
         return nds_err(NDS_ENOMEM, "lmdb: out of memory");
@@ -367,8 +374,10 @@ static int lm_read(void *state, const char *key, const nds_read_options *opts,
         return 0;
     mdb_txn_abort(txn);
     nds_lmdb_use_end(s->e);
-    if (rc)
+    if (rc) {
+        nds_read_result_dispose(out); /* a copy a fault cut short */
         memset(out, 0, sizeof *out);
+    }
     return rc;
 }
 

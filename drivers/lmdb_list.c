@@ -76,7 +76,12 @@ static int lm_list_fn(void *arg) {
     lm_batch *b = c->b;
     size_t rlen = strlen(c->rel);
     MDB_val k, v, prev = {strlen(c->from), (void *)c->from};
-    int rc = 0, mrc = mdb_cursor_open(c->txn, c->s->e->data, &c->cur);
+    /* mdb_stat first: it reads the database's record (a page a damaged file may fault on) with a
+     * cursor on the stack, so the cursor mdb_cursor_open allocates is never cut short unowned. */
+    MDB_stat st;
+    int rc = 0, mrc = mdb_stat(c->txn, c->s->e->data, &st);
+    if (mrc == 0)
+        mrc = mdb_cursor_open(c->txn, c->s->e->data, &c->cur);
     if (mrc == 0)
         mrc = lm_seek(c->cur, c->from, c->after, &k, &v);
     for (; mrc == 0 && rc == 0 && b->n < LM_LIST_BATCH;

@@ -1329,6 +1329,45 @@ START_TEST(corrupt_copies_random_flips) {
 }
 END_TEST
 
+/* data.mdb cut to its first 5 pages while the environment is open (a file shrunk under a running
+ * process): the reads that touch pages past the new end raise SIGBUS, which the guard turns into
+ * NDS_ECORRUPT; the process lives on and nothing leaks. */
+START_TEST(truncated_while_open_is_an_error) {
+    char *env = new_env("w.lmdb"), *spec = spec_of(env, "", NULL), *path = NULL;
+    nds_kvstore *kv = open_store(spec);
+    for (unsigned i = 0; i < 200; i++) {
+        char key[32];
+        size_t n = i % 4 == 0 ? 6000 : 300;
+        uint8_t *v = pattern(n, i);
+        snprintf(key, sizeof key, "k/%04u", i);
+        NDS_OK(nds_kvstore_write(kv, key, v, n, NULL, NULL));
+        free(v);
+    }
+    ck_assert_int_ge(asprintf(&path, "%s/data.mdb", env), 0);
+    ck_assert_int_eq(truncate(path, 5 * 4096), 0);
+    int corrupt = 0, keys = 0;
+    for (unsigned i = 0; i < 200; i++) {
+        char key[32];
+        nds_read_result r;
+        snprintf(key, sizeof key, "k/%04u", i);
+        int rc = nds_kvstore_read(kv, key, NULL, &r);
+        ck_assert_msg(rc == 0 || rc == NDS_ECORRUPT, "%s: %d", key, rc);
+        if (rc == 0)
+            nds_read_result_dispose(&r);
+        else
+            corrupt++;
+    }
+    int rc = nds_kvstore_list(kv, "", count_key, &keys);
+    ck_assert_msg(rc == 0 || rc == NDS_ECORRUPT, "list: %d", rc);
+    ck_assert_int_gt(corrupt, 0);
+    ck_assert_msg(strstr(nds_error_last()->message, "corrupt"), "%s", nds_error_last()->message);
+    nds_kvstore_free(kv);
+    free(path);
+    free(spec);
+    free(env);
+}
+END_TEST
+
 static void own_sigbus(int sig) {
     (void)sig;
 }
@@ -1385,6 +1424,7 @@ int main(void) {
     tcase_add_test(tc, corrupt_copies_truncated);
     tcase_add_test(tc, corrupt_copies_page_headers);
     tcase_add_test(tc, corrupt_copies_random_flips);
+    tcase_add_test(tc, truncated_while_open_is_an_error);
     tcase_add_test(tc, fault_handler_is_restored);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
