@@ -50,7 +50,9 @@ typedef struct info {
     uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK];
     uint64_t inner[NDS_MAX_RANK]; /* read chunks: differ from chunks only for sharded arrays */
     bool sharded;
-    bool no_stats; /* the store cannot list: stored counts unknown */
+    bool no_stats; /* stored counts unknown: the store cannot list, or the format cannot see
+                    * inside its objects (hashed shards) */
+    char no_stats_why[512]; /* the library's message saying which */
     nds_dtype dtype;
     uint8_t fill[NDS_DTYPE_MAX_SIZE];
     char codec[256];
@@ -74,6 +76,7 @@ static int gather(nds_array *a, info *in) {
     int rc = nds_array_stats_get(a, &in->stats);
     if (rc == NDS_EUNSUPPORTED) { /* a store that cannot list (plain http): no counts, the rest stands */
         in->no_stats = true;
+        snprintf(in->no_stats_why, sizeof in->no_stats_why, "%s", nds_error_last()->message);
         rc = 0;
     }
     if (rc == 0)
@@ -153,7 +156,8 @@ static void print_text(nds_array *a, const info *in, FILE *out) {
     cli_format_element(in->dtype, in->fill, fill, sizeof fill);
     fprintf(out, "fill value:  %s\n", fill);
     if (in->no_stats)
-        fprintf(out, "stored:      unknown (the store cannot list its keys)\n");
+        fprintf(out, "stored:      unknown (%s)\n",
+                in->no_stats_why[0] ? in->no_stats_why : "the store cannot list its keys");
     else
         fprintf(out, "stored:      %" PRIu64 " of %" PRIu64 " %s, %" PRIu64 " bytes\n",
                 in->stats.chunks_stored, in->stats.chunks_total, in->sharded ? "shards" : "chunks",

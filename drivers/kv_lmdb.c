@@ -24,6 +24,11 @@
  * or zero-copy read of this process uses it. Processes are coordinated by LMDB's own lock file;
  * readers never block writers.
  *
+ * Files: this one (spec, read, write, commit, stage and publish, the driver table) and
+ * lmdb_list.c (list, delete_range); lmdb_internal.h holds what they share. Corrupt files: every
+ * LMDB call that reads pages runs under nds_lmdb_guarded (lmdb_env.h), and values are checked to
+ * lie in the file before they are copied or handed out.
+ *
  * Ownership: a zero-copy read result holds its read transaction (and a reference on the
  * environment) until nds_read_result_dispose; smaller values are copied and hold nothing.
  */
@@ -45,23 +50,12 @@
 #include "internal/error.h"
 #include "internal/json_util.h"
 #include "internal/util.h"
-#include "lmdb_env.h"
+#include "lmdb_internal.h"
 
-#define LM_HDR 8                          /* generation number in front of each value */
 #define LM_COPY_MAX 4096                  /* values (ranges) up to this are copied, not pinned */
 #define LM_MIN_MAP (UINT64_C(64) << 10)   /* smallest map_size accepted */
 #define LM_DEFAULT_MAP (UINT64_C(1) << 30)
 #define LM_DEFAULT_MAX_MAP (UINT64_C(1) << 40)
-#define LM_LIST_BATCH 1024                /* keys copied per read transaction while listing */
-
-/** One instance (nds_kvstore_open of an lmdb spec). */
-typedef struct lm_state {
-    nds_lmdb_env *e;
-    char *env_text;  /* the environment as the spec names it, without trailing '/' */
-    char *strip;     /* env_text + "/": full keys starting with it are env-relative */
-    size_t strip_len;
-    char *url_base;  /* "lmdb://" (absolute paths) or "lmdb://<env>/" (env-relative paths) */
-} lm_state;
 
 /** A zero-copy read: the transaction whose snapshot the bytes live in. */
 typedef struct lm_pin {
@@ -70,7 +64,7 @@ typedef struct lm_pin {
 } lm_pin;
 
 /* NDS_EUNSUPPORTED when the instance was opened by the parent of a fork (LMDB forbids its use). */
-static int lm_check_process(const lm_state *s) {
+int nds_lmdb_check_process(const lm_state *s) {
     if (s->e->pid == getpid())
         return 0;
     return nds_err(NDS_EUNSUPPORTED, "lmdb: kvstore on %s was opened before fork(); open it again "
@@ -80,12 +74,12 @@ static int lm_check_process(const lm_state *s) {
 /* ---- keys, values, generations ---- */
 
 /* The stored key for a full key (env-relative when it starts with "<env>/"). */
-static const char *lm_rel(const lm_state *s, const char *full) {
+const char *nds_lmdb_rel(const lm_state *s, const char *full) {
     return strncmp(full, s->strip, s->strip_len) == 0 ? full + s->strip_len : full;
 }
 
 static int lm_key(const lm_state *s, const char *full, MDB_val *k) {
-    const char *rel = lm_rel(s, full);
+    const char *rel = nds_lmdb_rel(s, full);
     size_t n = strlen(rel);
     if (n == 0)
         return nds_err(NDS_EINVAL, "lmdb: empty key \"%s\" in %s", full, s->env_text);
@@ -96,7 +90,7 @@ static int lm_key(const lm_state *s, const char *full, MDB_val *k) {
 }
 
 /* memcmp order then length: LMDB's own key order (= strcmp order for strings). */
-static int lm_cmp(const MDB_val *k, const char *s) {
+int nds_lmdb_cmp(const MDB_val *k, const char *s) {
     size_t n = strlen(s), m = k->mv_size < n ? k->mv_size : n;
     int c = memcmp(k->mv_data, s, m);
     return c ? c : (k->mv_size > n) - (k->mv_size < n);
@@ -291,9 +285,21 @@ static void lm_pin_release(void *ctx, const uint8_t *data) {
 /* Hands out v's bytes [off, off+len): copied when small, else pinned with txn (which it then owns).
  * @return 1 when txn was taken, 0 when the caller still ends it, or an error */
 static int lm_read_bytes(lm_state *s, MDB_txn *txn, const uint8_t *data, size_t len,
-                         nds_bytes *out) {
-    if (len <= LM_COPY_MAX)
-        return nds_bytes_copy(out, data, len);
+                         nds_bytes *out, const char *key) {
+    /* Inside data.mdb as last seen: neither the copy nor the caller's use of a pin can fault
+     * unless the file shrank since (then the guard catches the copy). */
+    MDB_val span = {len, (void *)data};
+    int rc = nds_lmdb_check_val(s->e, &span, true, key);
+    if (rc)
+        return rc;
+    if (len <= LM_COPY_MAX) {
+        uint8_t *copy = malloc(len ? len : 1);
+        if (!copy)
+            return nds_err(NDS_ENOMEM, "lmdb: out of memory reading %s", key);
+        nds_bytes_take(out, copy, len); /* owned by out first: a fault in the copy leaks nothing */
+        memcpy(copy, data, len);
+        return 0;
+    }
     lm_pin *p = malloc(sizeof *p);
     if (!p)
         return nds_err(NDS_ENOMEM, "lmdb: out of memory");
@@ -323,9 +329,29 @@ static int lm_read_in(lm_state *s, MDB_txn *txn, const char *key, const MDB_val 
             return nds_err_prefix(rc, "lmdb: read %s", key);
         out->state = NDS_READ_VALUE;
         return lm_read_bytes(s, txn, (const uint8_t *)v->mv_data + LM_HDR + off, (size_t)len,
-                             &out->value);
+                             &out->value, key);
     }
     return 0;
+}
+
+/* A read inside its transaction (fn of a guard: a corrupt page ends it with the guard's error). */
+typedef struct lm_read_call {
+    lm_state *s;
+    MDB_txn *txn;
+    const char *key;
+    MDB_val k;
+    const nds_read_options *o;
+    nds_read_result *out;
+} lm_read_call;
+
+static int lm_read_fn(void *arg) {
+    lm_read_call *c = arg;
+    MDB_val v;
+    int mrc = mdb_get(c->txn, c->s->e->data, &c->k, &v);
+    if (mrc != 0 && mrc != MDB_NOTFOUND)
+        return nds_lmdb_err(mrc, "read %s in %s", c->key, c->s->e->canon);
+    int rc = mrc == 0 ? nds_lmdb_check_val(c->s->e, &v, false, c->key) : 0;
+    return rc ? rc : lm_read_in(c->s, c->txn, c->key, &v, mrc == 0, c->o, c->out);
 }
 
 static int lm_read(void *state, const char *key, const nds_read_options *opts,
@@ -333,49 +359,70 @@ static int lm_read(void *state, const char *key, const nds_read_options *opts,
     static const nds_read_options defaults = NDS_READ_OPTIONS_INIT;
     lm_state *s = state;
     memset(out, 0, sizeof *out);
-    MDB_val k, v;
-    MDB_txn *txn;
+    lm_read_call c = {s, NULL, key, {0, NULL}, opts ? opts : &defaults, out};
     size_t seen;
-    int rc = lm_check_process(s);
+    int rc = nds_lmdb_check_process(s);
     if (rc == 0)
-        rc = lm_key(s, key, &k);
+        rc = lm_key(s, key, &c.k);
     if (rc == 0)
-        rc = nds_lmdb_txn_begin(s->e, MDB_RDONLY, &txn, &seen);
+        rc = nds_lmdb_txn_begin(s->e, MDB_RDONLY, &c.txn, &seen);
     if (rc)
         return rc;
-    int mrc = mdb_get(txn, s->e->data, &k, &v);
-    if (mrc == 0 || mrc == MDB_NOTFOUND)
-        rc = lm_read_in(s, txn, key, &v, mrc == 0, opts ? opts : &defaults, out);
-    else
-        rc = nds_lmdb_err(mrc, "read %s in %s", key, s->e->canon);
+    MDB_txn *txn = c.txn;
+    rc = nds_lmdb_guarded(s->e, lm_read_fn, &c, "read");
     if (rc == 1) /* the result holds the transaction */
         return 0;
     mdb_txn_abort(txn);
     nds_lmdb_use_end(s->e);
-    if (rc)
+    if (rc) {
+        nds_read_result_dispose(out); /* a copy a fault cut short */
         memset(out, 0, sizeof *out);
+    }
     return rc;
 }
 
 /* ---- write transactions ---- */
 
-/* Work done inside one write transaction: returns an LMDB code (the transaction is aborted unless
- * 0) and sets *status to an NDS code when it decides to abort on its own (a failed condition). */
-typedef int (*lm_txn_fn)(lm_state *s, MDB_txn *txn, void *ctx, int *status);
 
-/* Runs fn in a write transaction and commits it; grows the map and starts over on MDB_MAP_FULL. */
-static int lm_write_txn(lm_state *s, lm_txn_fn fn, void *ctx, const char *op, const char *key) {
-    int rc = lm_check_process(s);
+/* One attempt of nds_lmdb_write_txn: fn, then commit or abort (fn of a guard). */
+typedef struct lm_write_call {
+    lm_state *s;
+    MDB_txn *txn; /* NULL once ended */
+    lm_txn_fn fn;
+    void *ctx;
+    int status, mrc;
+} lm_write_call;
+
+static int lm_write_body(void *arg) {
+    lm_write_call *w = arg;
+    w->mrc = w->fn(w->s, w->txn, w->ctx, &w->status);
+    if (w->mrc == 0 && w->status == 0)
+        w->mrc = mdb_txn_commit(w->txn);
+    else
+        mdb_txn_abort(w->txn);
+    w->txn = NULL;
+    return 0;
+}
+
+/* Runs fn in a write transaction and commits it; grows the map and starts over on MDB_MAP_FULL.
+ * A damaged page met on the way aborts the transaction and leaves the environment broken. */
+int nds_lmdb_write_txn(lm_state *s, lm_txn_fn fn, void *ctx, const char *op, const char *key) {
+    int rc = nds_lmdb_check_process(s);
     for (int attempt = 0; rc == 0; attempt++) {
-        MDB_txn *txn;
+        lm_write_call w = {s, NULL, fn, ctx, 0, 0};
         size_t seen;
-        if ((rc = nds_lmdb_txn_begin(s->e, 0, &txn, &seen)) != 0)
+        if ((rc = nds_lmdb_txn_begin(s->e, 0, &w.txn, &seen)) != 0)
             break;
-        int status = 0, mrc = fn(s, txn, ctx, &status);
-        if (mrc == 0 && status == 0)
-            mrc = mdb_txn_commit(txn);
-        else
-            mdb_txn_abort(txn);
+        char what[300];
+        snprintf(what, sizeof what, "%s %s", op, key);
+        if ((rc = nds_lmdb_guarded(s->e, lm_write_body, &w, what)) != 0) {
+            if (w.txn)
+                mdb_txn_abort(w.txn); /* cut short: only release it */
+            nds_lmdb_mark_broken(s->e);
+            nds_lmdb_use_end(s->e);
+            return rc;
+        }
+        int status = w.status, mrc = w.mrc;
         nds_lmdb_use_end(s->e);
         if (mrc == MDB_MAP_FULL && attempt < 64)
             rc = nds_lmdb_grow(s->e, seen);
@@ -472,7 +519,7 @@ static int lm_write(void *state, const char *key, const uint8_t *data, size_t le
     nds_kv_op op = {key, data, len, {NDS_GEN_NONE, {0}}, {NDS_GEN_NONE, {0}}};
     if (opts)
         op.if_equal = opts->if_equal;
-    rc = lm_write_txn(s, lm_write_fn, &op, data ? "write" : "delete", key);
+    rc = nds_lmdb_write_txn(s, lm_write_fn, &op, data ? "write" : "delete", key);
     if (rc == 0 && new_gen)
         *new_gen = op.new_generation;
     return rc;
@@ -543,7 +590,7 @@ static int lm_commit(void *state, nds_kv_op *ops, size_t n) {
         return nds_err(NDS_ENOMEM, "lmdb: out of memory in commit");
     int rc = lm_commit_keys(s, ops, n, c.keys);
     if (rc == 0)
-        rc = lm_write_txn(s, lm_commit_fn, &c, "commit", n ? ops[0].key : "(empty)");
+        rc = nds_lmdb_write_txn(s, lm_commit_fn, &c, "commit", n ? ops[0].key : "(empty)");
     for (size_t i = 0; rc != 0 && i < n; i++)
         ops[i].new_generation.kind = NDS_GEN_NONE; /* nothing was applied */
     free(c.keys);
@@ -566,7 +613,7 @@ static int lm_stage(void *state, const char *key, const uint8_t *data, size_t le
     lm_state *s = state;
     MDB_val k;
     *out = NULL;
-    int rc = lm_check_process(s);
+    int rc = nds_lmdb_check_process(s);
     if (rc == 0)
         rc = lm_key(s, key, &k);
     if (rc)
@@ -635,7 +682,7 @@ static int lm_publish(void *state, nds_kv_staged **staged, nds_kv_publish *res, 
     snprintf(what, sizeof what, "publish %zu values from", n);
     for (size_t i = 0; i < n; i++) /* stays so when no transaction even starts */
         res[i].status = 0;
-    int rc = n ? lm_write_txn(s, lm_publish_fn, &p, what, staged[0]->key) : 0;
+    int rc = n ? nds_lmdb_write_txn(s, lm_publish_fn, &p, what, staged[0]->key) : 0;
     for (size_t i = 0; i < n; i++) {
         if (rc && res[i].status != NDS_ECONFLICT) {
             res[i].status = rc;
@@ -644,128 +691,6 @@ static int lm_publish(void *state, nds_kv_staged **staged, nds_kv_publish *res, 
         free(staged[i]);
     }
     return rc ? rc : p.err;
-}
-
-/* ---- list and delete_range ---- */
-
-/* Keys copied out of one read transaction: NUL-terminated full keys, plus value sizes. */
-typedef struct lm_batch {
-    nds_buf text;
-    uint64_t sizes[LM_LIST_BATCH];
-    size_t n;
-} lm_batch;
-
-/* Positions c at the first key >= from (> from when after), or the first key when from is "". */
-static int lm_seek(MDB_cursor *c, const char *from, bool after, MDB_val *k, MDB_val *v) {
-    *k = (MDB_val){strlen(from), (void *)from};
-    int rc = mdb_cursor_get(c, k, v, k->mv_size ? MDB_SET_RANGE : MDB_FIRST);
-    if (rc == 0 && after && lm_cmp(k, from) == 0)
-        rc = mdb_cursor_get(c, k, v, MDB_NEXT);
-    return rc;
-}
-
-/* Copies up to LM_LIST_BATCH keys starting with rel (from `from` on) as pre + key. */
-static int lm_list_batch(lm_state *s, const char *pre, size_t pre_len, const char *rel,
-                         const char *from, bool after, lm_batch *b) {
-    MDB_txn *txn;
-    MDB_cursor *c = NULL;
-    size_t seen, rlen = strlen(rel);
-    int rc = nds_lmdb_txn_begin(s->e, MDB_RDONLY, &txn, &seen);
-    if (rc)
-        return rc;
-    MDB_val k, v;
-    int mrc = mdb_cursor_open(txn, s->e->data, &c);
-    if (mrc == 0)
-        mrc = lm_seek(c, from, after, &k, &v);
-    b->n = 0;
-    b->text.len = 0;
-    for (; mrc == 0 && rc == 0 && b->n < LM_LIST_BATCH; mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-        if (k.mv_size < rlen || memcmp(k.mv_data, rel, rlen) != 0)
-            break;
-        if (nds_buf_append(&b->text, pre, pre_len) ||
-            nds_buf_append(&b->text, k.mv_data, k.mv_size) || nds_buf_append(&b->text, "", 1))
-            rc = nds_err(NDS_ENOMEM, "lmdb: out of memory listing %s", rel);
-        b->sizes[b->n++] = v.mv_size >= LM_HDR ? v.mv_size - LM_HDR : 0;
-    }
-    if (mrc != 0 && mrc != MDB_NOTFOUND && rc == 0)
-        rc = nds_lmdb_err(mrc, "list %s in %s", rel, s->e->canon);
-    mdb_cursor_close(c);
-    mdb_txn_abort(txn);
-    nds_lmdb_use_end(s->e);
-    return rc;
-}
-
-/* Lists in batches so no transaction is held while fn runs (fn may write to this store). */
-static int lm_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) {
-    lm_state *s = state;
-    const char *rel = lm_rel(s, prefix);
-    size_t pre_len = (size_t)(rel - prefix);
-    int rc = lm_check_process(s);
-    if (rc || strlen(rel) > (size_t)s->e->max_key)
-        return rc; /* no stored key can start with a prefix that long */
-    lm_batch *b = calloc(1, sizeof *b);
-    char *from = nds_strdup(rel);
-    if (!b || !from)
-        rc = nds_err(NDS_ENOMEM, "lmdb: out of memory listing %s", prefix);
-    for (bool after = false; rc == 0; after = true) {
-        if ((rc = lm_list_batch(s, prefix, pre_len, rel, from, after, b)) != 0)
-            break;
-        const char *key = (const char *)b->text.data, *last = NULL;
-        for (size_t i = 0; rc == 0 && i < b->n; key += strlen(key) + 1, i++)
-            rc = fn(ctx, last = key, b->sizes[i]);
-        if (rc || b->n < LM_LIST_BATCH)
-            break;
-        free(from);
-        if (!(from = nds_strdup(last + pre_len))) /* the next batch starts after the last key */
-            rc = nds_err(NDS_ENOMEM, "lmdb: out of memory listing %s", prefix);
-    }
-    if (b)
-        nds_buf_dispose(&b->text);
-    free(b);
-    free(from);
-    return rc;
-}
-
-typedef struct lm_range {
-    const char *begin, *end; /* stored keys; end "" = unbounded */
-} lm_range;
-
-static int lm_delete_range_fn(lm_state *s, MDB_txn *txn, void *ctx, int *status) {
-    (void)status;
-    const lm_range *r = ctx;
-    MDB_cursor *c = NULL;
-    MDB_val k, v;
-    int rc = mdb_cursor_open(txn, s->e->data, &c);
-    /* Re-seek after each delete: everything in [begin, k) is gone, so the seek finds the next. */
-    while (rc == 0 && (rc = lm_seek(c, r->begin, false, &k, &v)) == 0) {
-        if (r->end[0] && lm_cmp(&k, r->end) >= 0)
-            break;
-        rc = mdb_cursor_del(c, 0);
-    }
-    if (c)
-        mdb_cursor_close(c);
-    return rc == MDB_NOTFOUND ? 0 : rc;
-}
-
-/* Deletes [begin, end) of full keys in one write transaction. A range of env-relative keys is
- * mapped to stored keys; an end beyond every "<env>/" key becomes unbounded. */
-static int lm_delete_range(void *state, const char *begin, const char *end) {
-    lm_state *s = state;
-    lm_range r = {lm_rel(s, begin), end};
-    if (r.begin != begin && end[0]) {
-        if (strncmp(end, s->strip, s->strip_len) == 0)
-            r.end = end + s->strip_len;
-        else if (strcmp(end, s->strip) > 0)
-            r.end = "";
-        else
-            return lm_check_process(s); /* end <= "<env>/" <= begin: empty */
-    }
-    if (r.end[0] && strcmp(r.begin, r.end) >= 0)
-        return lm_check_process(s);
-    if (strlen(r.begin) > (size_t)s->e->max_key)
-        return nds_err(NDS_EINVAL, "lmdb: delete_range begin %s longer than %d bytes", begin,
-                       s->e->max_key);
-    return lm_write_txn(s, lm_delete_range_fn, &r, "delete_range from", begin);
 }
 
 const nds_kv_driver nds_kv_driver_lmdb = {
@@ -781,8 +706,8 @@ const nds_kv_driver nds_kv_driver_lmdb = {
     .to_json = lm_to_json,
     .read = lm_read,
     .write = lm_write,
-    .list = lm_list,
-    .delete_range = lm_delete_range,
+    .list = nds_lmdb_list,
+    .delete_range = nds_lmdb_delete_range,
     .commit = lm_commit,
     .stage = lm_stage,
     .publish = lm_publish,

@@ -12,6 +12,14 @@
  * current ones to leave, remaps, and lets them in again. Resizes happen on MDB_MAP_FULL (doubling,
  * up to max_map) and on MDB_MAP_RESIZED (adopting the size another process set).
  *
+ * Corrupt files: LMDB trusts data.mdb. A file shorter than its meta pages say gives SIGBUS when a
+ * page past its end is touched, a damaged page can make LMDB read past the page (SIGBUS, or SIGSEGV
+ * past the map) or fail one of its assertions (which abort()s). So: the size is checked against
+ * the meta pages on opening (nds_lmdb_check_size); every LMDB call that reads pages runs inside
+ * nds_lmdb_guarded, which turns such a fault or assertion on its thread into NDS_ECORRUPT; and the
+ * driver checks what LMDB hands out (values inside the map, keys of a listing strictly increasing)
+ * before using it. See nds_lmdb_guarded for what a caught fault leaves behind.
+ *
  * Errors: nds_lmdb_err is the one place LMDB codes become NDS_E* statuses (cause NDS_CAUSE_MDB).
  * Threading: every function may be called from any thread.
  */
@@ -19,6 +27,7 @@
 #define NDS_DRIVERS_LMDB_ENV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,8 +51,11 @@ typedef struct nds_lmdb_env {
     pthread_mutex_t mu;  /* guards the members below */
     pthread_cond_t cv;   /* signalled when active drops to 0 or a resize ends */
     size_t map_size;     /* current map size of this process */
+    const char *map_addr; /* where the map starts (also read, unlocked, by the fault handler) */
+    _Atomic uint64_t file_size; /* data.mdb's size as last seen (nds_lmdb_check_val) */
     int active;          /* transactions + zero-copy reads of this process using the map */
     bool resizing;       /* a resize waits for active == 0: new users wait for it */
+    bool broken;         /* a write transaction met corruption: no more writes (see guarded) */
 } nds_lmdb_env;
 
 typedef struct nds_lmdb_options {
@@ -76,5 +88,35 @@ void nds_lmdb_use_end(nds_lmdb_env *e);
  *  when another thread already resized it). @return 0 (retry), or NDS_ELIMIT at max_map or when
  *  reads of this process kept holding the map */
 int nds_lmdb_grow(nds_lmdb_env *e, size_t seen);
+
+/**
+ * Runs fn(arg) so that a SIGBUS on the map, a SIGSEGV just past it (or near NULL, where a damaged
+ * node flag sends LMDB), or a failed LMDB assertion on
+ * this thread while it runs ends fn early instead of the process: the thread jumps back here
+ * (siglongjmp) and the call returns NDS_ECORRUPT ("lmdb: <what> in <env>: data.mdb is corrupt:
+ * ..."). Faults elsewhere, or on other threads, go to the handler that was installed before.
+ *
+ * What a caught fault leaves: fn's frames are abandoned mid-way, so fn must keep everything it
+ * must release (transaction, cursor) where its caller finds it, and the caller may only release
+ * them (mdb_cursor_close, mdb_txn_abort) and never call into that transaction again. A read-only
+ * transaction holds no lock while LMDB reads pages and reading changes no shared state, so that is
+ * all it takes. A write transaction may have been cut in the middle of updating LMDB's own
+ * structures: after the abort the caller marks the environment broken (nds_lmdb_mark_broken) and
+ * it takes no more writes in this process (NDS_ECORRUPT); reads go on. Guards nest.
+ * @return fn's result or NDS_ECORRUPT
+ */
+int nds_lmdb_guarded(nds_lmdb_env *e, int (*fn)(void *arg), void *arg, const char *what);
+/** After a write transaction was cut short by a guard: refuse further writes. */
+void nds_lmdb_mark_broken(nds_lmdb_env *e);
+
+/** NDS_ECORRUPT when data.mdb is shorter than (last page + 1) * page size of its newest meta page
+ *  (a truncated file, whose missing pages would raise SIGBUS). @return 0 or NDS_ECORRUPT */
+int nds_lmdb_check_size(nds_lmdb_env *e);
+
+/** 0 when v (returned by a read of this process) lies inside the map and, when file_too, inside
+ *  data.mdb (for bytes handed to the caller, read outside any guard; the size is looked up again
+ *  only when v reaches past the size last seen, so a file truncated while open is caught by the
+ *  guard, not here); NDS_ECORRUPT naming key otherwise. */
+int nds_lmdb_check_val(nds_lmdb_env *e, const MDB_val *v, bool file_too, const char *key);
 
 #endif

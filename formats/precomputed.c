@@ -31,6 +31,7 @@
  * use per-thread scratch buffers. Ownership: the instance owns the info document and its parse.
  */
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,6 +251,47 @@ static int pc_group_encode(void *state, const uint8_t *obj, size_t len,
     uint64_t shard = n ? chunk_shard(p, updates[0].cell) : 0;
     int rc = nds_pc_shard_update(&p->s.sharding, shard, obj, len, p->max_entries, c, n, out);
     free(c);
+    return rc;
+}
+
+/* 1 when key is "<scale key>/<shard>.shard" with exactly the digits nds_pc_shard_key writes and a
+ * shard number below 2^shard_bits: a hashed shard file of the open scale. */
+static int pc_group_parse_key(void *state, const char *key) {
+    const precomputed *p = state;
+    size_t n = strlen(p->s.key);
+    if (p->layout != SHARD_HASHED || strncmp(key, p->s.key, n) != 0 || key[n] != '/') return 0;
+    char *end;
+    errno = 0;
+    unsigned long long shard = strtoull(key + n + 1, &end, 16);
+    char again[NDS_PC_MAX_KEY + 128];
+    return errno == 0 && end != key + n + 1 && strcmp(end, ".shard") == 0 &&
+           (p->s.sharding.shard_bits >= 64 || shard >> p->s.sharding.shard_bits == 0) &&
+           nds_pc_shard_key(p->s.key, &p->s.sharding, shard, again, sizeof again) == 0 &&
+           strcmp(again, key) == 0;
+}
+
+/* Every chunk of a hashed shard file: the whole file parsed (shard index, every minishard index,
+ * no overlapping ranges, each chunk in this shard and minishard), each chunk id inside the grid. */
+static int pc_group_list(void *state, const char *key, const uint8_t *obj, size_t len,
+                         int (*fn)(void *ctx, const uint64_t *cell), void *ctx) {
+    const precomputed *p = state;
+    const char *name = strrchr(key, '/');
+    uint64_t shard = strtoull(name ? name + 1 : key, NULL, 16), cell[4] = {0};
+    nds_pc_chunk_ref *refs = NULL;
+    size_t n = 0;
+    int rc = nds_pc_shard_parse(&p->s.sharding, shard, obj, len, p->max_entries, &refs, &n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (p->grid.total < 64 && refs[i].id >> p->grid.total != 0)
+            rc = nds_err(NDS_ECORRUPT, "chunk id %llu lies outside the grid of scale \"%s\"",
+                         (unsigned long long)refs[i].id, p->s.key);
+        if (rc == 0) nds_pc_morton_cell(&p->grid, refs[i].id, cell);
+        for (int d = 0; rc == 0 && d < 3; d++)
+            if (cell[d] >= p->grid.grid[d])
+                rc = nds_err(NDS_ECORRUPT, "chunk id %llu lies outside the grid of scale \"%s\"",
+                             (unsigned long long)refs[i].id, p->s.key);
+        if (rc == 0) rc = fn(ctx, cell);
+    }
+    free(refs);
     return rc;
 }
 
@@ -600,4 +642,6 @@ const nds_format nds_format_precomputed = {
     .group_read_chunk = pc_group_read_chunk,
     .group_encode = pc_group_encode,
     .update_chunk = pc_update_chunk,
+    .group_parse_key = pc_group_parse_key,
+    .group_list = pc_group_list,
 };

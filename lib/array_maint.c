@@ -1,5 +1,6 @@
 /* Whole-array maintenance: resize (with chunk clean-up), stored-chunk statistics, verify. These
  * list the array's keys and map them back to chunk cells with the format's parse_chunk_key. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,7 +68,10 @@ static const uint64_t *list_cell(const chunk_list *l, size_t i) {
     return l->cells + i * (l->a->meta.rank ? l->a->meta.rank : 1);
 }
 
+static int group_stats(nds_array *a, nds_array_stats *out);
+
 int nds_array_stats_get(nds_array *a, nds_array_stats *out) {
+    if (a->meta.grouped) return group_stats(a, out);
     chunk_list l;
     pthread_rwlock_rdlock(&a->meta_lock);
     uint64_t total = 1;
@@ -105,7 +109,11 @@ static int verify_task(void *ctx, size_t i) {
     return 0;
 }
 
+static int group_verify(nds_array *a, nds_verify_fn fn, void *ctx, uint64_t *checked,
+                        uint64_t *bad);
+
 int nds_array_verify(nds_array *a, nds_verify_fn fn, void *ctx, uint64_t *checked, uint64_t *bad) {
+    if (a->meta.grouped) return group_verify(a, fn, ctx, checked, bad);
     chunk_list l;
     pthread_rwlock_rdlock(&a->meta_lock);
     int rc = list_chunks(a, &l);
@@ -124,6 +132,161 @@ int nds_array_verify(nds_array *a, nds_verify_fn fn, void *ctx, uint64_t *checke
     if (bad) *bad = nbad;
     free(v.errors);
     chunk_list_dispose(&l);
+    return rc;
+}
+
+/* ---- grouped arrays: the chunks inside each object (hashed shards) ---- */
+
+/* The objects stored under a grouped array (group_parse_key), their sizes in the list. */
+static int collect_object(void *ctx, const char *key, uint64_t size) {
+    chunk_list *l = ctx;
+    if (!l->a->format->group_parse_key(l->a->state, key)) return 0;
+    if (l->n == l->cap && grow_list(l)) return NDS_ENOMEM;
+    if (!(l->keys[l->n] = nds_strdup(key)))
+        return nds_err(NDS_ENOMEM, "out of memory listing objects");
+    l->sizes[l->n++] = size;
+    return 0;
+}
+
+/* Lists the objects; NDS_EUNSUPPORTED (saying what is not seen) when the format cannot. */
+static int list_objects(nds_array *a, chunk_list *l) {
+    memset(l, 0, sizeof *l);
+    l->a = a;
+    const nds_format *f = a->format;
+    if (f->version < 6 || !f->group_parse_key || !f->group_list)
+        return nds_err(NDS_EUNSUPPORTED, "%s: the chunks of this %s array live in objects its "
+                       "format cannot list: they are neither counted nor checked",
+                       nds_kvstore_url(a->kv), f->name);
+    int rc = nds_kvstore_list(a->kv, "", collect_object, l);
+    if (rc) {
+        chunk_list_dispose(l);
+        memset(l, 0, sizeof *l);
+    }
+    return rc;
+}
+
+/* One object's visit: its chunks counted and, for verify, decoded. */
+typedef struct object_visit {
+    nds_array *a;
+    const uint8_t *obj;
+    size_t len;
+    uint8_t *chunk;   /* decode buffer; NULL: only count */
+    uint64_t chunks;  /* chunks the object lists */
+    uint64_t bad;     /* of them, chunks that failed to decode (or 1 for an object that fails) */
+    nds_error_saved *first; /* the first failure */
+} object_visit;
+
+static int visit_chunk(void *ctx, const uint64_t *cell) {
+    object_visit *v = ctx;
+    v->chunks++;
+    if (!v->chunk) return 0;
+    int present = 0;
+    int rc = v->a->format->group_read_chunk(v->a->state, v->obj, v->len, cell, v->chunk, &present);
+    if (rc == NDS_ENOMEM) return rc;
+    if (rc == 0 && !present)
+        rc = nds_err(NDS_ECORRUPT, "a chunk its index lists cannot be found in it");
+    if (rc && v->bad++ == 0) nds_error_save(v->first, rc);
+    return 0;
+}
+
+typedef struct group_call {
+    nds_array *a;
+    chunk_list *list;
+    bool decode;
+    uint64_t *chunks, *bad; /* per object */
+    nds_error_saved *errors; /* per object: the first failure; code 0 = good */
+} group_call;
+
+/* Reads object i whole and visits its chunks. A resource failure stops the call; bad data (an
+ * object that does not parse, a chunk that does not decode, a failed read) is recorded. */
+static int group_task(void *ctx, size_t i) {
+    group_call *g = ctx;
+    const char *key = g->list->keys[i];
+    nds_read_result r;
+    object_visit v = {g->a, NULL, 0, NULL, 0, 0, &g->errors[i]};
+    if (g->decode && !(v.chunk = nds_scratch(NDS_SCRATCH_CHUNK, g->a->chunk_bytes)))
+        return NDS_ENOMEM;
+    int rc = nds_kvstore_read(g->a->kv, key, NULL, &r);
+    if (rc == 0 && r.state == NDS_READ_VALUE) {
+        v.obj = r.value.data;
+        v.len = r.value.len;
+        rc = g->a->format->group_list(g->a->state, key, v.obj, v.len, visit_chunk, &v);
+    }
+    nds_read_result_dispose(&r);
+    if (rc == NDS_ENOMEM) return rc;
+    if (rc) {
+        v.bad = v.bad ? v.bad : 1;
+        nds_error_save(&g->errors[i], rc);
+    }
+    g->chunks[i] = v.chunks;
+    g->bad[i] = v.bad;
+    return 0;
+}
+
+/* Lists the objects and visits each (decode: verify) on the pool. */
+static int group_run(nds_array *a, bool decode, chunk_list *l, group_call *g) {
+    pthread_rwlock_rdlock(&a->meta_lock);
+    int rc = list_objects(a, l);
+    size_t n = l->n ? l->n : 1;
+    *g = (group_call){a, l, decode, calloc(n, sizeof *g->chunks), calloc(n, sizeof *g->bad),
+                      calloc(n, sizeof *g->errors)};
+    if (!rc && (!g->chunks || !g->bad || !g->errors)) rc = nds_err(NDS_ENOMEM, "out of memory");
+    if (!rc) rc = nds_pool_for(nds_context_pool(a->ctx), l->n, 0, group_task, g);
+    pthread_rwlock_unlock(&a->meta_lock);
+    return rc;
+}
+
+static void group_dispose(chunk_list *l, group_call *g) {
+    free(g->chunks);
+    free(g->bad);
+    free(g->errors);
+    chunk_list_dispose(l);
+}
+
+/* Chunks counted inside every object (each read whole and its indexes parsed); bytes are the
+ * objects' sizes. A corrupt object fails the call with its error, naming it. */
+static int group_stats(nds_array *a, nds_array_stats *out) {
+    chunk_list l;
+    group_call g;
+    int rc = group_run(a, false, &l, &g);
+    memset(out, 0, sizeof *out);
+    out->chunks_total = 1;
+    for (size_t d = 0; d < a->meta.rank; d++)
+        out->chunks_total *= nds_ceil_div(a->meta.shape[d], a->meta.chunk_shape[d]);
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        if (g.errors[i].code) {
+            nds_error_restore(&g.errors[i]);
+            rc = nds_err_prefix(g.errors[i].code, "%s: %s", nds_kvstore_url(a->kv), l.keys[i]);
+        }
+        out->chunks_stored += g.chunks[i];
+        out->bytes_stored += l.sizes[i] == UINT64_MAX ? 0 : l.sizes[i];
+    }
+    group_dispose(&l, &g);
+    return rc;
+}
+
+/* Every chunk of every object decoded; fn is called once per bad object (its first failure, and
+ * how many more chunks of it failed). *bad counts bad chunks, and an object that does not parse as
+ * one. */
+static int group_verify(nds_array *a, nds_verify_fn fn, void *ctx, uint64_t *checked,
+                        uint64_t *bad) {
+    chunk_list l;
+    group_call g;
+    int rc = group_run(a, true, &l, &g);
+    uint64_t nchecked = 0, nbad = 0;
+    bool stopped = false;
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        nchecked += g.chunks[i] ? g.chunks[i] : g.bad[i]; /* an unreadable object: one */
+        nbad += g.bad[i];
+        if (!g.errors[i].code || stopped) continue;
+        char msg[sizeof g.errors[i].message + 64];
+        snprintf(msg, sizeof msg, g.bad[i] > 1 ? "%s (and %llu more bad chunks in it)" : "%s",
+                 g.errors[i].message, (unsigned long long)(g.bad[i] - 1));
+        stopped = fn && fn(ctx, l.keys[i], g.errors[i].code, msg);
+    }
+    if (checked) *checked = rc ? 0 : nchecked;
+    if (bad) *bad = nbad;
+    group_dispose(&l, &g);
     return rc;
 }
 

@@ -1164,6 +1164,233 @@ START_TEST(array_write_conflict_in_publish_is_redone) {
 }
 END_TEST
 
+/* ---- corrupt files ---- */
+
+/* A store of 300 keys, small values and 6000-byte ones (overflow pages); returns its data.mdb. */
+static uint8_t *corrupt_source(size_t *len) {
+    char *env = new_env("src.lmdb"), *spec = spec_of(env, "", NULL), *path = NULL;
+    nds_kvstore *kv = open_store(spec);
+    for (unsigned i = 0; i < 300; i++) {
+        char key[32];
+        size_t n = i % 10 == 0 ? 6000 : 20 + i % 200;
+        uint8_t *v = pattern(n, i);
+        snprintf(key, sizeof key, "k/%04u", i);
+        NDS_OK(nds_kvstore_write(kv, key, v, n, NULL, NULL));
+        free(v);
+    }
+    nds_kvstore_free(kv);
+    ck_assert_int_ge(asprintf(&path, "%s/data.mdb", env), 0);
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    rewind(f);
+    uint8_t *d = malloc(*len);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_uint_eq(fread(d, 1, *len, f), *len);
+    fclose(f);
+    free(path);
+    free(spec);
+    free(env);
+    return d;
+}
+
+static int count_key(void *ctx, const char *key, uint64_t size) {
+    (void)key, (void)size;
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* Writes into a damaged file, in a child process: each ends with an error or done, never a crash.
+ * A write transaction that a guard cuts short leaks the pages LMDB had allocated for it (and
+ * leaves the environment refusing writes): the child exits with _exit, past the leak check. */
+static void probe_writes(const char *spec) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        nds_kvstore *kv = NULL;
+        int rc = nds_kvstore_open(&kv, spec, NULL);
+        bool ok = rc <= 0;
+        if (rc == 0)
+            ok = nds_kvstore_write(kv, "k/new", "x", 1, NULL, NULL) <= 0 &&
+                 nds_kvstore_delete(kv, "k/0001", NULL) <= 0 &&
+                 nds_kvstore_delete_range(kv, "k/0100", "k/0120") <= 0;
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writes into a damaged copy: "
+                  "status %d", status);
+}
+
+/* Opens an environment holding data[0..len), lists it, reads every key it was built with, then
+ * writes, deletes and deletes a range (probe_writes). Every call must return (0 or an NDS_E* status: a signal, an abort or a hang fails the test).
+ * @return how many calls failed with NDS_ECORRUPT */
+static int probe_copy(const uint8_t *data, size_t len) {
+    static const char *base; /* one temporary directory for every copy, each removed after */
+    char *env = NULL, *path = NULL;
+    if (!base)
+        base = temp_dir();
+    ck_assert_int_ge(asprintf(&env, "%s/bad.lmdb", base), 0);
+    char *spec = spec_of(env, "", NULL);
+    ck_assert_int_eq(mkdir(env, 0777), 0);
+    ck_assert_int_ge(asprintf(&path, "%s/data.mdb", env), 0);
+    nds_test_write_file(path, data, len);
+    nds_kvstore *kv = NULL;
+    int corrupt = 0, rc = nds_kvstore_open(&kv, spec, NULL), keys = 0;
+    ck_assert_int_le(rc, 0);
+    corrupt += rc == NDS_ECORRUPT;
+    if (rc == 0) {
+        rc = nds_kvstore_list(kv, "", count_key, &keys);
+        ck_assert_int_le(rc, 0);
+        corrupt += rc == NDS_ECORRUPT;
+        for (unsigned i = 0; i < 300; i++) {
+            char key[32];
+            nds_read_result r;
+            snprintf(key, sizeof key, "k/%04u", i);
+            rc = nds_kvstore_read(kv, key, NULL, &r);
+            ck_assert_int_le(rc, 0);
+            corrupt += rc == NDS_ECORRUPT;
+            if (rc == 0)
+                nds_read_result_dispose(&r);
+        }
+        nds_kvstore_free(kv);
+        probe_writes(spec);
+    }
+    nds_test_rmtree(env);
+    free(env);
+    free(path);
+    free(spec);
+    return corrupt;
+}
+
+/* A truncated data.mdb is refused on opening, naming the truncation (it used to raise SIGBUS on
+ * the first read of a page past the end). */
+START_TEST(corrupt_copies_truncated) {
+    size_t len;
+    uint8_t *d = corrupt_source(&len);
+    const size_t cuts[] = {8192, 12288, len / 2, len - 4096, len - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+        char *env = new_env("t.lmdb"), *path = NULL, *spec = spec_of(env, "", NULL);
+        ck_assert_int_eq(mkdir(env, 0777), 0);
+        ck_assert_int_ge(asprintf(&path, "%s/data.mdb", env), 0);
+        nds_test_write_file(path, d, cuts[i]);
+        nds_kvstore *kv = NULL;
+        ck_assert_int_eq(nds_kvstore_open(&kv, spec, NULL), NDS_ECORRUPT);
+        ck_assert_msg(strstr(nds_error_last()->message, "truncated"), "cut at %zu: %s", cuts[i],
+                      nds_error_last()->message);
+        free(path);
+        free(spec);
+        free(env);
+    }
+    free(d);
+}
+END_TEST
+
+/* Every page header zeroed, then set to 0xff, one page at a time: each open, list and read ends
+ * with the data or an error (zeroed headers used to fail an LMDB assertion, which abort()s; 0xff
+ * ones made listings loop forever). Some must be reported as corruption. */
+START_TEST(corrupt_copies_page_headers) {
+    size_t len;
+    uint8_t *d = corrupt_source(&len), *c = malloc(len);
+    ck_assert_ptr_nonnull(c);
+    int corrupt = 0;
+    for (size_t page = 2; page < len / 4096; page++) {
+        for (int fill = 0; fill < 2; fill++) {
+            memcpy(c, d, len);
+            memset(c + page * 4096, fill ? 0xff : 0, 16);
+            corrupt += probe_copy(c, len);
+        }
+    }
+    ck_assert_int_gt(corrupt, 0);
+    free(c);
+    free(d);
+}
+END_TEST
+
+/* 200 seeds of 1-16 random bit flips anywhere in the file: no signal, abort or hang. */
+START_TEST(corrupt_copies_random_flips) {
+    size_t len;
+    uint8_t *d = corrupt_source(&len), *c = malloc(len);
+    ck_assert_ptr_nonnull(c);
+    int corrupt = 0;
+    for (unsigned seed = 1; seed <= 200; seed++) {
+        uint64_t x = seed * UINT64_C(0x9E3779B97F4A7C15);
+        memcpy(c, d, len);
+        for (unsigned flips = 1 + seed % 16; flips > 0; flips--) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            c[(x >> 8) % len] ^= (uint8_t)(1u << (x & 7));
+        }
+        corrupt += probe_copy(c, len);
+    }
+    ck_assert_int_gt(corrupt, 0);
+    free(c);
+    free(d);
+}
+END_TEST
+
+/* data.mdb cut to its first 5 pages while the environment is open (a file shrunk under a running
+ * process): the reads that touch pages past the new end raise SIGBUS, which the guard turns into
+ * NDS_ECORRUPT; the process lives on and nothing leaks. */
+START_TEST(truncated_while_open_is_an_error) {
+    char *env = new_env("w.lmdb"), *spec = spec_of(env, "", NULL), *path = NULL;
+    nds_kvstore *kv = open_store(spec);
+    for (unsigned i = 0; i < 200; i++) {
+        char key[32];
+        size_t n = i % 4 == 0 ? 6000 : 300;
+        uint8_t *v = pattern(n, i);
+        snprintf(key, sizeof key, "k/%04u", i);
+        NDS_OK(nds_kvstore_write(kv, key, v, n, NULL, NULL));
+        free(v);
+    }
+    ck_assert_int_ge(asprintf(&path, "%s/data.mdb", env), 0);
+    ck_assert_int_eq(truncate(path, 5 * 4096), 0);
+    int corrupt = 0, keys = 0;
+    for (unsigned i = 0; i < 200; i++) {
+        char key[32];
+        nds_read_result r;
+        snprintf(key, sizeof key, "k/%04u", i);
+        int rc = nds_kvstore_read(kv, key, NULL, &r);
+        ck_assert_msg(rc == 0 || rc == NDS_ECORRUPT, "%s: %d", key, rc);
+        if (rc == 0)
+            nds_read_result_dispose(&r);
+        else
+            corrupt++;
+    }
+    int rc = nds_kvstore_list(kv, "", count_key, &keys);
+    ck_assert_msg(rc == 0 || rc == NDS_ECORRUPT, "list: %d", rc);
+    ck_assert_int_gt(corrupt, 0);
+    ck_assert_msg(strstr(nds_error_last()->message, "corrupt"), "%s", nds_error_last()->message);
+    nds_kvstore_free(kv);
+    free(path);
+    free(spec);
+    free(env);
+}
+END_TEST
+
+static void own_sigbus(int sig) {
+    (void)sig;
+}
+
+/* The driver's fault handler is there while an environment is open, and the handler installed
+ * before it is back once the last one closes. */
+START_TEST(fault_handler_is_restored) {
+    struct sigaction mine, now;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_handler = own_sigbus;
+    ck_assert_int_eq(sigaction(SIGBUS, &mine, NULL), 0);
+    char *env = new_env("h.lmdb"), *spec = spec_of(env, "", NULL);
+    nds_kvstore *kv = open_store(spec);
+    ck_assert_int_eq(sigaction(SIGBUS, NULL, &now), 0);
+    ck_assert(now.sa_handler != own_sigbus);
+    nds_kvstore_free(kv);
+    ck_assert_int_eq(sigaction(SIGBUS, NULL, &now), 0);
+    ck_assert(!(now.sa_flags & SA_SIGINFO) && now.sa_handler == own_sigbus);
+    free(spec);
+    free(env);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("kvstore_lmdb");
     suite_add_tcase(s, nds_kv_conformance_tcase("lmdb", conformance_url));
@@ -1194,6 +1421,11 @@ int main(void) {
     tcase_add_test(tc, failed_publish_applies_nothing);
     tcase_add_test(tc, array_write_publishes_in_batches);
     tcase_add_test(tc, array_write_conflict_in_publish_is_redone);
+    tcase_add_test(tc, corrupt_copies_truncated);
+    tcase_add_test(tc, corrupt_copies_page_headers);
+    tcase_add_test(tc, corrupt_copies_random_flips);
+    tcase_add_test(tc, truncated_while_open_is_an_error);
+    tcase_add_test(tc, fault_handler_is_restored);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }

@@ -796,6 +796,105 @@ START_TEST(corrupt_shards_refused) {
 }
 END_TEST
 
+/* ---- stats and verify see the chunks inside shards ------------------------------------------- */
+
+typedef struct bad_list {
+    char keys[8][64];
+    char messages[8][256];
+    int n;
+} bad_list;
+
+static int note_bad(void *ctx, const char *key, int status, const char *message) {
+    bad_list *b = ctx;
+    ck_assert_int_eq(status, NDS_ECORRUPT);
+    if (b->n < 8) {
+        snprintf(b->keys[b->n], sizeof b->keys[0], "%s", key);
+        snprintf(b->messages[b->n], sizeof b->messages[0], "%s", message);
+    }
+    b->n++;
+    return 0;
+}
+
+static uint64_t stored_bytes_fn_total;
+static int sum_sizes_fn(void *ctx, const char *key, uint64_t size) {
+    (void)ctx;
+    if (strstr(key, ".shard")) stored_bytes_fn_total += size;
+    return 0;
+}
+
+/* Every chunk of a hashed volume is counted by stats and decoded by verify (both used to see
+ * none: 0 chunks stored, 0 checked). 64 chunks written, 13 of them all zero (not stored). */
+START_TEST(stats_and_verify_see_hashed_chunks) {
+    nds_pc_sharding s = sharding("murmurhash3_x86_128", 1, 2, 2, true, true);
+    uint64_t size[3] = {16, 16, 16}, chunk[3] = {4, 4, 4}, shape[4] = {16, 16, 16, 1};
+    nds_array *a;
+    NDS_OK(open_hashed(&a, "memory://h_stats/", "uint16", 1, size, chunk, &s,
+                       "\"encoding\":\"raw\""));
+    uint16_t *vol = pattern_volume(shape);
+    for (uint64_t i = 0; i < 16 * 16 * 16; i++) /* chunks whose x index is 0 and z index 3: zero */
+        if ((i / 256) / 4 == 0 && (i % 16) / 4 == 3) vol[i] = 0;
+    write_all(a, vol);
+    free(vol);
+    nds_array_stats st;
+    NDS_OK(nds_array_stats_get(a, &st));
+    ck_assert_uint_eq(st.chunks_total, 64);
+    ck_assert_uint_eq(st.chunks_stored, 60);
+    nds_kvstore *kv;
+    NDS_OK(nds_kvstore_open(&kv, "memory://h_stats/", NULL));
+    NDS_OK(nds_kvstore_list(kv, "1_1_1/", sum_sizes_fn, NULL));
+    nds_kvstore_free(kv);
+    ck_assert_uint_eq(st.bytes_stored, stored_bytes_fn_total);
+    uint64_t checked = 0, bad = 1;
+    bad_list b = {0};
+    NDS_OK(nds_array_verify(a, note_bad, &b, &checked, &bad));
+    ck_assert_uint_eq(checked, 60);
+    ck_assert_uint_eq(bad, 0);
+    ck_assert_int_eq(b.n, 0);
+    nds_array_free(a);
+}
+END_TEST
+
+/* A shard of garbage and a shard with one chunk's data damaged: verify names both files (the
+ * garbage one by what is wrong with its index) and still checks the chunks of the others; stats
+ * fails naming the garbage shard instead of counting around it. */
+START_TEST(verify_names_garbage_shards) {
+    nds_pc_sharding s = sharding("murmurhash3_x86_128", 0, 1, 1, false, true);
+    uint64_t size[3] = {8, 8, 8}, chunk[3] = {4, 4, 4}, shape[4] = {8, 8, 8, 1};
+    const char *url = "memory://h_garbage/";
+    nds_array *a;
+    NDS_OK(open_hashed(&a, url, "uint16", 1, size, chunk, &s, "\"encoding\":\"raw\""));
+    uint16_t *vol = pattern_volume(shape);
+    write_all(a, vol);
+    free(vol);
+    char k0[64], k1[64];
+    shard_key(&s, 0, k0, sizeof k0);
+    shard_key(&s, 1, k1, sizeof k1);
+    ck_assert_int_eq(count_shards(url), 2);
+    uint8_t garbage[200];
+    for (size_t i = 0; i < sizeof garbage; i++) garbage[i] = (uint8_t)(i * 97 + 13);
+    put_raw(url, k0, garbage, sizeof garbage);
+    size_t len;
+    uint8_t *f = get_raw(url, k1, &len);
+    ck_assert_ptr_nonnull(f);
+    f[len - 60] ^= 0xff; /* inside the last minishard's chunk data (gzip'd): fails to decode */
+    put_raw(url, k1, f, len);
+    free(f);
+    uint64_t checked = 0, bad = 0;
+    bad_list b = {0};
+    NDS_OK(nds_array_verify(a, note_bad, &b, &checked, &bad));
+    ck_assert_int_eq(b.n, 2);
+    ck_assert_str_eq(b.keys[0], k0);
+    ck_assert_msg(strstr(b.messages[0], "shard"), "%s", b.messages[0]);
+    ck_assert_str_eq(b.keys[1], k1);
+    ck_assert_msg(strstr(b.messages[1], "chunk"), "%s", b.messages[1]);
+    ck_assert_uint_ge(bad, 2);
+    ck_assert_uint_gt(checked, 1); /* the chunks of the damaged but readable shard */
+    nds_array_stats st;
+    EXPECT_ERR(nds_array_stats_get(a, &st), NDS_ECORRUPT, k0);
+    nds_array_free(a);
+}
+END_TEST
+
 /* ---- transactions ---------------------------------------------------------------------------- */
 
 START_TEST(transactions_refused) {
@@ -851,6 +950,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, racing_writer_retries);
     tcase_add_test(tc, corrupt_shards_refused);
     tcase_add_test(tc, transactions_refused);
+    tcase_add_test(tc, stats_and_verify_see_hashed_chunks);
+    tcase_add_test(tc, verify_names_garbage_shards);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -29,7 +29,7 @@ struct json_object;
 /* 2 added decode_chunk_part; 3 added update_chunk; 4 added read_chunk_part; 5 added
  * decode_chunk_pieces. Formats built for
  * an older version still register (without the later members). */
-#define NDS_FORMAT_VERSION 5
+#define NDS_FORMAT_VERSION 6
 
 /** The grid a format describes; filled by open and resize. */
 typedef struct nds_array_meta {
@@ -200,6 +200,19 @@ typedef struct nds_format {
      */
     int (*decode_chunk_pieces)(void *state, const uint64_t *cell, const uint8_t *data,
                                size_t len, nds_piece_sink sink, void *arg);
+    /* ---- version 6 ---- */
+    /** Optional (grouped formats): 1 when key (relative to the array) names one of its objects
+     *  (a shard file of the open scale), else 0. With group_list, lets stats and verify see the
+     *  chunks inside objects; without them both refuse grouped arrays (NDS_EUNSUPPORTED). */
+    int (*group_parse_key)(void *state, const char *key);
+    /**
+     * Optional (with group_parse_key): calls fn(ctx, cell) for every chunk the object key holds,
+     * from its stored bytes obj[0..len), after checking the whole object's layout (indexes, byte
+     * ranges, chunks that belong to it and to the grid). Stops at fn's first non-zero return.
+     * Corrupt obj: NDS_ECORRUPT with a message, fn not called. Runs on many threads at once.
+     */
+    int (*group_list)(void *state, const char *key, const uint8_t *obj, size_t len,
+                      int (*fn)(void *ctx, const uint64_t *cell), void *ctx);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
