@@ -153,7 +153,7 @@ static int list_objects(nds_array *a, chunk_list *l) {
     memset(l, 0, sizeof *l);
     l->a = a;
     const nds_format *f = a->format;
-    if (f->version < 6 || !f->group_parse_key || !f->group_list)
+    if (!f->group_parse_key || !f->group_list)
         return nds_err(NDS_EUNSUPPORTED, "%s: the chunks of this %s array live in objects its "
                        "format cannot list: they are neither counted nor checked",
                        nds_kvstore_url(a->kv), f->name);

@@ -29,7 +29,7 @@ struct json_object;
 /* 2 added decode_chunk_part; 3 added update_chunk; 4 added read_chunk_part; 5 added
  * decode_chunk_pieces. Formats built for
  * an older version still register (without the later members). */
-#define NDS_FORMAT_VERSION 6
+#define NDS_FORMAT_VERSION 5
 
 /** The grid a format describes; filled by open and resize. */
 typedef struct nds_array_meta {
@@ -200,7 +200,8 @@ typedef struct nds_format {
      */
     int (*decode_chunk_pieces)(void *state, const uint64_t *cell, const uint8_t *data,
                                size_t len, nds_piece_sink sink, void *arg);
-    /* ---- version 6 ---- */
+    /* ---- optional members added since version 5 (versions change at releases; NULL = not
+     * provided, so a format that leaves them out keeps its behaviour) ---- */
     /** Optional (grouped formats): 1 when key (relative to the array) names one of its objects
      *  (a shard file of the open scale), else 0. With group_list, lets stats and verify see the
      *  chunks inside objects; without them both refuse grouped arrays (NDS_EUNSUPPORTED). */
