@@ -261,7 +261,8 @@ int cli_cmd_ls(int argc, char **argv) {
     else if (st != 0)
         rc = cli_fail_nds(st, url);
     if (rc == CLI_OK) {
-        qsort(l.v, l.n, sizeof *l.v, by_key);
+        if (l.n) /* qsort of an empty listing would be handed NULL */
+            qsort(l.v, l.n, sizeof *l.v, by_key);
         annotate(kv, &l);
         if (!recursive)
             fold_dirs(&l);
