@@ -43,7 +43,8 @@ void nds_file_root_dispose(file_root *r);
 /** *rel = key relative to the root; NDS_EINVAL when key lies outside it or has a ".." segment. */
 int nds_file_rel(const file_root *r, const char *key, const char *op, const char **rel);
 /** open of rel ("" = the root) beneath the root, following no link. With O_CREAT a missing root
- *  is made. @return fd, or -errno (ELOOP: a link on the path; ENOENT also when the root is missing) */
+ *  is made. @return fd, or -errno (ELOOP: a link on the path; ENOENT also when the root is
+ *  missing) */
 int nds_file_open_beneath(file_root *r, const char *rel, int flags, mode_t mode);
 /** The directory rel_dir beneath the root, opened O_RDONLY (for flock, fsync, *at calls); with
  *  create, missing directories are made (each fsynced in its parent). @return fd or -errno */

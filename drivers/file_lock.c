@@ -230,7 +230,7 @@ static void excl_steal(int dirfd, const char *name, dev_t dev, ino_t ino) {
 static int excl_check(int dirfd, const char *name) {
     int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
-    if (fd < 0 && errno == ELOOP) { /* a symbolic link is no one's lock: moved aside, not followed */
+    if (fd < 0 && errno == ELOOP) { /* a link is no one's lock: moved aside, not followed */
         if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
             excl_steal(dirfd, name, st.st_dev, st.st_ino);
         return 0;

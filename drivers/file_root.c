@@ -1,9 +1,10 @@
 /* The file driver's store root: every path it opens, creates, renames or removes is resolved
  * beneath the root directory, and no symbolic link below the root is followed.
  *
- * The root is the directory named by the spec's path (the path itself when it ends in '/' or names a
- * directory at open, else its directory part), resolved when first used: links in the root's own
- * path are followed (a root that is itself a symlink is fine), links below it never are. Paths
+ * The root is the directory named by the spec's path (the path itself when it ends in '/' or
+ * names a directory at open, else its directory part), resolved when first used: links in the
+ * root's own path are followed (a root that is itself a symlink is fine), links below it never
+ * are. Paths
  * below the root are resolved with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) from a
  * descriptor of the root; where the kernel has no openat2 (before 5.6, or a seccomp filter refusing
  * it) by a walk that opens one component at a time with O_NOFOLLOW. Both refuse the same paths: a
@@ -312,7 +313,7 @@ static int make_dirs_beneath(file_root *r, const char *rel_dir) {
 
 int nds_file_open_dir(file_root *r, const char *rel_dir, bool create) {
     int fd = nds_file_open_beneath(r, rel_dir, O_RDONLY | O_DIRECTORY, 0);
-    /* A concurrent delete_range may remove a directory just made (it prunes empty ones): go again. */
+    /* A concurrent delete_range may remove a directory just made (it prunes empty ones): again. */
     for (int attempt = 0; fd == -ENOENT && create && attempt < 16; attempt++) {
         int err = *rel_dir ? make_dirs_beneath(r, rel_dir) : 0;
         if (!*rel_dir && (fd = root_fd(r, true)) < 0)

@@ -9,8 +9,8 @@
  *
  * Threading: safe from any thread; state is per process. Directories are told apart by path (the
  * driver always names a directory the same way); the fsync itself goes through the caller's
- * descriptor of the directory, so it never resolves a path. Up to NDS_FILE_SYNC_SLOTS directories are tracked
- * at once; beyond that a caller simply fsyncs on its own.
+ * descriptor of the directory, so it never resolves a path. Up to NDS_FILE_SYNC_SLOTS directories
+ * are tracked at once; beyond that a caller simply fsyncs on its own.
  */
 #ifndef NDS_DRIVERS_FILE_SYNC_H
 #define NDS_DRIVERS_FILE_SYNC_H

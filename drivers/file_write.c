@@ -3,7 +3,8 @@
  * over the key under the key's lock when its condition still holds, and the directory is fsynced.
  * Two-phase writes split this: stage writes a temp file and starts its writeback; publish fsyncs a
  * batch of them back to back, renames each under its lock and condition, and fsyncs each directory
- * once.
+ * once. Everything after the key's directory is found (beneath the store root, file_root.c) goes
+ * through one descriptor of that directory: temp file, stat, lock, rename, unlink, fsync.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

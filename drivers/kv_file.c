@@ -1,8 +1,8 @@
 /* The "file" kvstore driver: each key is a file path (the core passes spec path + relative key).
  *
  * Every path is resolved beneath the store root (drivers/file_root.c) and no symbolic link below
- * the root is followed: reads and writes through one fail with NDS_EUNSUPPORTED naming the link, and
- * list does not report it, so list, read and write agree on what the store holds. Temp files of
+ * the root is followed: reads and writes through one fail with NDS_EUNSUPPORTED naming the link,
+ * and list does not report it, so list, read and write agree on what the store holds. Temp files of
  * dead writers are removed only by delete_range, a write (read-only calls never unlink anything).
  *
  * Implements read (conditions, byte ranges via pread), atomic conditional write and delete

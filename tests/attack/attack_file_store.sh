@@ -27,6 +27,14 @@ succeeded "info of the store with a link in it"
 nds verify "$T/v3.zarr"
 succeeded "verify of the store with a link in it"
 check '[ "$(cat "$T/outside/0")" = precious ]' "the file outside is still there after info and verify"
+# Shrinking then growing neither removes what lies behind the link nor serves it as old data.
+nds resize "$T/v3.zarr" --shape 2
+succeeded "shrink the store with a link in it"
+nds resize "$T/v3.zarr" --shape 8
+succeeded "grow it again"
+check '[ "$(cat "$T/outside/0")" = precious ]' "the file outside survived the shrink"
+nds read "$T/v3.zarr" --raw -o "$T/v3.out"
+refused "read after shrink and grow: still refused, never stale data" "symbolic link"
 # A store root that is itself a symlink is fine.
 mkdir -p "$T/real"
 ln -s "$T/real" "$T/linked.zarr"
