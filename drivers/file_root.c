@@ -2,9 +2,9 @@
  * beneath the root directory, and no symbolic link below the root is followed.
  *
  * The root is the directory named by the spec's path (the path itself when it ends in '/' or
- * names a directory at open, else its directory part), resolved when first used: links in the
- * root's own path are followed (a root that is itself a symlink is fine), links below it never
- * are. Paths
+ * names a directory at open, else its directory part), resolved at open (or, when it does not
+ * exist yet, when a write makes it): links in the root's own path are followed (a root that is
+ * itself a symlink is fine), links below it never are. Paths
  * below the root are resolved with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) from a
  * descriptor of the root; where the kernel has no openat2 (before 5.6, or a seccomp filter refusing
  * it) by a walk that opens one component at a time with O_NOFOLLOW. Both refuse the same paths: a
@@ -13,6 +13,7 @@
  * The root descriptor is opened once; when the directory it names has been removed (another process
  * deleted the store and made it again), the next lookup that finds nothing opens the path again.
  * Replaced descriptors stay open until the store is closed, since other threads may be using them.
+ * So an open file store holds one descriptor (O_PATH) of its root, counted in RLIMIT_NOFILE.
  *
  * Threading: internally synchronised (the descriptor is an atomic, replaced under a mutex).
  */
@@ -35,6 +36,8 @@
 
 /* Whether openat2 works here: 0 unknown, 1 yes, -1 no (checked walk). Per process. */
 static atomic_int g_openat2_ok;
+
+static int root_fd(file_root *r, bool create);
 
 /* ---- setup ---- */
 
@@ -80,6 +83,7 @@ int nds_file_root_init(file_root *r, const char *path) {
                       : strndup(r->prefix, d);
     if (!r->dir)
         return nds_err(NDS_ENOMEM, "file: out of memory opening %s", path);
+    (void)root_fd(r, false); /* resolved now when it exists; else when a write makes it */
     return 0;
 }
 
