@@ -31,17 +31,11 @@ static uint64_t sync_calls, sync_fsyncs; /* under sync_mu */
 static sync_slot sync_slots[NDS_FILE_SYNC_SLOTS];
 
 /* One fsync of a directory. @return 0 or an errno */
-static int fsync_dir_now(const char *dir) {
+static int fsync_dir_now(int fd) {
     pthread_mutex_lock(&sync_mu);
     sync_fsyncs++;
     pthread_mutex_unlock(&sync_mu);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    /* Gone: a delete_range removed it, which it only does once it is empty, so whatever was renamed
-     * into it has been deleted since, and that delete made itself durable in the parent. */
-    if (fd < 0) return errno == ENOENT ? 0 : errno;
-    int err = fsync(fd) == 0 || errno == EINVAL ? 0 : errno; /* EINVAL: no directory fsync here */
-    close(fd);
-    return err;
+    return fsync(fd) == 0 || errno == EINVAL ? 0 : errno; /* EINVAL: no directory fsync here */
 }
 
 /* The slot tracking dir, claiming the least recently used idle one if none does. NULL when every
@@ -63,14 +57,14 @@ static sync_slot *slot_for(const char *dir, uint64_t now) {
     return idle;
 }
 
-int nds_file_sync_dir(const char *dir) {
+int nds_file_sync_dir(const char *dir, int fd) {
     pthread_mutex_lock(&sync_mu);
     uint64_t mine = ++sync_ticket;
     sync_calls++;
     sync_slot *s = slot_for(dir, mine);
     if (!s) {
         pthread_mutex_unlock(&sync_mu);
-        return fsync_dir_now(dir);
+        return fsync_dir_now(fd);
     }
     s->waiters++;
     while (s->running && s->covered <= mine) pthread_cond_wait(&sync_cv, &sync_mu);
@@ -83,7 +77,7 @@ int nds_file_sync_dir(const char *dir) {
     s->running = true;
     uint64_t start = ++sync_ticket;
     pthread_mutex_unlock(&sync_mu);
-    int err = fsync_dir_now(dir);
+    int err = fsync_dir_now(fd);
     pthread_mutex_lock(&sync_mu);
     s->running = false;
     s->covered = start;

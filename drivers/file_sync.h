@@ -8,8 +8,9 @@
  * concurrent chunk writes need about one directory commit per round instead of one per chunk.
  *
  * Threading: safe from any thread; state is per process. Directories are told apart by path (the
- * driver always names a directory the same way). Up to NDS_FILE_SYNC_SLOTS directories are tracked
- * at once; beyond that a caller simply fsyncs on its own.
+ * driver always names a directory the same way); the fsync itself goes through the caller's
+ * descriptor of the directory, so it never resolves a path. Up to NDS_FILE_SYNC_SLOTS directories
+ * are tracked at once; beyond that a caller simply fsyncs on its own.
  */
 #ifndef NDS_DRIVERS_FILE_SYNC_H
 #define NDS_DRIVERS_FILE_SYNC_H
@@ -25,10 +26,9 @@ char *nds_file_dir_of(const char *path);
 /** Length of path's directory part as nds_file_dir_of returns it (the name itself when "."). */
 size_t nds_file_dir_len(const char *path);
 
-/** Makes every rename/unlink done in dir before this call durable. A directory that no longer
- *  exists needs nothing (0): its removal (delete_range prunes only empty directories) came later and
- *  was made durable by whoever removed it. @return 0 or an errno */
-int nds_file_sync_dir(const char *dir);
+/** Makes every rename/unlink done in directory dir (open as fd, O_RDONLY) before this call durable.
+ *  @return 0 or an errno */
+int nds_file_sync_dir(const char *dir, int fd);
 
 /** Counts since the process started: calls of nds_file_sync_dir and fsyncs they ran (for tests and
  *  for measuring the grouping). */

@@ -3,7 +3,8 @@
  * over the key under the key's lock when its condition still holds, and the directory is fsynced.
  * Two-phase writes split this: stage writes a temp file and starts its writeback; publish fsyncs a
  * batch of them back to back, renames each under its lock and condition, and fsyncs each directory
- * once.
+ * once. Everything after the key's directory is found (beneath the store root, file_root.c) goes
+ * through one descriptor of that directory: temp file, stat, lock, rename, unlink, fsync.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -25,14 +26,18 @@
 #include "file_lock.h"
 #include "file_sync.h"
 
-/* The current generation of key by stat (ABSENT when missing or a directory). @return 0 or error */
-static int file_stat_gen(const char *key, nds_generation *g, struct stat *st) {
-    if (stat(key, st) != 0) {
+/* The current generation of name in dirfd (key, for messages) by fstatat: ABSENT when missing or
+ * a directory; a symbolic link is refused (the store follows none). @return 0 or error */
+static int file_stat_gen(file_state *s, int dirfd, const char *name, const char *key,
+                         const char *op, nds_generation *g, struct stat *st) {
+    if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno != ENOENT && errno != ENOTDIR)
             return nds_file_err(errno, "stat", key);
         nds_file_gen_absent(g);
         return 0;
     }
+    if (S_ISLNK(st->st_mode))
+        return nds_file_path_err(&s->root, ELOOP, op, key);
     if (S_ISDIR(st->st_mode))
         nds_file_gen_absent(g);
     else
@@ -40,76 +45,61 @@ static int file_stat_gen(const char *key, nds_generation *g, struct stat *st) {
     return 0;
 }
 
-/* fsyncs the directory holding path, so a rename or unlink in it is durable (concurrent callers
- * share one fsync: file_sync.h). @return 0 or an errno */
-static int file_sync_parent_of(const char *path) {
-    char *dir = nds_file_dir_of(path);
+/* fsyncs the directory holding key, open as dirfd, so a rename or unlink in it is durable
+ * (concurrent callers share one fsync: file_sync.h). @return 0 or an errno */
+static int file_sync_parent_of(const char *key, int dirfd) {
+    char *dir = nds_file_dir_of(key);
     if (!dir)
         return ENOMEM;
-    int err = nds_file_sync_dir(dir);
+    int err = nds_file_sync_dir(dir, dirfd);
     free(dir);
     return err;
 }
 
-/* mkdir -p of dir (modified temporarily); each directory created is made durable in its parent.
- * @return 0 or an errno */
-static int file_mkdirs(char *dir) {
-    if (mkdir(dir, 0777) == 0)
-        return file_sync_parent_of(dir);
-    if (errno == EEXIST)
-        return 0;
-    if (errno != ENOENT)
-        return errno;
-    char *slash = strrchr(dir, '/');
-    while (slash && slash > dir && slash[1] == '\0') { /* skip trailing slashes */
-        *slash = '\0';
-        char *prev = strrchr(dir, '/');
-        *slash = '/';
-        slash = prev;
-    }
-    if (!slash || slash == dir)
-        return ENOENT;
-    *slash = '\0';
-    int err = file_mkdirs(dir);
-    *slash = '/';
-    if (err != 0)
-        return err;
-    if (mkdir(dir, 0777) == 0)
-        return file_sync_parent_of(dir);
-    return errno == EEXIST ? 0 : errno;
+/* A new temp file's place: the key's directory (made when missing) and the temp file's name. */
+typedef struct temp_file {
+    int dirfd;        /* the key's directory */
+    const char *name; /* the key's last component (inside the key) */
+    char *tmp;        /* the temp file's name in dirfd */
+    int fd;           /* the temp file, open for writing */
+} temp_file;
+
+static void temp_close(temp_file *t, bool unlink_tmp) {
+    if (t->fd >= 0)
+        close(t->fd);
+    if (unlink_tmp && t->tmp && t->dirfd >= 0)
+        unlinkat(t->dirfd, t->tmp, 0);
+    if (t->dirfd >= 0)
+        close(t->dirfd);
+    free(t->tmp);
+    *t = (temp_file){-1, NULL, NULL, -1};
 }
 
-/* Creates a new temp file next to key (creating parent directories). @return fd, or -errno */
-static int file_create_temp(const char *key, char **tmp_out) {
-    char *dir = nds_file_dir_of(key);
-    int fd = -ENOMEM;
+/* Creates a new temp file next to key (creating parent directories). @return 0 or error */
+static int file_create_temp(file_state *s, const char *key, temp_file *t) {
+    *t = (temp_file){-1, NULL, NULL, -1};
+    int err = 0;
     /* A concurrent delete_range may remove a directory we just made: retry a few times. */
-    for (int attempt = 0; dir && attempt < 16; attempt++) {
-        char *tmp = nds_asprintf("%s%s%d.%016llx", key, TMP_MARK, (int)getpid(),
-                                 (unsigned long long)nds_random_u64());
-        if (!tmp) {
-            fd = -ENOMEM;
-            break;
+    for (int attempt = 0; attempt < 16; attempt++) {
+        int rc = nds_file_parent(s, key, "write", true, &t->dirfd, &t->name);
+        if (rc != 0)
+            return rc;
+        t->tmp = nds_asprintf("%s%s%d.%016llx", t->name, TMP_MARK, (int)getpid(),
+                              (unsigned long long)nds_random_u64());
+        if (!t->tmp) {
+            temp_close(t, false);
+            return nds_err(NDS_ENOMEM, "file: write %s: out of memory", key);
         }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            *tmp_out = tmp;
+        t->fd = openat(t->dirfd, t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                       0666);
+        if (t->fd >= 0)
+            return 0;
+        err = errno;
+        temp_close(t, false);
+        if (err != EINTR && err != EEXIST && err != ENOENT) /* ENOENT: the directory was removed */
             break;
-        }
-        fd = -errno;
-        free(tmp);
-        if (fd == -EINTR || fd == -EEXIST)
-            continue;
-        if (fd != -ENOENT)
-            break;
-        int err = file_mkdirs(dir);
-        if (err != 0 && err != ENOENT) { /* ENOENT: a parent just made was removed: go again */
-            fd = -err;
-            break;
-        }
     }
-    free(dir);
-    return fd;
+    return nds_file_err(err, "create temp file for", key);
 }
 
 /* Writes all of data to fd (not synced). @return 0 or an errno */
@@ -148,65 +138,78 @@ static int file_bump_mtime(int fd, struct stat *st, const struct stat *cur) {
 }
 
 /* The locked part of a write: re-check the condition, stamp, rename. Returns with the lock held. */
-static int file_commit_temp(const char *key, int fd, const char *tmp, const nds_write_options *opts,
-                            nds_generation *new_gen) {
+static int file_commit_temp(file_state *s, const char *key, const temp_file *t,
+                            const nds_write_options *opts, nds_generation *new_gen) {
     struct stat cur, st;
     nds_generation cur_gen;
-    int rc = file_stat_gen(key, &cur_gen, &cur);
+    int rc = file_stat_gen(s, t->dirfd, t->name, key, "write", &cur_gen, &cur);
     if (rc != 0)
         return rc;
     if (opts && !nds_generation_satisfies(&opts->if_equal, &cur_gen))
         return nds_err(NDS_ECONFLICT, "file: write %s: generation changed", key);
-    int err = fstat(fd, &st) != 0 ? errno : 0;
+    int err = fstat(t->fd, &st) != 0 ? errno : 0;
     if (err == 0 && cur_gen.kind == NDS_GEN_VALUE)
-        err = file_bump_mtime(fd, &st, &cur);
+        err = file_bump_mtime(t->fd, &st, &cur);
     if (err != 0)
-        return nds_file_err(err, "stamp", tmp);
-    if (rename(tmp, key) != 0)
+        return nds_file_err(err, "stamp temp file for", key);
+    if (renameat(t->dirfd, t->tmp, t->dirfd, t->name) != 0)
         return nds_file_err(errno, "rename onto", key);
     nds_file_gen(&st, new_gen);
     return 0;
 }
 
+/* Takes key's lock (in its directory dirfd, as name + LOCK_SUFFIX). */
+static int file_lock_key(file_state *s, const char *key, int dirfd, const char *name,
+                         nds_file_lock *lk, char **lock_name) {
+    *lk = (nds_file_lock){-1, 0, 0, 0};
+    char *lock_path = nds_asprintf("%s%s", key, LOCK_SUFFIX);
+    *lock_name = nds_asprintf("%s%s", name, LOCK_SUFFIX);
+    int rc = lock_path && *lock_name
+                 ? nds_file_lock_acquire(lk, dirfd, *lock_name, lock_path, &s->lock_mode)
+                 : nds_err(NDS_ENOMEM, "file: lock %s: out of memory", key);
+    free(lock_path);
+    return rc;
+}
+
+static void file_unlock_key(nds_file_lock *lk, int dirfd, char *lock_name) {
+    if (lock_name)
+        nds_file_lock_release(lk, dirfd, lock_name);
+    free(lock_name);
+}
+
 /* Renames a fully written and synced temp file over key under the key's lock, if the key still
  * satisfies opts. The directory is not synced (the caller does). */
-static int file_apply_temp(file_state *s, const char *key, int fd, const char *tmp,
+static int file_apply_temp(file_state *s, const char *key, const temp_file *t,
                            const nds_write_options *opts, nds_generation *new_gen) {
-    char *lock_path = nds_asprintf("%s%s", key, LOCK_SUFFIX);
-    if (!lock_path)
-        return nds_err(NDS_ENOMEM, "file: write %s: out of memory", key);
-    nds_file_lock lk = {-1, 0, 0, 0};
-    int rc = nds_file_lock_acquire(&lk, lock_path, &s->lock_mode);
+    nds_file_lock lk;
+    char *lock_name;
+    int rc = file_lock_key(s, key, t->dirfd, t->name, &lk, &lock_name);
     if (rc == NDS_ENOTFOUND)
         rc = nds_err(NDS_EIO, "file: write %s: directory vanished", key);
     if (rc == 0)
-        rc = file_commit_temp(key, fd, tmp, opts, new_gen);
-    nds_file_lock_release(&lk, lock_path);
-    free(lock_path);
+        rc = file_commit_temp(s, key, t, opts, new_gen);
+    file_unlock_key(&lk, t->dirfd, lock_name);
     return rc;
 }
 
 static int file_put(file_state *s, const char *key, const uint8_t *data, size_t len,
                     const nds_write_options *opts, nds_generation *new_gen) {
-    char *tmp = NULL;
-    int fd = file_create_temp(key, &tmp);
-    if (fd < 0)
-        return nds_file_err(-fd, "create temp file for", key);
-    int err = file_write_all(fd, data, len);
-    if (err == 0 && fsync(fd) != 0)
+    temp_file t;
+    int rc = file_create_temp(s, key, &t);
+    if (rc != 0)
+        return rc;
+    int err = file_write_all(t.fd, data, len);
+    if (err == 0 && fsync(t.fd) != 0)
         err = errno;
-    int rc = err ? nds_file_err(err, "write", tmp) : 0;
+    rc = err ? nds_file_err(err, "write temp file for", key) : 0;
     nds_generation gen;
     if (rc == 0)
-        rc = file_apply_temp(s, key, fd, tmp, opts, &gen);
-    close(fd);
-    if (rc != 0)
-        unlink(tmp); /* harmless after a successful rename: never reached then */
-    if (rc == 0 && (err = file_sync_parent_of(key)) != 0)
+        rc = file_apply_temp(s, key, &t, opts, &gen);
+    if (rc == 0 && (err = file_sync_parent_of(key, t.dirfd)) != 0)
         rc = nds_file_err(err, "sync directory of", key);
+    temp_close(&t, rc != 0); /* after a successful rename the temp name is gone */
     if (rc == 0 && new_gen)
         *new_gen = gen;
-    free(tmp);
     return rc;
 }
 
@@ -214,23 +217,18 @@ static int file_put(file_state *s, const char *key, const uint8_t *data, size_t 
 
 /** A staged value: its temp file, written but not yet synced nor renamed. */
 struct nds_kv_staged {
-    int fd;
-    char *key, *tmp;
+    temp_file t;
+    char *key;
 };
 
 static void staged_free(nds_kv_staged *st, bool unlink_tmp) {
-    if (st->fd >= 0)
-        close(st->fd);
-    if (unlink_tmp && st->tmp)
-        unlink(st->tmp);
+    temp_close(&st->t, unlink_tmp);
     free(st->key);
-    free(st->tmp);
     free(st);
 }
 
 int nds_file_stage(void *state, const char *key, const uint8_t *data, size_t len,
                       nds_kv_staged **out) {
-    (void)state;
     *out = NULL;
     int rc = nds_file_check_key(key, "write");
     if (rc != 0)
@@ -240,21 +238,21 @@ int nds_file_stage(void *state, const char *key, const uint8_t *data, size_t len
         free(st);
         return nds_err(NDS_ENOMEM, "file: write %s: out of memory", key);
     }
-    st->fd = file_create_temp(key, &st->tmp);
-    if (st->fd < 0) {
-        rc = nds_file_err(-st->fd, "create temp file for", key);
+    st->t = (temp_file){-1, NULL, NULL, -1};
+    rc = file_create_temp(state, st->key, &st->t);
+    if (rc != 0) {
         staged_free(st, false);
         return rc;
     }
-    int err = file_write_all(st->fd, data, len);
+    int err = file_write_all(st->t.fd, data, len);
     if (err != 0) {
-        rc = nds_file_err(err, "write", st->tmp);
+        rc = nds_file_err(err, "write temp file for", key);
         staged_free(st, true);
         return rc;
     }
     /* Start the writeback now: the data goes to disk while the caller stages more, so publish's
      * fsync mostly waits for the journal commit. Failures surface there. */
-    (void)sync_file_range(st->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    (void)sync_file_range(st->t.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     *out = st;
     return 0;
 }
@@ -277,7 +275,7 @@ static int sync_applied_dirs(nds_kv_staged **staged, nds_kv_publish *res, size_t
         for (size_t j = 0; j < i && !seen; j++)
             seen = res[j].status == 0 && nds_file_dir_len(staged[j]->key) == n &&
                    memcmp(staged[j]->key, key, n) == 0;
-        int err = seen ? 0 : file_sync_parent_of(key);
+        int err = seen ? 0 : file_sync_parent_of(key, staged[i]->t.dirfd);
         if (err == 0)
             continue;
         res[i].status = nds_file_err(err, "sync directory of", staged[i]->key);
@@ -293,13 +291,13 @@ int nds_file_publish(void *state, nds_kv_staged **staged, nds_kv_publish *res, s
     file_state *s = state;
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
-        if (fsync(staged[i]->fd) != 0)
-            rc = nds_file_err(errno, "sync", staged[i]->tmp);
+        if (fsync(staged[i]->t.fd) != 0)
+            rc = nds_file_err(errno, "sync temp file for", staged[i]->key);
     for (size_t i = 0; i < n; i++) {
         nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
         wo.if_equal = res[i].if_equal;
         res[i].status = rc ? rc
-                           : file_apply_temp(s, staged[i]->key, staged[i]->fd, staged[i]->tmp, &wo,
+                           : file_apply_temp(s, staged[i]->key, &staged[i]->t, &wo,
                                              &res[i].new_generation);
         if (res[i].status != 0 && res[i].status != NDS_ECONFLICT && rc == 0)
             rc = res[i].status;
@@ -311,41 +309,51 @@ int nds_file_publish(void *state, nds_kv_staged **staged, nds_kv_publish *res, s
     return rc;
 }
 
-/* Deletes key under its lock when it satisfies opts. *removed tells whether a file was unlinked
- * (its directory then needs an fsync, left to the caller). */
-int nds_file_remove(file_state *s, const char *key, const nds_write_options *opts,
-                       bool *removed) {
-    *removed = false;
+/* Deletes key under its lock when it satisfies opts. *dirfd is the key's directory when a file
+ * was unlinked (its fsync and close are the caller's), else -1. */
+int nds_file_remove(file_state *s, const char *key, const nds_write_options *opts, int *dirfd) {
+    *dirfd = -1;
     struct stat st;
     nds_generation cur;
-    int rc = file_stat_gen(key, &cur, &st);
+    const char *name;
+    int dfd, rc = nds_file_parent(s, key, "delete", false, &dfd, &name);
+    if (rc != 0)
+        return rc;
+    if (dfd < 0)
+        nds_file_gen_absent(&cur);
+    else
+        rc = file_stat_gen(s, dfd, name, key, "delete", &cur, &st);
     /* Absent now: the delete takes effect at this stat, no lock needed. */
     if (rc != 0 || cur.kind == NDS_GEN_ABSENT) {
         if (rc == 0 && opts && !nds_generation_satisfies(&opts->if_equal, &cur))
             rc = nds_err(NDS_ECONFLICT, "file: delete %s: generation changed", key);
+        if (dfd >= 0)
+            close(dfd);
         return rc;
     }
-    char *lock_path = nds_asprintf("%s%s", key, LOCK_SUFFIX);
-    if (!lock_path)
-        return nds_err(NDS_ENOMEM, "file: delete %s: out of memory", key);
-    nds_file_lock lk = {-1, 0, 0, 0};
-    rc = nds_file_lock_acquire(&lk, lock_path, &s->lock_mode);
+    nds_file_lock lk;
+    char *lock_name;
+    rc = file_lock_key(s, key, dfd, name, &lk, &lock_name);
     if (rc == NDS_ENOTFOUND) { /* the directory went away: the key with it */
         rc = 0;
         nds_file_gen_absent(&cur);
     } else if (rc == 0) {
-        rc = file_stat_gen(key, &cur, &st);
+        rc = file_stat_gen(s, dfd, name, key, "delete", &cur, &st);
     }
     if (rc == 0 && opts && !nds_generation_satisfies(&opts->if_equal, &cur))
         rc = nds_err(NDS_ECONFLICT, "file: delete %s: generation changed", key);
+    bool removed = false;
     if (rc == 0 && cur.kind == NDS_GEN_VALUE) {
-        if (unlink(key) == 0)
-            *removed = true;
+        if (unlinkat(dfd, name, 0) == 0)
+            removed = true;
         else if (errno != ENOENT)
             rc = nds_file_err(errno, "delete", key);
     }
-    nds_file_lock_release(&lk, lock_path);
-    free(lock_path);
+    file_unlock_key(&lk, dfd, lock_name);
+    if (removed)
+        *dirfd = dfd;
+    else
+        close(dfd);
     return rc;
 }
 
@@ -356,9 +364,11 @@ int nds_file_write(void *state, const char *key, const uint8_t *data, size_t len
         return rc;
     if (data)
         return file_put(state, key, data, len, opts, new_gen);
-    bool removed;
-    rc = nds_file_remove(state, key, opts, &removed);
-    int err = rc == 0 && removed ? file_sync_parent_of(key) : 0;
+    int dirfd;
+    rc = nds_file_remove(state, key, opts, &dirfd);
+    int err = dirfd >= 0 ? file_sync_parent_of(key, dirfd) : 0;
+    if (dirfd >= 0)
+        close(dirfd);
     if (err != 0)
         rc = nds_file_err(err, "sync directory of", key);
     if (rc == 0 && new_gen)

@@ -1,5 +1,10 @@
 /* The "file" kvstore driver: each key is a file path (the core passes spec path + relative key).
  *
+ * Every path is resolved beneath the store root (drivers/file_root.c) and no symbolic link below
+ * the root is followed: reads and writes through one fail with NDS_EUNSUPPORTED naming the link,
+ * and list does not report it, so list, read and write agree on what the store holds. Temp files of
+ * dead writers are removed only by delete_range, a write (read-only calls never unlink anything).
+ *
  * Implements read (conditions, byte ranges via pread), atomic conditional write and delete
  * (drivers/file_write.c, with stage and publish), list by prefix (a directory walk) and
  * delete_range (list + delete + removal of directories left empty).
@@ -16,7 +21,8 @@
  * each directory once. Under that
  * lock a new version's mtime is made later than the one it replaces, so a recycled inode of the
  * same size never repeats an older generation of the key. Readers never lock: open, fstat, pread.
- * list hides lock and temp files; such names are refused as keys.
+ * list hides lock and temp files; such names are refused as keys. Every file operation goes
+ * through a descriptor of the key's directory (rename, unlink, lock files, directory fsyncs).
  *
  * Threading: internally synchronised (the instance holds only the lock mechanism word). Ownership:
  * read results own a malloc'd buffer.
@@ -62,6 +68,22 @@ bool nds_file_ends_with(const char *s, const char *suffix) {
 
 bool nds_file_reserved_name(const char *name) {
     return strstr(name, TMP_MARK) != NULL || nds_file_ends_with(name, LOCK_SUFFIX);
+}
+
+bool nds_file_temp_name(const char *name, long *pid) {
+    const char *mark = strstr(name, TMP_MARK);
+    if (!mark || mark == name)
+        return false;
+    const char *p = mark + strlen(TMP_MARK), *digits = p;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (p == digits || p - digits > 10 || *p != '.')
+        return false;
+    *pid = strtol(digits, NULL, 10);
+    const char *hex = ++p;
+    while ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))
+        p++;
+    return p - hex == 16 && *p == '\0' && *pid > 0;
 }
 
 int nds_file_check_key(const char *key, const char *op) {
@@ -114,7 +136,10 @@ static int file_parse_url(const char *rest, struct json_object *spec) {
 }
 
 static int file_open(void **state, const struct json_object *spec) {
-    (void)spec;
+    json_object *path_obj = NULL;
+    const char *path = spec && json_object_object_get_ex(spec, "path", &path_obj)
+                           ? json_object_get_string(path_obj)
+                           : "";
     int mode = nds_file_lock_mode_from_env();
     if (mode < 0)
         return nds_err(NDS_EINVAL,
@@ -124,12 +149,41 @@ static int file_open(void **state, const struct json_object *spec) {
     if (!s)
         return nds_err(NDS_ENOMEM, "file: out of memory opening kvstore");
     atomic_init(&s->lock_mode, mode);
+    int rc = nds_file_root_init(&s->root, path ? path : "");
+    if (rc != 0) {
+        nds_file_root_dispose(&s->root);
+        free(s);
+        return rc;
+    }
     *state = s;
     return 0;
 }
 
 static void file_close(void *state) {
-    free(state);
+    file_state *s = state;
+    nds_file_root_dispose(&s->root);
+    free(s);
+}
+
+int nds_file_parent(file_state *s, const char *key, const char *op, bool create, int *dirfd,
+                    const char **name) {
+    const char *rel;
+    *dirfd = -1;
+    int rc = nds_file_rel(&s->root, key, op, &rel);
+    if (rc != 0)
+        return rc;
+    const char *slash = strrchr(rel, '/');
+    *name = slash ? slash + 1 : rel;
+    char *dir = strndup(rel, slash ? (size_t)(slash - rel) : 0);
+    if (!dir)
+        return nds_err(NDS_ENOMEM, "file: %s %s: out of memory", op, key);
+    int fd = nds_file_open_dir(&s->root, dir, create);
+    free(dir);
+    if (fd >= 0)
+        *dirfd = fd;
+    else if (create || (fd != -ENOENT && fd != -ENOTDIR))
+        return nds_file_path_err(&s->root, -fd, op, key);
+    return 0;
 }
 
 static void file_url_base(void *state, char *buf, size_t cap) {
@@ -180,17 +234,21 @@ static int file_pread_value(int fd, const char *key, uint64_t off, uint64_t len,
 /* Opens key's value for reading: *fd (-1 when there is none), out->generation and total_size.
  * A missing key or a directory is ABSENT; a fifo, socket or device is an error. The one place
  * read and read_into look a value up, so both report the same generations. */
-static int file_open_value(const char *key, int *fd, nds_read_result *out) {
+static int file_open_value(file_state *s, const char *key, int *fd, nds_read_result *out) {
     memset(out, 0, sizeof *out);
     *fd = -1;
+    const char *rel;
     int rc = nds_file_check_key(key, "read");
+    if (rc == 0)
+        rc = nds_file_rel(&s->root, key, "read", &rel);
     if (rc != 0)
         return rc;
-    int f = open(key, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* O_NONBLOCK: never hang on a fifo */
+    /* O_NONBLOCK: never hang on a fifo */
+    int f = nds_file_open_beneath(&s->root, rel, O_RDONLY | O_NONBLOCK, 0);
     struct stat st;
     if (f < 0) {
-        if (errno != ENOENT && errno != ENOTDIR)
-            return nds_file_err(errno, "open", key);
+        if (f != -ENOENT && f != -ENOTDIR)
+            return nds_file_path_err(&s->root, -f, "read", key);
         nds_file_gen_absent(&out->generation);
         return 0;
     }
@@ -213,9 +271,8 @@ static int file_open_value(const char *key, int *fd, nds_read_result *out) {
 
 static int file_read(void *state, const char *key, const nds_read_options *opts,
                      nds_read_result *out) {
-    (void)state;
     int fd;
-    int rc = file_open_value(key, &fd, out);
+    int rc = file_open_value(state, key, &fd, out);
     if (rc == 0)
         out->state = file_read_state(opts, &out->generation);
     if (rc == 0 && out->state == NDS_READ_VALUE) {
@@ -268,8 +325,8 @@ static int file_preadv_all(int fd, const char *key, uint64_t off, const struct i
 
 /* Opens key's value for read_into / read_ranges, setting out's state, generation and size;
  * *fd < 0 when the value is missing. */
-static int open_to_read(const char *key, int *fd, nds_read_result *out) {
-    int rc = file_open_value(key, fd, out);
+static int open_to_read(file_state *s, const char *key, int *fd, nds_read_result *out) {
+    int rc = file_open_value(s, key, fd, out);
     out->state = out->generation.kind == NDS_GEN_VALUE ? NDS_READ_VALUE : NDS_READ_MISSING;
     return rc;
 }
@@ -289,9 +346,8 @@ static int read_span(int fd, const char *key, uint64_t offset, const struct iove
 
 static int file_read_into(void *state, const char *key, uint64_t offset, const struct iovec *iov,
                           size_t iovcnt, nds_read_result *out) {
-    (void)state;
     int fd;
-    int rc = open_to_read(key, &fd, out);
+    int rc = open_to_read(state, key, &fd, out);
     if (rc != 0 || fd < 0)
         return rc;
     rc = read_span(fd, key, offset, iov, iovcnt, out->total_size);
@@ -302,9 +358,8 @@ static int file_read_into(void *state, const char *key, uint64_t offset, const s
 /* The ranges in one open of the value, so all from one version of it. */
 static int file_read_ranges(void *state, const char *key, const nds_byte_range *ranges, size_t n,
                             nds_read_result *out) {
-    (void)state;
     int fd;
-    int rc = open_to_read(key, &fd, out);
+    int rc = open_to_read(state, key, &fd, out);
     if (rc != 0 || fd < 0)
         return rc;
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -325,6 +380,7 @@ typedef struct file_walk {
     void *ctx;
     char *path; /* key being built: a directory part followed by an entry name */
     size_t cap;
+    bool reap;  /* remove abandoned temp files met on the way (delete_range only) */
 } file_walk;
 
 static int walk_reserve(file_walk *w, size_t need) {
@@ -341,9 +397,28 @@ static int walk_reserve(file_walk *w, size_t need) {
     return 0;
 }
 
-static int walk_dir(file_walk *w, size_t len);
+static int walk_dir(file_walk *w, size_t len, int fd);
 
-/* Handles the entry whose key is w->path[0..len): emit a file, descend into a directory. */
+/* Descends into the directory name of d, whose key prefix is w->path[0..len) + '/'. */
+static int walk_subdir(file_walk *w, DIR *d, const char *name, size_t len) {
+    int rc = walk_reserve(w, len + 2);
+    if (rc != 0)
+        return rc;
+    w->path[len] = '/';
+    w->path[len + 1] = '\0';
+    if (len + 1 <= w->prefix_len && w->prefix[len] != '/')
+        return 0;
+    /* O_NOFOLLOW: a directory replaced by a link since the fstatat is skipped, not followed. */
+    int fd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP
+                   ? 0
+                   : nds_file_err(errno, "list", w->path);
+    return walk_dir(w, len + 1, fd);
+}
+
+/* Handles the entry whose key is w->path[0..len): emit a regular file, descend into a directory.
+ * Symbolic links are neither: the store follows none (read and write refuse them too). */
 static int walk_entry(file_walk *w, DIR *d, const char *name, size_t len) {
     size_t cmp = len < w->prefix_len ? len : w->prefix_len;
     if (strncmp(w->path, w->prefix, cmp) != 0)
@@ -351,50 +426,40 @@ static int walk_entry(file_walk *w, DIR *d, const char *name, size_t len) {
     struct stat st;
     if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? 0 : nds_file_err(errno, "stat", w->path);
-    if (S_ISDIR(st.st_mode)) {
-        int rc = walk_reserve(w, len + 2);
-        if (rc != 0)
-            return rc;
-        w->path[len] = '/';
-        w->path[len + 1] = '\0';
-        if (len + 1 <= w->prefix_len && w->prefix[len] != '/')
-            return 0;
-        return walk_dir(w, len + 1);
-    }
-    /* A symlink to a file is a key; symlinked directories are not followed (no cycles). */
-    if (S_ISLNK(st.st_mode) && fstatat(dirfd(d), name, &st, 0) != 0)
-        return 0;
+    if (S_ISDIR(st.st_mode))
+        return walk_subdir(w, d, name, len);
     if (!S_ISREG(st.st_mode) || len < w->prefix_len)
         return 0;
     return w->fn(w->ctx, w->path, (uint64_t)st.st_size);
 }
 
-/* Temp files of writers that died before renaming them would pile up forever: listing removes those
- * whose writer is gone (its pid does not exist and the file is a minute old) or that are an hour old
- * whatever the pid says (another host's writer, or a reused pid). A live writer renames its temp file
- * within seconds, so neither rule can remove one in use. */
+/* Temp files of writers that died before renaming them would pile up forever: delete_range removes
+ * those in ndstore's exact naming whose writer is gone (its pid does not exist and the file is a
+ * minute old) or that are an hour old whatever the pid says (another host's writer, or a reused
+ * pid). A live writer renames its temp file within seconds, so neither rule can remove one in use;
+ * files merely containing ".__tmp." are the user's and are left alone. */
 #define TMP_DEAD_AGE_S 60
 #define TMP_MAX_AGE_S 3600
 
 static void reap_stale_temp(int dirfd, const char *name) {
-    const char *mark = strstr(name, TMP_MARK);
+    long pid;
     struct stat st;
-    if (!mark || nds_file_ends_with(name, LOCK_SUFFIX) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+    if (!nds_file_temp_name(name, &pid) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(st.st_mode))
         return;
     time_t age = time(NULL) - st.st_mtim.tv_sec;
-    long pid = strtol(mark + strlen(TMP_MARK), NULL, 10);
-    bool dead = pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    if ((dead && age >= TMP_DEAD_AGE_S) || age >= TMP_MAX_AGE_S) unlinkat(dirfd, name, 0);
+    bool dead = pid <= INT_MAX && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if ((dead && age >= TMP_DEAD_AGE_S) || age >= TMP_MAX_AGE_S)
+        unlinkat(dirfd, name, 0);
 }
 
-/* Walks the directory named by w->path[0..len) (a key prefix ending in '/', or "" for "."). */
-static int walk_dir(file_walk *w, size_t len) {
-    DIR *d = opendir(len ? w->path : ".");
+/* Walks the directory open as fd (taken over) whose key prefix is w->path[0..len). */
+static int walk_dir(file_walk *w, size_t len, int fd) {
+    DIR *d = fdopendir(fd);
     if (!d) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            return 0;
-        return nds_file_err(errno, "list", len ? w->path : ".");
+        int err = errno;
+        close(fd);
+        return nds_file_err(err, "list", w->path);
     }
     int rc = 0;
     struct dirent *e;
@@ -402,7 +467,8 @@ static int walk_dir(file_walk *w, size_t len) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
         if (nds_file_reserved_name(e->d_name)) {
-            reap_stale_temp(dirfd(d), e->d_name);
+            if (w->reap)
+                reap_stale_temp(dirfd(d), e->d_name);
             continue;
         }
         size_t n = strlen(e->d_name);
@@ -418,19 +484,41 @@ static int walk_dir(file_walk *w, size_t len) {
     return rc;
 }
 
-static int file_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) {
-    (void)state;
-    file_walk w = {prefix, strlen(prefix), fn, ctx, NULL, 0};
-    const char *slash = strrchr(prefix, '/');
-    size_t dir_len = slash ? (size_t)(slash - prefix) + 1 : 0;
-    int rc = walk_reserve(&w, dir_len + 1);
-    if (rc == 0) {
-        memcpy(w.path, prefix, dir_len);
-        w.path[dir_len] = '\0';
-        rc = walk_dir(&w, dir_len);
+/* Lists the keys starting with prefix, beneath the root only: a prefix shorter than the root's (a
+ * handle whose path lacks its final '/') lists the root. */
+static int file_walk_prefix(file_state *s, const char *prefix, bool reap, nds_list_fn fn,
+                            void *ctx) {
+    const file_root *r = &s->root;
+    size_t n = strlen(prefix);
+    file_walk w = {prefix, n, fn, ctx, NULL, 0, reap};
+    size_t dir_len; /* the directory part of the key prefix to start from */
+    if (n <= r->prefix_len && strncmp(prefix, r->prefix, n) == 0) {
+        dir_len = r->prefix_len;
+    } else if (strncmp(prefix, r->prefix, r->prefix_len) == 0) {
+        const char *slash = strrchr(prefix, '/');
+        dir_len = (size_t)(slash - prefix) + 1;
+    } else {
+        return nds_err(NDS_EINVAL, "file: list %s: outside the store %s", prefix, r->dir);
     }
+    const char *start = dir_len == r->prefix_len ? r->prefix : prefix;
+    int rc = walk_reserve(&w, dir_len + 1);
+    if (rc != 0)
+        return rc;
+    memcpy(w.path, start, dir_len);
+    w.path[dir_len] = '\0';
+    const char *rel;
+    rc = nds_file_rel(r, w.path, "list", &rel);
+    int fd = rc == 0 ? nds_file_open_beneath(&s->root, rel, O_RDONLY | O_DIRECTORY, 0) : -1;
+    if (rc == 0 && fd >= 0)
+        rc = walk_dir(&w, dir_len, fd);
+    else if (rc == 0 && fd != -ENOENT && fd != -ENOTDIR)
+        rc = nds_file_path_err(&s->root, -fd, "list", w.path);
     free(w.path);
     return rc;
+}
+
+static int file_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) {
+    return file_walk_prefix(state, prefix, false, fn, ctx);
 }
 
 /* ---- delete_range ---- */
@@ -470,11 +558,26 @@ static bool dir_in_range(const char *dir, const char *begin, const char *end) {
     return in;
 }
 
-/* Removes the directories of key left empty, walking up while they lie in the range. */
-static void prune_dirs(const char *key, const char *begin, const char *end) {
+/* rmdir of the directory rel (below the root, never the root itself) through its parent's
+ * descriptor. @return true when it was removed */
+static bool remove_dir_beneath(file_root *r, const char *rel) {
+    const char *slash = strrchr(rel, '/');
+    char *parent = strndup(rel, slash ? (size_t)(slash - rel) : 0);
+    int pfd = parent ? nds_file_open_beneath(r, parent, O_PATH | O_DIRECTORY, 0) : -1;
+    bool removed = pfd >= 0 && unlinkat(pfd, slash ? slash + 1 : rel, AT_REMOVEDIR) == 0;
+    if (pfd >= 0)
+        close(pfd);
+    free(parent);
+    return removed;
+}
+
+/* Removes the directories of key left empty, walking up while they lie in the range, and never
+ * the store's root: the store's directory stays where its user made it. */
+static void prune_dirs(file_state *s, const char *key, const char *begin, const char *end) {
+    size_t root_len = s->root.prefix_len;
     char *dir = nds_file_dir_of(key);
-    while (dir && strcmp(dir, ".") != 0 && strcmp(dir, "/") != 0 && dir_in_range(dir, begin, end) &&
-           rmdir(dir) == 0) {
+    while (dir && strlen(dir) >= root_len && dir_in_range(dir, begin, end) &&
+           remove_dir_beneath(&s->root, dir + root_len)) {
         char *up = nds_file_dir_of(dir);
         free(dir);
         dir = up;
@@ -487,22 +590,24 @@ static int delete_keys(file_state *s, key_vec *v) {
     int rc = 0;
     char *synced = NULL; /* last directory fsynced: keys of one directory come together */
     for (size_t i = 0; i < v->n && rc == 0; i++) {
-        bool removed;
-        rc = nds_file_remove(s, v->keys[i], NULL, &removed);
-        char *dir = removed ? nds_file_dir_of(v->keys[i]) : NULL;
+        int dirfd;
+        rc = nds_file_remove(s, v->keys[i], NULL, &dirfd);
+        char *dir = dirfd >= 0 ? nds_file_dir_of(v->keys[i]) : NULL;
         if (dir && (!synced || strcmp(dir, synced) != 0)) {
-            int err = nds_file_sync_dir(dir);
-            if (err != 0 && err != ENOENT)
+            int err = nds_file_sync_dir(dir, dirfd);
+            if (err != 0)
                 rc = nds_file_err(err, "sync directory", dir);
             free(synced);
             synced = dir;
         } else {
             free(dir);
         }
+        if (dirfd >= 0)
+            close(dirfd);
     }
     free(synced);
     for (size_t i = 0; i < v->n; i++)
-        prune_dirs(v->keys[i], v->begin, v->end);
+        prune_dirs(s, v->keys[i], v->begin, v->end);
     return rc;
 }
 
@@ -525,7 +630,7 @@ static int file_delete_range(void *state, const char *begin, const char *end) {
     memcpy(prefix, begin, cp);
     prefix[cp] = '\0';
     key_vec v = {begin, end, NULL, 0, 0};
-    int rc = file_list(state, prefix, collect_in_range, &v);
+    int rc = file_walk_prefix(state, prefix, true, collect_in_range, &v);
     if (rc == 0)
         rc = delete_keys(state, &v);
     for (size_t i = 0; i < v.n; i++)

@@ -5,6 +5,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -25,6 +26,7 @@
 #include "ndstore/sys/kv_driver.h"
 #include "support_check.h"
 #include "support_kv_conformance.h"
+#include "../../drivers/file_lock.h"
 #include "../../drivers/file_sync.h"
 #include "internal/kvstore_internal.h"
 
@@ -126,8 +128,10 @@ typedef struct sync_worker {
 
 static void *sync_many(void *arg) {
     sync_worker *w = arg;
+    int fd = open(w->dir, O_RDONLY | O_DIRECTORY); /* each caller has its own descriptor */
     for (int i = 0; i < 200; i++)
-        if (nds_file_sync_dir(w->dir) != 0) w->failures++;
+        if (nds_file_sync_dir(w->dir, fd) != 0) w->failures++;
+    close(fd);
     return NULL;
 }
 
@@ -150,13 +154,11 @@ START_TEST(file_dir_syncs_are_grouped) {
     ck_assert_uint_ge(fsyncs1 - fsyncs0, 1);
     ck_assert_uint_le(fsyncs1 - fsyncs0, 1600);
     /* A lone caller always runs its own fsync: nothing started after its call is running. */
-    ck_assert_int_eq(nds_file_sync_dir(dir), 0);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_eq(nds_file_sync_dir(dir, fd), 0);
+    close(fd);
     nds_file_sync_counts(&calls0, &fsyncs0);
     ck_assert_uint_eq(fsyncs0 - fsyncs1, 1);
-    char *missing = NULL;
-    ck_assert_int_ge(asprintf(&missing, "%s/no/such/dir", dir), 0);
-    ck_assert_int_eq(nds_file_sync_dir(missing), 0); /* removed since: nothing left to sync */
-    free(missing);
 }
 END_TEST
 
@@ -219,9 +221,11 @@ static void age_file(const char *path, int ago_s) {
     ck_assert_int_eq(utimensat(AT_FDCWD, path, t, 0), 0);
 }
 
-START_TEST(file_list_reaps_temp_files_of_dead_writers) {
+/* Read-only calls never unlink anything: list leaves every temp-like file alone. delete_range (a
+ * write) removes abandoned temp files in ndstore's exact naming only, never a user's look-alike. */
+START_TEST(file_only_delete_range_reaps_temp_files_of_dead_writers) {
     const char *dir = temp_dir();
-    char *url = NULL, *dead_old, *dead_new, *live_old, *ancient;
+    char *url = NULL, *dead_old, *dead_new, *live_old, *ancient, *lookalike;
     ck_assert_int_ge(asprintf(&url, "file://%s/", dir), 0);
     nds_kvstore *kv = open_store(url);
     nds_kv_test_put(kv, "k", "v");
@@ -229,25 +233,133 @@ START_TEST(file_list_reaps_temp_files_of_dead_writers) {
     if (child == 0) _exit(0);
     waitpid(child, NULL, 0);
     char name[64];
-    snprintf(name, sizeof name, "k.__tmp.%d.1", (int)child);
+    snprintf(name, sizeof name, "k.__tmp.%d.0123456789abcdef", (int)child);
     write_file(dead_old = path_in(dir, name), "partial");
     age_file(dead_old, 120);
-    snprintf(name, sizeof name, "k.__tmp.%d.2", (int)child);
+    snprintf(name, sizeof name, "k.__tmp.%d.00000000000000ff", (int)child);
     write_file(dead_new = path_in(dir, name), "partial"); /* too recent to judge */
-    snprintf(name, sizeof name, "k.__tmp.%d.3", (int)getpid());
+    snprintf(name, sizeof name, "k.__tmp.%d.1111111111111111", (int)getpid());
     write_file(live_old = path_in(dir, name), "partial"); /* a live writer's */
     age_file(live_old, 120);
-    snprintf(name, sizeof name, "k.__tmp.%d.4", (int)getpid());
+    snprintf(name, sizeof name, "k.__tmp.%d.2222222222222222", (int)getpid());
     write_file(ancient = path_in(dir, name), "partial");
     age_file(ancient, 7200);
+    write_file(lookalike = path_in(dir, "notes.__tmp.1.txt"), "the user's");
+    age_file(lookalike, 7200);
     char *all = nds_kv_test_list(kv, "");
     ck_assert_str_eq(all, "k=1");
     free(all);
+    ck_assert(exists(dead_old) && exists(dead_new) && exists(live_old) && exists(ancient));
+    ck_assert(exists(lookalike));
+    NDS_OK(nds_kvstore_delete_range(kv, "", ""));
     ck_assert(!exists(dead_old));
     ck_assert(exists(dead_new));
     ck_assert(exists(live_old));
     ck_assert(!exists(ancient));
-    free(dead_old), free(dead_new), free(live_old), free(ancient), free(url);
+    ck_assert(exists(lookalike));
+    free(dead_old), free(dead_new), free(live_old), free(ancient), free(lookalike), free(url);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* ---- file: nothing outside the store's root is ever touched ---- */
+
+static const char *const resolve_modes[] = {"auto", "walk"};
+
+/* Asserts that rc is the refusal of a symbolic link, naming it. */
+static void assert_link_refused(int rc, const char *link_name) {
+    ck_assert_int_eq(rc, NDS_EUNSUPPORTED);
+    ck_assert_msg(strstr(nds_error_last()->message, "symbolic link") &&
+                      strstr(nds_error_last()->message, link_name),
+                  "message: %s", nds_error_last()->message);
+}
+
+/* Links below the root are followed by nothing: reads, writes and deletes through one fail naming
+ * it, list does not report what lies behind it, and delete_range leaves it (and its target) be.
+ * Links that stay inside the store are refused alike. Both resolvers (openat2, checked walk). */
+START_TEST(file_links_below_the_root_are_refused) {
+    setenv("NDS_FILE_RESOLVE", resolve_modes[_i], 1);
+    const char *dir = temp_dir(), *outside = temp_dir();
+    char *url = NULL, *p, *q;
+    ck_assert_int_ge(asprintf(&url, "file://%s/", dir), 0);
+    write_file(p = path_in(outside, "0"), "precious"), free(p);
+    nds_kvstore *kv = open_store(url);
+    nds_kv_test_put(kv, "k", "v");
+    nds_kv_test_put(kv, "real/x", "x");
+    ck_assert_int_eq(symlink(outside, p = path_in(dir, "c")), 0);
+    free(p);
+    ck_assert_int_eq(symlink("real", p = path_in(dir, "in")), 0);
+    free(p);
+    ck_assert_int_eq(symlink(q = path_in(outside, "0"), p = path_in(dir, "f")), 0);
+    free(p);
+    nds_read_result r;
+    assert_link_refused(nds_kvstore_read(kv, "c/0", NULL, &r), "/c");
+    assert_link_refused(nds_kvstore_write(kv, "c/1", "new", 3, NULL, NULL), "/c");
+    assert_link_refused(nds_kvstore_write(kv, "c/d/1", "new", 3, NULL, NULL), "/c");
+    assert_link_refused(nds_kvstore_delete(kv, "c/0", NULL), "/c");
+    assert_link_refused(nds_kvstore_read(kv, "f", NULL, &r), "/f");
+    assert_link_refused(nds_kvstore_write(kv, "f", "new", 3, NULL, NULL), "/f");
+    assert_link_refused(nds_kvstore_delete(kv, "f", NULL), "/f");
+    assert_link_refused(nds_kvstore_read(kv, "in/x", NULL, &r), "/in");
+    nds_kv_staged *st = NULL;
+    assert_link_refused(nds_kvstore_stage(kv, "c/2", "new", 3, &st), "/c");
+    ck_assert_int_eq(nds_kvstore_read(kv, "real/../../x", NULL, &r), NDS_EINVAL);
+    char *all = nds_kv_test_list(kv, "");
+    ck_assert_str_eq(all, "k=1,real/x=1"); /* what read and write can reach, and no more */
+    free(all);
+    NDS_OK(nds_kvstore_delete_range(kv, "", ""));
+    all = nds_kv_test_list(kv, "");
+    ck_assert_str_eq(all, "");
+    free(all);
+    char *v = NULL;
+    size_t n = 0;
+    FILE *f = fopen(q, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_gt(getline(&v, &n, f), 0);
+    fclose(f);
+    ck_assert_str_eq(v, "precious"); /* neither written, nor unlinked */
+    free(v);
+    DIR *d = opendir(outside);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        entries += e->d_name[0] != '.';
+    closedir(d);
+    ck_assert_int_eq(entries, 1); /* no value, temp or lock file was made outside */
+    ck_assert(exists(p = path_in(dir, "c"))); /* delete_range left the links */
+    free(p);
+    ck_assert(exists(dir)); /* and the root itself */
+    free(q);
+    free(url);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* The root itself may be a symbolic link (resolved once, when first used); a root removed and made
+ * again by someone else is found again, not read as an empty store. */
+START_TEST(file_root_may_be_a_link_and_may_be_replaced) {
+    setenv("NDS_FILE_RESOLVE", resolve_modes[_i], 1);
+    const char *real = temp_dir(), *links = temp_dir();
+    char *link = path_in(links, "store"), *url = NULL, *p;
+    ck_assert_int_eq(symlink(real, link), 0);
+    ck_assert_int_ge(asprintf(&url, "file://%s/", link), 0);
+    nds_kvstore *kv = open_store(url);
+    nds_kv_test_put(kv, "a/b", "1");
+    ck_assert(exists(p = path_in(real, "a/b")));
+    free(p);
+    char *all = nds_kv_test_list(kv, "");
+    ck_assert_str_eq(all, "a/b=1");
+    free(all);
+    nds_test_rmtree(real);
+    ck_assert_int_eq(mkdir(real, 0777), 0);
+    write_file(p = path_in(real, "new"), "made elsewhere"), free(p);
+    char *v = nds_kv_test_get(kv, "new", NULL);
+    ck_assert_str_eq(v, "made elsewhere");
+    free(v);
+    nds_kv_test_put(kv, "c/d", "2");
+    ck_assert(exists(p = path_in(real, "c/d")));
+    free(p);
+    free(link);
+    free(url);
     nds_kvstore_free(kv);
 }
 END_TEST
@@ -781,6 +893,38 @@ START_TEST(excl_lock_of_dead_owner_is_stolen) {
     struct timespec old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
     ck_assert_int_eq(utimensat(AT_FDCWD, lock, old, 0), 0);
     write_through(kv, lock, "v2");
+    /* Unreadable record, stamped an hour in the future: no live holder made it, so not "held
+     * forever" either. */
+    write_file(lock, "garbage");
+    struct timespec future[2] = {{time(NULL) + 3600, 0}, {time(NULL) + 3600, 0}};
+    ck_assert_int_eq(utimensat(AT_FDCWD, lock, future, 0), 0);
+    write_through(kv, lock, "v3");
+    free(lock);
+    free(url);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* A lock file that cannot be taken (here a live owner's, with the bound shortened) fails the write
+ * with NDS_ETIMEOUT naming the lock file, instead of waiting forever; nothing is written. */
+START_TEST(excl_lock_wait_is_bounded) {
+    setenv("NDS_FILE_LOCK", "excl", 1);
+    nds_file_lock_set_limits(NDS_FILE_LOCK_STALE_S, 1);
+    const char *dir = temp_dir();
+    char *url = NULL, *lock = path_in(dir, "key.__lock"), rec[512];
+    ck_assert_int_ge(asprintf(&url, "file://%s/", dir), 0);
+    nds_kvstore *kv = open_store(url);
+    nds_kv_test_put(kv, "key", "old");
+    owner_record(rec, sizeof rec, (int)getpid(), NULL);
+    write_file(lock, rec);
+    time_t t0 = time(NULL);
+    ck_assert_int_eq(nds_kvstore_write(kv, "key", "new", 3, NULL, NULL), NDS_ETIMEOUT);
+    ck_assert_int_le(time(NULL) - t0, 5);
+    ck_assert_msg(strstr(nds_error_last()->message, lock), "message: %s",
+                  nds_error_last()->message);
+    char *v = nds_kv_test_get(kv, "key", NULL);
+    ck_assert_str_eq(v, "old");
+    free(v);
     free(lock);
     free(url);
     nds_kvstore_free(kv);
@@ -1052,7 +1196,9 @@ int main(void) {
     tcase_add_test(file, file_stage_refuses_reserved_names);
     tcase_add_test(file, file_dir_syncs_are_grouped);
     tcase_add_test(file, file_hides_and_refuses_reserved_names);
-    tcase_add_test(file, file_list_reaps_temp_files_of_dead_writers);
+    tcase_add_test(file, file_only_delete_range_reaps_temp_files_of_dead_writers);
+    tcase_add_loop_test(file, file_links_below_the_root_are_refused, 0, 2);
+    tcase_add_loop_test(file, file_root_may_be_a_link_and_may_be_replaced, 0, 2);
     tcase_add_test(file, file_generation_is_stat_identity);
     tcase_add_test(file, file_read_into_scatters_a_span);
     tcase_add_test(file, file_read_ranges_reads_each_range);
@@ -1064,6 +1210,7 @@ int main(void) {
     tcase_add_loop_test(file, file_sigkill_never_tears_values, 0, 4);
     tcase_add_test(file, excl_lock_of_dead_owner_is_stolen);
     tcase_add_test(file, excl_lock_of_live_owner_blocks);
+    tcase_add_test(file, excl_lock_wait_is_bounded);
     tcase_add_loop_test(file, file_multiprocess_counter, 0, 4);
     suite_add_tcase(s, file);
 
