@@ -223,8 +223,8 @@ static bool metadata_current(nds_array *a) {
 }
 
 /* Opens the format's instance and records the generation of the metadata it read: read before
- * and after the open, and kept when they agree. When they differ (the open created or extended
- * the metadata, or someone changed it meanwhile) the instance is opened again, without creating,
+ * and after the open, and kept when they agree or when the open created the metadata. When they
+ * differ otherwise (someone changed it meanwhile) the instance is opened again, without creating,
  * from the metadata as it now is; a generation that keeps moving stays the older one, so that a
  * later check fails safe. */
 static int open_format(nds_array *a, const nds_format *f, json_object *spec, unsigned mode) {
@@ -242,6 +242,13 @@ static int open_format(nds_array *a, const nds_format *f, json_object *spec, uns
         if (a->txn || nds_array_metadata_generation(a, &after) ||
             nds_generation_equal(&before, &after) || attempt == 2)
             break;
+        if (before.kind != NDS_GEN_VALUE && (mode & NDS_OPEN_CREATE)) {
+            /* This open created the metadata, or checked what a racing creator wrote against the
+             * spec: the instance is what is stored. Opening again would judge a spec made for
+             * creating (a schema the metadata overrides) as if it opened an existing array. */
+            before = after;
+            break;
+        }
         f->close(a->state);
         a->state = NULL;
         before = after;
