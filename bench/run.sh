@@ -1,5 +1,6 @@
 #!/bin/sh
-# ndstore vs zarr-python vs this machine's physical limit (issue 6), in one run: full write, full
+# ndstore vs zarr-python vs this machine's physical limit (issue 6), in one run: first the command
+# line as users run it, whole processes against zarr-python + NumPy (bench/cli_bench.py); then full write, full
 # read and random region reads of three array layouts x four compressors, peak RSS of every phase,
 # thread scaling, and the memory of `ndstore cp` of a 2 GiB array. See docs/performance.md and
 # bench/bench.py.
@@ -32,5 +33,12 @@ echo "machine: $(nproc) cores, $CPU," \
      "$(df -Ph "$TMP" | awk 'NR == 2 {print $4}') free"
 # Other work on the machine skews the numbers: the load average is printed before and after.
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+# What users run first (issue 17): whole ndstore processes against zarr-python + NumPy.
+quick=
+for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
+echo
+echo "## What users run"
+/usr/bin/python3 "$HERE/cli_bench.py" "$BUILD/ndstore" --tmp "$TMP" $quick
+echo
 /usr/bin/python3 "$HERE/bench.py" --build "$BUILD" --tmp "$TMP" "$@"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -24,6 +24,11 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 /** Default memory budget of cp, read and write streaming (bytes). */
 #define CLI_DEFAULT_BUDGET ((uint64_t)256 << 20)
+/** What a streaming slab (read, write, cp) aims at, within the budget and at least one unit: small
+ *  enough that its buffer, faulted in once, is reused for every slab instead of faulting in the
+ *  whole array a page at a time (measured: a 134 MB read spent most of its time in page faults with
+ *  a slab the size of the array), large enough that the library's threads share each slab's chunks. */
+#define CLI_SLAB_TARGET ((uint64_t)16 << 20)
 /** Regions up to this many elements are printed as text when read has no -o. */
 #define CLI_PRINT_LIMIT 1000
 
@@ -111,8 +116,8 @@ size_t cli_box_out_shape(const nds_box *box, uint64_t *shape);
 int cli_box_count(const nds_box *box, size_t elem, uint64_t *count, uint64_t *bytes);
 
 /**
- * Splits a box into tiles of at most budget bytes (at least one unit), visited in C order of their
- * origins. units[d] (NULL = all 1) is the tile granularity in selected indices, measured from the box's
+ * Splits a box into tiles of about CLI_SLAB_TARGET bytes (at least one unit, at most budget bytes
+ * unless one unit is larger), visited in C order of their origins. units[d] (NULL = all 1) is the tile granularity in selected indices, measured from the box's
  * first index: cp passes the destination chunk shape so each tile is a run of whole chunks. With all units
  * 1, tiles are single indices in the dimensions before the split dimension and whole in the ones after it,
  * so the tiles' C-order data concatenated is the box's C-order data (read and write stream this way).
@@ -129,6 +134,14 @@ typedef struct cli_tiler {
 void cli_tiler_init(cli_tiler *t, const nds_box *box, size_t elem, uint64_t budget, const uint64_t *units);
 /** Sets *sub to the next tile and *count to its elements; false when there is none left. */
 bool cli_tiler_next(cli_tiler *t, nds_box *sub, uint64_t *count);
+/** The tiler of a streamed read or write of box (C-order data, no reordering): dimension 0 in
+ *  whole rows of chunks (chunks[0], when box steps by 1 there), so no chunk is decoded or encoded
+ *  once per slab it straddles; the other dimensions whole where the budget allows. */
+void cli_stream_tiler_init(cli_tiler *t, const nds_box *box, size_t elem, uint64_t budget,
+                           const uint64_t *chunks);
+/** A buffer for slabs: large ones are aligned for, and advised to use, transparent huge pages
+ *  (a few faults instead of one per 4 KiB page). NULL when out of memory. Free with free(). */
+void *cli_slab_alloc(uint64_t bytes);
 
 /* ---- specs (spec_build.c) ---- */
 /** What goes into a spec's "schema". NULL / false members are left out. */

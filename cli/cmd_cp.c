@@ -532,7 +532,7 @@ static int copy_slabs(nds_array *src, nds_array *dst, const cp_plan *plan) {
     int rc = cli_box_count(&box, elem, &count, &bytes);
     cli_tiler t;
     cli_tiler_init(&t, &box, elem, plan->slab, chunks);
-    uint8_t *buf = rc == CLI_OK ? malloc(t.max_tile_bytes ? t.max_tile_bytes : 1) : NULL;
+    uint8_t *buf = rc == CLI_OK ? cli_slab_alloc(t.max_tile_bytes) : NULL;
     if (rc == CLI_OK && !buf)
         rc = cli_fail("out of memory (a slab of %" PRIu64 " bytes)", t.max_tile_bytes);
     nds_io_options io = NDS_IO_OPTIONS_INIT;

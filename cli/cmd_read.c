@@ -108,8 +108,10 @@ static int stream_region(nds_array *a, const nds_box *box, uint64_t bytes, const
                          const nds_io_options *io, FILE *f) {
     size_t elem = nds_dtype_size(nds_array_dtype(a));
     cli_tiler t;
-    cli_tiler_init(&t, box, elem, ra->budget, NULL);
-    uint8_t *buf = malloc(t.max_tile_bytes ? t.max_tile_bytes : 1);
+    uint64_t chunks[NDS_MAX_RANK];
+    nds_array_read_chunk_shape(a, chunks);
+    cli_stream_tiler_init(&t, box, elem, ra->budget, chunks);
+    uint8_t *buf = cli_slab_alloc(t.max_tile_bytes);
     if (!buf)
         return cli_fail("out of memory (%" PRIu64 " bytes)", t.max_tile_bytes);
     cli_progress bar;

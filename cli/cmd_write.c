@@ -154,8 +154,10 @@ static int read_input(write_job *w, void *buf, uint64_t n, uint64_t done) {
 /* C-order input: tile by tile. */
 static int stream_write(write_job *w) {
     cli_tiler t;
-    cli_tiler_init(&t, &w->box, w->elem, w->budget, NULL);
-    uint8_t *buf = malloc(t.max_tile_bytes ? t.max_tile_bytes : 1);
+    uint64_t chunks[NDS_MAX_RANK];
+    nds_array_chunk_shape(w->a, chunks);
+    cli_stream_tiler_init(&t, &w->box, w->elem, w->budget, chunks);
+    uint8_t *buf = cli_slab_alloc(t.max_tile_bytes);
     if (!buf)
         return cli_fail("out of memory (%" PRIu64 " bytes)", t.max_tile_bytes);
     cli_progress bar;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <time.h>
 #include "cli.h"
 
@@ -423,7 +424,8 @@ void cli_tiler_init(cli_tiler *t, const nds_box *box, size_t elem, uint64_t budg
     t->split = d;
     for (size_t i = 0; i < rank; i++)
         t->tile[i] = i < d ? min_u64(u[i], t->ext[i]) : t->ext[i];
-    uint64_t k = unit_bytes <= budget ? budget / unit_bytes : 1;
+    uint64_t aim = min_u64(budget, CLI_SLAB_TARGET);
+    uint64_t k = unit_bytes <= aim ? aim / unit_bytes : 1;
     uint64_t span;
     if (k == 0 || __builtin_mul_overflow(k, u[d], &span) || span > t->ext[d])
         span = t->ext[d];
@@ -435,6 +437,37 @@ void cli_tiler_init(cli_tiler *t, const nds_box *box, size_t elem, uint64_t budg
         if (__builtin_mul_overflow(t->max_tile_bytes, t->tile[i], &t->max_tile_bytes) ||
             t->max_tile_bytes > SIZE_MAX)
             t->max_tile_bytes = UINT64_MAX;
+}
+
+void cli_stream_tiler_init(cli_tiler *t, const nds_box *box, size_t elem, uint64_t budget,
+                           const uint64_t *chunks) {
+    uint64_t units[NDS_MAX_RANK];
+    for (size_t d = 0; d < box->rank; d++)
+        units[d] = 1; /* whole tiles after the split: their data concatenated is the box's */
+    if (box->rank > 0 && box->step[0] == 1) {
+        /* Rows of chunks only while one fits the budget: a split further in takes single
+         * indices before it, or the tiles' data would not concatenate to the box's. */
+        units[0] = chunks[0];
+        cli_tiler_init(t, box, elem, budget, units);
+        if (t->split == 0 || t->done)
+            return;
+        units[0] = 1;
+    }
+    cli_tiler_init(t, box, elem, budget, units);
+}
+
+void *cli_slab_alloc(uint64_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    if (bytes > SIZE_MAX - huge)
+        return NULL;
+    if (bytes < 2 * huge)
+        return malloc(bytes ? bytes : 1);
+    void *p = NULL;
+    size_t n = (bytes + huge - 1) / huge * huge;
+    if (posix_memalign(&p, huge, n) != 0)
+        return NULL;
+    (void)madvise(p, n, MADV_HUGEPAGE); /* advice only: without THP the slab still works */
+    return p;
 }
 
 bool cli_tiler_next(cli_tiler *t, nds_box *sub, uint64_t *count) {

@@ -182,6 +182,20 @@ d = np.load('dropped.npy'); assert d.shape == (40,) and (d == np.load('x.npy')[2
 nds read a.zarr -r '[-90:-70, 5:45]' --memory-budget 100 -o tiles.npy
 expect_rc 0 "read in tiles"
 py "tiled read equals the data" "assert (np.load('tiles.npy') == np.load('x.npy')).all()"
+# Slabs in rows of chunks (10 rows of 200 uint16 = 4000 bytes here), and single rows when a row of
+# chunks exceeds the budget: every budget and region start gives the same data, read and write.
+for budget in 100 399 400 4000 4001 12000 1M; do
+    for region in '[0:100, :]' '[3:97, 1:199]' '[5:95:3, 2:200:7]'; do
+        nds read a.zarr -r "$region" --memory-budget $budget -o slab.npy
+        py "read $region in slabs of at most $budget bytes" "
+s = tuple(slice(*[int(x) if x else None for x in p.strip().split(':')]) for p in '$region'.strip('[]').split(','))
+assert (np.load('slab.npy') == np.load('all.npy')[s]).all()"
+        nds write a.zarr -r "$region" -i slab.npy --memory-budget $budget
+        expect_rc 0 "write $region back in slabs of at most $budget bytes"
+    done
+done
+nds read a.zarr -o all_again.npy
+py "writes in slabs changed nothing" "assert (np.load('all_again.npy') == np.load('all.npy')).all()"
 nds read a.zarr -r '[9:12, 3:8]'
 expect_rc 0 "print a small region"
 check '[ "$OUT" = "$(printf "[[ 7  7  7  7  7]\n [ 7  7  0  1  2]\n [ 7  7 40 41 42]]")" ]' "printed like numpy"
