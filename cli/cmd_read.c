@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "cli.h"
 #include "npy.h"
 
@@ -103,34 +104,51 @@ static int print_region(nds_array *a, const nds_box *box, uint64_t count, uint64
     return rc == 0 ? CLI_OK : cli_fail_nds(rc, "read");
 }
 
-/* Reads the region tile by tile into f. */
+typedef struct output {
+    FILE *f;
+    const char *name;
+} output;
+
+/* The ring's I/O side: one slab to the output. */
+static int write_slab(void *arg, uint8_t *buf, uint64_t bytes) {
+    output *o = arg;
+    if (fwrite(buf, 1, bytes, o->f) != bytes)
+        return cli_fail("%s: %s", o->name, strerror(errno));
+    return CLI_OK;
+}
+
+/* Reads the region slab by slab into f; each slab is written out while the next one is read. */
 static int stream_region(nds_array *a, const nds_box *box, uint64_t bytes, const read_args *ra,
                          const nds_io_options *io, FILE *f) {
     size_t elem = nds_dtype_size(nds_array_dtype(a));
-    cli_tiler t;
     uint64_t chunks[NDS_MAX_RANK];
     nds_array_read_chunk_shape(a, chunks);
-    cli_stream_tiler_init(&t, box, elem, ra->budget, chunks);
-    uint8_t *buf = cli_slab_alloc(t.max_tile_bytes);
-    if (!buf)
-        return cli_fail("out of memory (%" PRIu64 " bytes)", t.max_tile_bytes);
+    cli_tiler t;
+    cli_stream_tiler_init(&t, box, elem, ra->budget / 2, chunks); /* two slabs in the budget */
+    output out = {f, ra->output};
+    cli_ring *ring;
+    int rc = cli_ring_start(&ring, &t, elem, false, write_slab, &out);
+    if (rc != CLI_OK)
+        return rc;
     cli_progress bar;
     cli_progress_begin(&bar, "read", bytes);
     nds_box sub;
     uint64_t n, done = 0;
-    int rc = CLI_OK;
     while (rc == CLI_OK && cli_tiler_next(&t, &sub, &n)) {
+        uint8_t *buf = cli_ring_take(ring);
+        if (!buf)
+            break; /* the output failed: its message is printed */
         int st = nds_array_read(a, &sub, buf, io);
         if (st != 0)
             rc = cli_fail_nds(st, "read");
-        else if (fwrite(buf, elem, n, f) != n)
-            rc = cli_fail("%s: %s", ra->output, strerror(errno));
+        else
+            cli_ring_give(ring);
         done += n * elem;
         cli_progress_update(&bar, done);
     }
+    int out_rc = cli_ring_finish(ring, rc != CLI_OK);
     cli_progress_end(&bar);
-    free(buf);
-    return rc;
+    return rc != CLI_OK ? rc : out_rc;
 }
 
 static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const read_args *ra,
@@ -144,6 +162,10 @@ static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const 
     FILE *f = to_stdout ? stdout : fopen(ra->output, "wb");
     if (!f)
         return cli_fail("%s: %s", ra->output, strerror(errno));
+    /* Only a regular file holding a partial read is removed on failure: never a device (-o
+     * /dev/full once removed /dev/full itself), a FIFO or stdout. */
+    struct stat st;
+    bool remove_on_failure = !to_stdout && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
     int rc = CLI_OK;
     if (!ra->raw) {
         uint64_t shape[NDS_MAX_RANK];
@@ -158,7 +180,7 @@ static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const 
         rc = cli_fail("%s: %s", ra->output, strerror(errno));
     if (!to_stdout && fclose(f) != 0 && rc == CLI_OK)
         rc = cli_fail("%s: %s", ra->output, strerror(errno));
-    if (rc != CLI_OK && !to_stdout)
+    if (rc != CLI_OK && remove_on_failure)
         unlink(ra->output);
     return rc;
 }

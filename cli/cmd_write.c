@@ -136,6 +136,7 @@ typedef struct write_job {
     bool swap;           /* input bytes are in the other byte order */
     nds_io_options io;
     uint64_t budget;
+    uint64_t read_done; /* input bytes read so far (by the ring's I/O thread while streaming) */
 } write_job;
 
 static int read_input(write_job *w, void *buf, uint64_t n, uint64_t done) {
@@ -151,31 +152,43 @@ static int read_input(write_job *w, void *buf, uint64_t n, uint64_t done) {
     return CLI_OK;
 }
 
-/* C-order input: tile by tile. */
+/* The ring's I/O side: the next slab of the input. */
+static int read_slab(void *arg, uint8_t *buf, uint64_t bytes) {
+    write_job *w = arg;
+    int rc = read_input(w, buf, bytes / w->elem, w->read_done);
+    w->read_done += bytes;
+    return rc;
+}
+
+/* C-order input: slab by slab; the next slab is read in while the library writes one. */
 static int stream_write(write_job *w) {
-    cli_tiler t;
     uint64_t chunks[NDS_MAX_RANK];
     nds_array_chunk_shape(w->a, chunks);
-    cli_stream_tiler_init(&t, &w->box, w->elem, w->budget, chunks);
-    uint8_t *buf = cli_slab_alloc(t.max_tile_bytes);
-    if (!buf)
-        return cli_fail("out of memory (%" PRIu64 " bytes)", t.max_tile_bytes);
+    cli_tiler t;
+    cli_stream_tiler_init(&t, &w->box, w->elem, w->budget / 2, chunks); /* two slabs in the budget */
+    cli_ring *ring;
+    int rc = cli_ring_start(&ring, &t, w->elem, true, read_slab, w);
+    if (rc != CLI_OK)
+        return rc;
     cli_progress bar;
     cli_progress_begin(&bar, "write", w->bytes);
     nds_box sub;
     uint64_t n, done = 0;
-    int rc = CLI_OK;
     while (rc == CLI_OK && cli_tiler_next(&t, &sub, &n)) {
-        rc = read_input(w, buf, n, done);
-        int st = rc == CLI_OK ? nds_array_write(w->a, &sub, buf, &w->io) : 0;
+        uint8_t *buf = cli_ring_take(ring);
+        if (!buf)
+            break; /* the input failed: its message is printed */
+        int st = nds_array_write(w->a, &sub, buf, &w->io);
         if (st != 0)
             rc = cli_fail_nds(st, "write");
+        else
+            cli_ring_give(ring);
         done += n * w->elem;
         cli_progress_update(&bar, done);
     }
+    int in_rc = cli_ring_finish(ring, rc != CLI_OK);
     cli_progress_end(&bar);
-    free(buf);
-    return rc;
+    return rc != CLI_OK ? rc : in_rc;
 }
 
 /* Fortran-order input: the whole block is reordered in memory, so it must fit the budget. */

@@ -196,6 +196,14 @@ assert (np.load('slab.npy') == np.load('all.npy')[s]).all()"
 done
 nds read a.zarr -o all_again.npy
 py "writes in slabs changed nothing" "assert (np.load('all_again.npy') == np.load('all.npy')).all()"
+# The slab after the failing one is in flight on the other thread: errors still stop it cleanly.
+head -c 20000 all.npy >short.npy
+nds write a.zarr -i short.npy --memory-budget 8000; expect_fail "a write whose input ends in the third slab"
+expect_err "input ended after" "a short input names where it ended"
+nds read a.zarr -o /dev/full --memory-budget 8000;   expect_fail "a read whose output fills up"
+check '[ -c /dev/full ]' "a failed read leaves a device it wrote to in place (it removed /dev/full before)"
+"$BIN" read a.zarr --memory-budget 8000 -o - >stdout.npy
+check 'cmp -s stdout.npy all.npy' "a read to stdout in slabs is the file's bytes"
 nds read a.zarr -r '[9:12, 3:8]'
 expect_rc 0 "print a small region"
 check '[ "$OUT" = "$(printf "[[ 7  7  7  7  7]\n [ 7  7  0  1  2]\n [ 7  7 40 41 42]]")" ]' "printed like numpy"
