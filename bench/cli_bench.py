@@ -8,7 +8,7 @@ whole process (`python3 script.py`, what a shell user waits for). ndstore is alw
 Every run reports its minor page faults (ru_minflt: fresh pages touched). ndstore's writes are
 durable (fsync per chunk file and directory); zarr-python's are not (it never calls fsync).
 
-usage: bench/cli_bench.py NDSTORE_BINARY [--reps N] [--quick] [--tmp DIR]
+usage: bench/cli_bench.py NDSTORE_BINARY [--reps N] [--quick] [--families] [--tmp DIR]
 Prints one table; the medians over N alternating repetitions (default 5).
 """
 import argparse
@@ -73,8 +73,8 @@ def same_npy(a, b):
 
 
 class Case:
-    def __init__(self, args, tmp, shape, chunks, name, codec, comp):
-        self.nds, self.tmp, self.shape, self.chunks = args.ndstore, tmp, shape, chunks
+    def __init__(self, args, tmp, dtype, shape, chunks, name, codec, comp):
+        self.nds, self.tmp, self.dtype, self.shape, self.chunks = args.ndstore, tmp, dtype, shape, chunks
         self.name, self.codec, self.comp = name, codec, comp
         self.script = os.path.join(tmp, 'zarr_task.py')
         with open(self.script, 'w') as f:
@@ -94,7 +94,7 @@ class Case:
         arr = self.path('nds.zarr')
         self.fresh(arr)
         subprocess.run([self.nds, 'create', 'file://%s|zarr:' % arr, '--shape', ','.join(map(str, self.shape)),
-                        '--chunks', ','.join(map(str, self.chunks)), '--dtype', 'uint16', '--codec', self.codec],
+                        '--chunks', ','.join(map(str, self.chunks)), '--dtype', self.dtype, '--codec', self.codec],
                        check=True, stdout=subprocess.DEVNULL)
         s, fl, _ = run_faults([self.nds, 'write', arr, '-i', npy])
         return s, fl
@@ -142,12 +142,13 @@ class Case:
             rows['nc'].append(self.nds_cp())
             rows['zc'].append(self.zarr_cp())
         med = lambda xs, i: statistics.median(x[i] for x in xs)  # noqa: E731
-        mb = np.prod(self.shape) * 2 / 1e6
+        mb = np.prod(self.shape) * np.dtype(self.dtype).itemsize / 1e6
+        layout = '%s %s / %s' % (self.dtype, 'x'.join(map(str, self.shape)), 'x'.join(map(str, self.chunks)))
         out = []
         for task, n, z in (('write', 'nw', 'zw'), ('read', 'nr', 'zr'), ('cp', 'nc', 'zc')):
             ns, nf = med(rows[n], 0), med(rows[n], 1)
             zs, zf, zwhole = med(rows[z], 0), med(rows[z], 1), med(rows[z], 2)
-            out.append((self.name, task, mb / ns, nf, mb / zs, zf, mb / zwhole, zs / ns, zwhole / ns))
+            out.append((layout, self.name, task, mb / ns, nf, mb / zs, zf, mb / zwhole, zs / ns, zwhole / ns))
         return out
 
 
@@ -156,32 +157,42 @@ def main():
     ap.add_argument('ndstore')
     ap.add_argument('--reps', type=int, default=5)
     ap.add_argument('--quick', action='store_true', help='a small array, one repetition')
+    ap.add_argument('--families', action='store_true',
+                    help="also the benchmark's 537 MB families (1024x1024x256 uint16 in 64^3 and 128^3 chunks, "
+                         "16384x8192 float32 in 1024^2 chunks)")
     ap.add_argument('--tmp', default=None)
     args = ap.parse_args()
     args.ndstore = os.path.abspath(args.ndstore)
-    shape, chunks = ((64, 128, 128), (32, 64, 64)) if args.quick else ((512, 512, 256), (64, 64, 64))
+    if args.quick:
+        layouts = [('uint16', (64, 128, 128), [(32, 64, 64)])]
+    else:
+        layouts = [('uint16', (512, 512, 256), [(64, 64, 64)])]
+        if args.families:  # the benchmark's array families (bench/bench.py), 537 MB each
+            layouts += [('uint16', (1024, 1024, 256), [(64, 64, 64), (128, 128, 128)]),
+                        ('float32', (16384, 8192), [(1024, 1024)])]
     reps = 1 if args.quick else args.reps
     tmp = tempfile.mkdtemp(prefix='nds-cli-bench-', dir=args.tmp)
     try:
-        raw = os.path.join(tmp, 'data.raw')
-        write_data(raw, shape, 'uint16', 7)
-        npy = os.path.join(tmp, 'in.npy')
-        np.save(npy, np.fromfile(raw, dtype='<u2').reshape(shape))
-        os.unlink(raw)
-        print('uint16 %s, chunks %s, %.0f MB; ndstore as a whole process; zarr-python %s in process'
-              ' (whole process in the last columns); medians of %d alternating runs; ndstore writes fsync,'
-              ' zarr-python writes do not' % ('x'.join(map(str, shape)), 'x'.join(map(str, chunks)),
-                                               np.prod(shape) * 2 / 1e6, zarr_version(), reps))
-        head = ('codec', 'task', 'ndstore MB/s', 'faults', 'zarr-py MB/s', 'faults', 'zarr-py whole MB/s',
-                'ratio', 'ratio (whole)')
+        print('ndstore as a whole process; zarr-python %s + NumPy in process (whole process in the "whole"'
+              ' column); medians of %d alternating runs; ndstore writes fsync, zarr-python writes do not;'
+              ' faults = minor page faults of the process' % (zarr_version(), reps))
+        head = ('array / chunks', 'codec', 'task', 'ndstore MB/s', 'faults', 'zarr-py MB/s', 'faults',
+                'zarr-py whole MB/s', 'ratio', 'ratio (whole)')
         print('| ' + ' | '.join(head) + ' |')
         print('|' + '---|' * len(head))
-        for name, codec, comp in CODECS:
-            c = Case(args, tmp, shape, chunks, name, codec, comp)
-            c.zarr_write(npy)  # the zarr-python copy source exists before the first cp
-            c.nds_write(npy)
-            for r in c.measure(npy, reps):
-                print('| %s | %s | %.0f | %d | %.0f | %d | %.0f | %.2fx | %.2fx |' % r, flush=True)
+        for dtype, shape, chunk_list in layouts:
+            raw = os.path.join(tmp, 'data.raw')
+            write_data(raw, shape, dtype, 7)
+            npy = os.path.join(tmp, 'in.npy')
+            np.save(npy, np.fromfile(raw, dtype='<' + np.dtype(dtype).str[1:]).reshape(shape))
+            os.unlink(raw)
+            for chunks in chunk_list:
+                for name, codec, comp in CODECS:
+                    c = Case(args, tmp, dtype, shape, chunks, name, codec, comp)
+                    c.zarr_write(npy)  # the zarr-python copy source exists before the first cp
+                    c.nds_write(npy)
+                    for r in c.measure(npy, reps):
+                        print('| %s | %s | %s | %.0f | %d | %.0f | %d | %.0f | %.2fx | %.2fx |' % r, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

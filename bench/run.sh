@@ -34,11 +34,11 @@ echo "machine: $(nproc) cores, $CPU," \
 # Other work on the machine skews the numbers: the load average is printed before and after.
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # What users run first (issue 17): whole ndstore processes against zarr-python + NumPy.
-quick=
-for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
+cli_args=--families
+for a in "$@"; do [ "$a" = --quick ] && cli_args=--quick; done
 echo
 echo "## What users run"
-/usr/bin/python3 "$HERE/cli_bench.py" "$BUILD/ndstore" --tmp "$TMP" $quick
+/usr/bin/python3 "$HERE/cli_bench.py" "$BUILD/ndstore" --tmp "$TMP" $cli_args
 echo
 /usr/bin/python3 "$HERE/bench.py" --build "$BUILD" --tmp "$TMP" "$@"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
