@@ -28,8 +28,10 @@ static bool valid_format_name(const char *s, size_t n) {
     return true;
 }
 
+/* Split at the first '|', as the library's URL pipeline is: "file:///x/|adapter:|zarr:" is refused
+ * by both, never taken as a directory named "|adapter:" by one of them. */
 static int spec_from_url(const char *url, json_object **out) {
-    const char *bar = strrchr(url, '|');
+    const char *bar = strchr(url, '|');
     char driver[64] = "zarr";
     size_t kv_len = strlen(url);
     if (bar) {
