@@ -71,8 +71,8 @@ succeeded "grow zarr3"
 nds read "file://$C|zarr3:" -r '[4:, 4:]' -o "$T/zc.raw" --raw
 check 'all_equal "$T/zc.raw" 0 0 16' "zarr3: the grown corner reads fill"
 
-# Processes racing: writers write rows [4, 16) with their own value while a resizer shrinks to 4
-# rows and grows back. A write that exits 0 must have its value in place unless a later resize
+# Processes racing: two writers write rows of [4, 16) with their own values while a resizer shrinks
+# to 4 rows and grows back. A write that exits 0 must have its values in place unless a later resize
 # began before the check read it; so the check is done by the writer itself right after, and a
 # missing value counts only when no resize started in between (the resizer logs its starts).
 R="$T/r.zarr"
@@ -89,21 +89,21 @@ succeeded "create 16x8"
 ) &
 resizer=$!
 on_exit "kill $resizer 2>/dev/null"
-race_writer() { # race_writer ID: writes until the resizer is gone; logs "ID rc start end ok"
-    local id=$1 n=0
-    raw_of 96 "$id" >"$T/w$id.raw"
+race_writer() { # race_writer ID FIRST END: rows [FIRST, END) until the resizer is gone; logs "ID rc start end ok"
+    local id=$1 rows="[$2:$3, :]" n=0
+    raw_of $((($3 - $2) * 8)) "$id" >"$T/w$id.raw"
     while kill -0 "$resizer" 2>/dev/null && [ $n -lt 400 ]; do
         n=$((n + 1))
         local t0 t1 rc ok=-
         t0=$(date +%s%N)
-        timeout 60 "$BIN" write "$R" -r "[4:16, :]" -i "$T/w$id.raw" --raw >/dev/null 2>"$T/w$id.err"
+        timeout 60 "$BIN" write "$R" -r "$rows" -i "$T/w$id.raw" --raw >/dev/null 2>"$T/w$id.err"
         rc=$?
-        if [ $rc -eq 0 ] && timeout 60 "$BIN" read "$R" -r '[4:16, :]' -o "$T/w$id.got" --raw 2>/dev/null; then
+        if [ $rc -eq 0 ] && timeout 60 "$BIN" read "$R" -r "$rows" -o "$T/w$id.got" --raw 2>/dev/null; then
             t1=$(date +%s%N)
             python3 -c "
 import struct,sys
 d = open('$T/w$id.got','rb').read(); v = struct.unpack('<%di' % (len(d) // 4), d)
-sys.exit(0 if $id in v else 1)" && ok=1 || ok=0
+sys.exit(0 if all(x == $id for x in v) else 1)" && ok=1 || ok=0
         else
             t1=$(date +%s%N)
             [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "ndstore: " "$T/w$id.err" && ok=e
@@ -112,9 +112,11 @@ sys.exit(0 if $id in v else 1)" && ok=1 || ok=0
     done
 }
 : >"$T/writes"
-race_writer 101 &
+# Each writer has rows of its own (so the other never overwrites them), and the two share the
+# chunk of rows 8 and 9: a lost update inside that chunk counts as a loss too.
+race_writer 101 4 9 &
 w1=$!
-race_writer 202 &
+race_writer 202 9 16 &
 w2=$!
 wait $w1 $w2
 wait $resizer
