@@ -40,7 +40,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include <curl/curl.h>
+#include "curl_loader.h"
 
 #include "http_multi.h"
 #include "internal/error.h"
@@ -94,9 +94,6 @@ struct nds_http_client {
     bool stop;
 };
 
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static CURLcode global_rc;
-static void global_init(void) { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 /* ---- helpers ---- */
 
@@ -516,10 +513,8 @@ static void *io_thread(void *arg) {
 /* ---- public ---- */
 
 int nds_http_client_new(nds_http_client **out, int max_concurrency) {
-    pthread_once(&global_once, global_init);
-    if (global_rc != CURLE_OK)
-        return nds_err_cause(NDS_EINTERNAL, NDS_CAUSE_CURL, global_rc,
-                             "http: curl_global_init failed");
+    int rc = nds_curl_load();
+    if (rc) return rc;
     nds_http_client *c = calloc(1, sizeof *c);
     if (!c) return nds_err(NDS_ENOMEM, "http: out of memory creating a client");
     c->max_concurrency = max_concurrency > 0 ? max_concurrency : DEFAULT_CONCURRENCY;

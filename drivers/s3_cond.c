@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
+#include "curl_loader.h"
 #include <json-c/json.h>
 
 #include "s3_internal.h"

@@ -47,6 +47,8 @@ $2" 2>&1); then ok; else OUT=$out; ERR=""; no "$1"; fi
 }
 
 # ---- global ----------------------------------------------------------------------------------------
+# libcurl (and its ~30 libraries) is loaded only when a network store is used, not at every start.
+check '! ldd "$BIN" | grep -q libcurl' "the binary does not link libcurl (drivers/curl_loader.h)"
 nds --version;            expect_rc 0 "--version"; expect_out "ndstore 0." "--version"
 nds --help;               expect_rc 0 "--help"; expect_out "verify" "--help lists commands"
 nds;                      expect_usage "no command"
