@@ -139,21 +139,23 @@ bool cli_tiler_next(cli_tiler *t, nds_box *sub, uint64_t *count);
  *  once per slab it straddles; the other dimensions whole where the budget allows. */
 void cli_stream_tiler_init(cli_tiler *t, const nds_box *box, size_t elem, uint64_t budget,
                            const uint64_t *chunks);
-/** Two slab buffers between the command's thread and an I/O thread (slab_ring.c): a streamed
- *  read writes one slab out while the library reads the next; a streamed write reads the next
- *  slab in while the library writes one. io(arg, buf, bytes) fills or drains one slab (its errors
- *  printed, CLI_FAIL returned) for each tile of t, in order, on the I/O thread. */
-typedef struct cli_ring cli_ring;
+/** The I/O side of a streamed read or write (slab_ring.c): io(arg, buf, bytes) fills or drains
+ *  one slab (its errors printed, CLI_FAIL returned), for each tile in order, on an I/O thread. */
 typedef int (*cli_ring_io)(void *arg, uint8_t *buf, uint64_t bytes);
-/** Starts the I/O thread with its own copy of t (not yet advanced); io_fills: io produces slabs. */
-int cli_ring_start(cli_ring **r, const cli_tiler *t, size_t elem, bool io_fills, cli_ring_io io,
-                   void *arg);
-/** The buffer for the command's next tile (free to fill, or filled by io); NULL once io failed. */
-uint8_t *cli_ring_take(cli_ring *r);
-/** Hands the buffer taken last to the other side. */
-void cli_ring_give(cli_ring *r);
-/** Stops (failed: at once; else after the last tile), frees; the I/O side's status. */
-int cli_ring_finish(cli_ring *r, bool failed);
+/** The two sides of a streamed read or write: io (on the I/O thread) moves each slab between the
+ *  file and its buffer; op (on the command's thread) moves it between the buffer and the array,
+ *  returning CLI_OK or CLI_FAIL with its message printed. */
+typedef struct cli_stream_sides {
+    bool io_fills; /* io produces the slabs (a write's input) */
+    cli_ring_io io;
+    void *io_arg;
+    int (*op)(void *arg, const nds_box *sub, uint8_t *buf);
+    void *op_arg;
+} cli_stream_sides;
+/** Streams every tile of t through two slabs, the file side overlapped with the array side, with
+ *  a progress bar (label, bytes); the first failure stops both. */
+int cli_stream_slabs(const cli_tiler *t, size_t elem, const cli_stream_sides *sides,
+                     const char *label, uint64_t bytes);
 /** A buffer for slabs: large ones are aligned for, and advised to use, transparent huge pages
  *  (a few faults instead of one per 4 KiB page). NULL when out of memory. Free with free(). */
 void *cli_slab_alloc(uint64_t bytes);

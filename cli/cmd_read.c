@@ -110,11 +110,23 @@ typedef struct output {
 } output;
 
 /* The ring's I/O side: one slab to the output. */
-static int write_slab(void *arg, uint8_t *buf, uint64_t bytes) {
+static int output_slab(void *arg, uint8_t *buf, uint64_t bytes) {
     output *o = arg;
     if (fwrite(buf, 1, bytes, o->f) != bytes)
         return cli_fail("%s: %s", o->name, strerror(errno));
     return CLI_OK;
+}
+
+typedef struct read_slabs {
+    nds_array *a;
+    const nds_io_options *io;
+} read_slabs;
+
+/* The array side: one slab of the region. */
+static int read_slab(void *arg, const nds_box *sub, uint8_t *buf) {
+    read_slabs *r = arg;
+    int st = nds_array_read(r->a, sub, buf, r->io);
+    return st == 0 ? CLI_OK : cli_fail_nds(st, "read");
 }
 
 /* Reads the region slab by slab into f; each slab is written out while the next one is read. */
@@ -126,29 +138,9 @@ static int stream_region(nds_array *a, const nds_box *box, uint64_t bytes, const
     cli_tiler t;
     cli_stream_tiler_init(&t, box, elem, ra->budget / 2, chunks); /* two slabs in the budget */
     output out = {f, ra->output};
-    cli_ring *ring;
-    int rc = cli_ring_start(&ring, &t, elem, false, write_slab, &out);
-    if (rc != CLI_OK)
-        return rc;
-    cli_progress bar;
-    cli_progress_begin(&bar, "read", bytes);
-    nds_box sub;
-    uint64_t n, done = 0;
-    while (rc == CLI_OK && cli_tiler_next(&t, &sub, &n)) {
-        uint8_t *buf = cli_ring_take(ring);
-        if (!buf)
-            break; /* the output failed: its message is printed */
-        int st = nds_array_read(a, &sub, buf, io);
-        if (st != 0)
-            rc = cli_fail_nds(st, "read");
-        else
-            cli_ring_give(ring);
-        done += n * elem;
-        cli_progress_update(&bar, done);
-    }
-    int out_rc = cli_ring_finish(ring, rc != CLI_OK);
-    cli_progress_end(&bar);
-    return rc != CLI_OK ? rc : out_rc;
+    read_slabs r = {a, io};
+    cli_stream_sides sides = {false, output_slab, &out, read_slab, &r};
+    return cli_stream_slabs(&t, elem, &sides, "read", bytes);
 }
 
 static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const read_args *ra,

@@ -153,11 +153,18 @@ static int read_input(write_job *w, void *buf, uint64_t n, uint64_t done) {
 }
 
 /* The ring's I/O side: the next slab of the input. */
-static int read_slab(void *arg, uint8_t *buf, uint64_t bytes) {
+static int input_slab(void *arg, uint8_t *buf, uint64_t bytes) {
     write_job *w = arg;
     int rc = read_input(w, buf, bytes / w->elem, w->read_done);
     w->read_done += bytes;
     return rc;
+}
+
+/* The array side: one slab into the region. */
+static int write_slab(void *arg, const nds_box *sub, uint8_t *buf) {
+    write_job *w = arg;
+    int st = nds_array_write(w->a, sub, buf, &w->io);
+    return st == 0 ? CLI_OK : cli_fail_nds(st, "write");
 }
 
 /* C-order input: slab by slab; the next slab is read in while the library writes one. */
@@ -166,29 +173,8 @@ static int stream_write(write_job *w) {
     nds_array_chunk_shape(w->a, chunks);
     cli_tiler t;
     cli_stream_tiler_init(&t, &w->box, w->elem, w->budget / 2, chunks); /* two slabs in the budget */
-    cli_ring *ring;
-    int rc = cli_ring_start(&ring, &t, w->elem, true, read_slab, w);
-    if (rc != CLI_OK)
-        return rc;
-    cli_progress bar;
-    cli_progress_begin(&bar, "write", w->bytes);
-    nds_box sub;
-    uint64_t n, done = 0;
-    while (rc == CLI_OK && cli_tiler_next(&t, &sub, &n)) {
-        uint8_t *buf = cli_ring_take(ring);
-        if (!buf)
-            break; /* the input failed: its message is printed */
-        int st = nds_array_write(w->a, &sub, buf, &w->io);
-        if (st != 0)
-            rc = cli_fail_nds(st, "write");
-        else
-            cli_ring_give(ring);
-        done += n * w->elem;
-        cli_progress_update(&bar, done);
-    }
-    int in_rc = cli_ring_finish(ring, rc != CLI_OK);
-    cli_progress_end(&bar);
-    return rc != CLI_OK ? rc : in_rc;
+    cli_stream_sides sides = {true, input_slab, w, write_slab, w};
+    return cli_stream_slabs(&t, w->elem, &sides, "write", w->bytes);
 }
 
 /* Fortran-order input: the whole block is reordered in memory, so it must fit the budget. */

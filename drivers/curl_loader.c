@@ -12,14 +12,13 @@
 nds_curl_api nds_curl;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static const char *load_error;   /* what failed, for the message; NULL when loaded */
+static const char *load_error; /* what failed, for the message; NULL when loaded */
 static CURLcode global_rc;
 
 /* One symbol into its slot; false (with load_error set) when libcurl lacks it. */
 static bool bind_symbol(void *lib, const char *name, void **slot) {
     *slot = dlsym(lib, name);
-    if (!*slot)
-        load_error = name;
+    if (!*slot) load_error = name;
     return *slot != NULL;
 }
 
@@ -52,8 +51,7 @@ static void load(void) {
     BIND(slist_append, "curl_slist_append");
     BIND(slist_free_all, "curl_slist_free_all");
     BIND(getdate, "curl_getdate");
-    if (ok)
-        global_rc = nds_curl.global_init(CURL_GLOBAL_DEFAULT);
+    if (ok) global_rc = nds_curl.global_init(CURL_GLOBAL_DEFAULT);
 }
 
 int nds_curl_load(void) {
@@ -64,6 +62,7 @@ int nds_curl_load(void) {
                        "kvstores need it installed (Debian: libcurl4)",
                        load_error);
     if (global_rc != CURLE_OK)
-        return nds_err_cause(NDS_EINTERNAL, NDS_CAUSE_CURL, global_rc, "http: curl_global_init failed");
+        return nds_err_cause(NDS_EINTERNAL, NDS_CAUSE_CURL, global_rc,
+                             "http: curl_global_init failed");
     return 0;
 }

@@ -9,7 +9,8 @@
 #ifndef NDS_CURL_LOADER_H
 #define NDS_CURL_LOADER_H
 
-#define CURL_DISABLE_TYPECHECK /* its checks are macros named curl_easy_setopt: ours replace them */
+#define CURL_DISABLE_TYPECHECK /* its checks are macros named curl_easy_setopt: ours replace them  \
+                                */
 #include <curl/curl.h>
 
 typedef struct nds_curl_api {
