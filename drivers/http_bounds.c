@@ -19,22 +19,9 @@
 
 /* ---- bounds: defaults, environment, spec members ---- */
 
-/* "500ms", "1.5s", "2m" or seconds, into milliseconds (0 < value <= 1 day); false when malformed.
- */
+/* "500ms", "1.5s", "2m" or seconds, into milliseconds (at least 1 ms, at most a day). */
 static bool parse_duration_text(const char *text, long *out) {
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(text, &end), scale = 1000;
-    if (end == text || errno) return false;
-    if (strcmp(end, "ms") == 0)
-        scale = 1;
-    else if (strcmp(end, "m") == 0)
-        scale = 60000;
-    else if (*end && strcmp(end, "s") != 0)
-        return false;
-    if (!(x > 0) || x * scale > 86400000.0 || x * scale < 1) return false;
-    *out = (long)(x * scale);
-    return true;
+    return nds_duration_ms(text, true, out) && *out >= 1;
 }
 
 /* Bytes with an optional binary suffix (k, M, G, T), at least 1 KiB, at most 2^62. */

@@ -1,4 +1,5 @@
 /* json-c helpers with errors that name the member and the document. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,22 +155,29 @@ bool nds_json_equal(const json_object *a, const json_object *b) {
     return json_object_equal((json_object *)a, (json_object *)b) != 0;
 }
 
+bool nds_duration_ms(const char *text, bool bare_seconds, long *out) {
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(text, &end), scale = 1000;
+    if (end == text || errno) return false;
+    if (strcmp(end, "ms") == 0)
+        scale = 1;
+    else if (strcmp(end, "m") == 0)
+        scale = 60000;
+    else if (strcmp(end, "s") != 0 && !(bare_seconds && *end == '\0'))
+        return false;
+    if (!(x >= 0) || x * scale > 86400000.0) return false;
+    *out = (long)(x * scale);
+    return true;
+}
+
 int nds_json_duration_ms(json_object *v, const char *who, const char *member, long *out) {
     const char *text = json_object_get_string(v);
-    char *end = NULL;
-    double x = strtod(text, &end), scale = 1000;
     bool number = json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double);
-    if (!number && end && strcmp(end, "ms") == 0)
-        scale = 1;
-    else if (!number && end && strcmp(end, "m") == 0)
-        scale = 60000;
-    else if (!number && (!end || strcmp(end, "s") != 0))
-        x = -1;
-    if (end == text || !(x >= 0) || x * scale > 86400000.0)
+    if (!nds_duration_ms(text, number, out))
         return nds_err(
             NDS_EINVAL,
             "%s: spec member \"%s\": \"%.40s\" is not a duration like \"500ms\" or \"2s\"", who,
             member, text);
-    *out = (long)(x * scale);
     return 0;
 }

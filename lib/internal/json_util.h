@@ -29,6 +29,9 @@ int nds_json_get_bool(const json_object *obj, const char *key, bool optional, co
  * NDS_EFORMAT. */
 int nds_json_get_u64_array(const json_object *obj, const char *key, const char *doc, uint64_t max,
                            uint64_t *out, size_t cap, size_t *n);
+/** Duration text: "250ms", "1.5s", "2m", or (bare_seconds) a plain number of seconds, into
+ *  milliseconds (0 to one day); false when malformed. Spec members and environment variables. */
+bool nds_duration_ms(const char *text, bool bare_seconds, long *out);
 /** A duration spec member v (named member, for messages prefixed "who: "): "250ms", "1.5s", "2m", or a
  *  number of seconds; into milliseconds, 0 .. 1 day. NDS_EINVAL naming the member otherwise. */
 int nds_json_duration_ms(json_object *v, const char *who, const char *member, long *out);
