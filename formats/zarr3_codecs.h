@@ -118,9 +118,5 @@ int nds_z3_codec_from_numcodecs(const json_object *config, size_t elem_size, con
 int nds_z3_u64_list(const json_object *obj, const char *name, uint64_t min, const char *dp,
                     uint64_t *out, size_t *n);
 
-/** CRC-32C of p[0..n) (formats/codecs/codec_crc32c.c). */
-uint32_t nds_crc32c(const uint8_t *p, size_t n);
-/** The same computed with the slicing table whatever the CPU has (for tests). */
-uint32_t nds_crc32c_portable(const uint8_t *p, size_t n);
 
 #endif
