@@ -9,6 +9,7 @@ extern const nds_kv_driver nds_kv_driver_s3;
 extern const nds_kv_driver nds_kv_driver_gcs;
 extern const nds_kv_driver nds_kv_driver_http;
 extern const nds_kv_driver nds_kv_driver_https;
+extern const nds_kv_driver nds_kv_driver_versioned;
 extern const nds_kv_driver nds_kv_driver_faulty; /* test driver: injects failures */
 
 extern const nds_format nds_format_zarr2;
@@ -33,6 +34,7 @@ const nds_kv_driver *const nds_builtin_kv_drivers[] = {
     &nds_kv_driver_gcs,
     &nds_kv_driver_http,
     &nds_kv_driver_https,
+    &nds_kv_driver_versioned,
     &nds_kv_driver_faulty,
 };
 const size_t nds_builtin_kv_driver_count =

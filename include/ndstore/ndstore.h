@@ -7,6 +7,7 @@
 #include "ndstore/box.h"
 #include "ndstore/context.h"
 #include "ndstore/kvstore.h"
+#include "ndstore/versioned.h"
 #include "ndstore/txn.h"
 #include "ndstore/array.h"
 #include "ndstore/checkpoint.h"

@@ -1,0 +1,490 @@
+/* The "versioned" kvstore adapter: history and atomic multi-key commits over any base kvstore that
+ * has create-only writes (docs/versioned-format.md, docs/kvstores.md).
+ *
+ * Spec: {"driver":"versioned","base":<kvstore spec object or URL>,"path":"p/",
+ *        "version":N | "tag":"name"}. URL: a pipeline segment after the base's URL,
+ * "file:///ckpt/|versioned:" or "file:///ckpt/|versioned:@12/p/" ("@N", "@TAG" or "@latest", then
+ * the path). The base's path is the store's root; the adapter's keys live in its versions.
+ *
+ * A handle sees one version at a time: the latest one when it was opened, then each version its
+ * own commits make, and the latest again after a commit loses a condition (so a re-read sees what
+ * beat it). "version" or "tag" pins a handle to that version, read-only. Every write is a commit:
+ * write/delete one key each, publish (the array layer's batches) and commit (transactions) many
+ * keys as one version, all-or-nothing for commit.
+ *
+ * Generations are "v<N>": the version that wrote the key's value.
+ *
+ * Threading: internally synchronised (the handle's view under mu; the engine's own locks).
+ * Ownership: the state owns its engine and base handle; staged values own copies of their bytes.
+ * Omits: read_into / read_ranges (values are checked by block checksums, so reads go through the
+ * engine); a base without create-only writes is refused.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "ndstore/versioned.h"
+#include "versioned_store.h"
+#include "internal/error.h"
+#include "internal/json_util.h"
+#include "internal/kvstore_internal.h"
+#include "internal/util.h"
+
+#ifndef NDS_KV_CAP_ADAPTER /* TEMP until the url branch lands */
+#define NDS_KV_CAP_ADAPTER (1u << 6)
+#endif
+
+typedef struct vk_state {
+    vs_store *store;
+    nds_kvstore *base;
+    bool pinned;
+    char *selector; /* "12" or a tag, when pinned */
+    pthread_mutex_t mu;
+    vs_snapshot view;
+    char *url_base;
+} vk_state;
+
+/* ---- spec and URL ------------------------------------------------------------------------------ */
+
+/* REST of "|versioned:REST": "[@SELECTOR[/]]PATH". */
+static int vk_parse_url(const char *rest, json_object *spec) {
+    const char *path = rest;
+    if (*rest == '@') {
+        const char *slash = strchr(rest, '/');
+        size_t n = slash ? (size_t)(slash - rest - 1) : strlen(rest + 1);
+        char *sel = strndup(rest + 1, n);
+        if (!sel) return nds_err(NDS_ENOMEM, "out of memory");
+        bool digits = n > 0 && strspn(sel, "0123456789") == n;
+        int rc = 0;
+        if (n == 0) rc = nds_err(NDS_EINVAL, "versioned url: \"@\" without a version or tag");
+        else if (digits && n <= 19)
+            json_object_object_add(spec, "version",
+                                   json_object_new_int64((int64_t)strtoull(sel, NULL, 10)));
+        else if (digits) rc = nds_err(NDS_EINVAL, "versioned url: version %s is too large", sel);
+        else if (strcmp(sel, "latest") != 0)
+            json_object_object_add(spec, "tag", json_object_new_string(sel));
+        free(sel);
+        if (rc) return rc;
+        path = slash ? slash + 1 : "";
+    }
+    json_object_object_add(spec, "path", json_object_new_string(path));
+    return 0;
+}
+
+static int check_members(const json_object *spec) {
+    static const char *const known[] = {"driver", "path", "base", "version", "tag"};
+    json_object_object_foreach((json_object *)spec, key, val) {
+        (void)val;
+        bool ok = false;
+        for (size_t i = 0; i < sizeof known / sizeof *known; i++) ok |= strcmp(key, known[i]) == 0;
+        if (!ok) return nds_err(NDS_EINVAL, "versioned kvstore spec: unknown member \"%s\"", key);
+    }
+    json_object *base = NULL;
+    if (!json_object_object_get_ex(spec, "base", &base) ||
+        !(json_object_is_type(base, json_type_object) ||
+          json_object_is_type(base, json_type_string)))
+        return nds_err(NDS_EINVAL,
+                       "versioned kvstore spec: \"base\" (a kvstore spec object or URL) is "
+                       "required");
+    if (json_object_object_get_ex(spec, "version", NULL) &&
+        json_object_object_get_ex(spec, "tag", NULL))
+        return nds_err(NDS_EINVAL, "versioned kvstore spec: give \"version\" or \"tag\", not both");
+    return 0;
+}
+
+static int open_base(const json_object *spec, nds_kvstore **out) {
+    json_object *base = json_object_object_get((json_object *)spec, "base");
+    char *text = json_object_is_type(base, json_type_string)
+                     ? nds_strdup(json_object_get_string(base))
+                     : nds_json_to_string(base, false);
+    if (!text) return nds_err(NDS_ENOMEM, "out of memory");
+    int rc = nds_kvstore_open(out, text, NULL);
+    free(text);
+    if (rc) return nds_err_prefix(rc, "versioned store: base");
+    uint32_t caps = nds_kvstore_capabilities(*out);
+    if (!(caps & (NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_READ_ONLY))) {
+        rc = nds_err(NDS_EUNSUPPORTED,
+                     "versioned store: its base %s has no atomic create-only writes, which "
+                     "decide who commits each version",
+                     nds_kvstore_url(*out));
+        nds_kvstore_free(*out);
+    }
+    return rc;
+}
+
+/* Sets the handle's view: the pinned version, or the latest. */
+static int open_view(vk_state *st, const json_object *spec) {
+    json_object *v;
+    if (json_object_object_get_ex(spec, "version", &v)) {
+        int64_t n;
+        int rc = nds_json_get_int(spec, "version", false, 0, INT64_MAX, "versioned kvstore spec",
+                                  &n);
+        if (rc) return rc;
+        st->pinned = true;
+        st->selector = nds_asprintf("%" PRId64, n);
+        return st->selector ? vs_store_version(st->store, (uint64_t)n, &st->view)
+                            : nds_err(NDS_ENOMEM, "out of memory");
+    }
+    if (json_object_object_get_ex(spec, "tag", &v)) {
+        const char *tag;
+        int rc = nds_json_get_string(spec, "tag", false, "versioned kvstore spec", &tag);
+        uint64_t n;
+        if (!rc) rc = vs_store_tag(st->store, tag, &n);
+        if (!rc && !(st->selector = nds_strdup(tag))) rc = nds_err(NDS_ENOMEM, "out of memory");
+        st->pinned = true;
+        return rc ? rc : vs_store_version(st->store, n, &st->view);
+    }
+    return vs_store_latest(st->store, &st->view);
+}
+
+static void vk_close(void *state) {
+    vk_state *st = state;
+    if (!st) return;
+    vs_store_free(st->store);
+    nds_kvstore_free(st->base);
+    pthread_mutex_destroy(&st->mu);
+    free(st->selector);
+    free(st->url_base);
+    free(st);
+}
+
+static int vk_open(void **state, const json_object *spec) {
+    int rc = check_members(spec);
+    if (rc) return rc;
+    vk_state *st = calloc(1, sizeof *st);
+    if (!st) return nds_err(NDS_ENOMEM, "out of memory");
+    pthread_mutex_init(&st->mu, NULL);
+    rc = open_base(spec, &st->base);
+    if (!rc) rc = vs_store_open(&st->store, st->base, nds_kvstore_url(st->base));
+    if (!rc) rc = open_view(st, spec);
+    if (!rc) {
+        st->url_base = st->pinned ? nds_asprintf("%s|versioned:@%s/", nds_kvstore_url(st->base),
+                                                 st->selector)
+                                  : nds_asprintf("%s|versioned:", nds_kvstore_url(st->base));
+        if (!st->url_base) rc = nds_err(NDS_ENOMEM, "out of memory");
+    }
+    if (rc) {
+        vk_close(st);
+        return rc;
+    }
+    *state = st;
+    return 0;
+}
+
+static void vk_url_base(void *state, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s", ((vk_state *)state)->url_base);
+}
+
+/* The base as its own (credential-free) spec, and the pin. */
+static int vk_to_json(void *state, json_object *spec) {
+    vk_state *st = state;
+    json_object *base;
+    int rc = nds_kvstore_spec_json(st->base, &base);
+    if (rc) return rc;
+    json_object_object_add(spec, "base", base);
+    return 0;
+}
+
+/* ---- the view ------------------------------------------------------------------------------------ */
+
+static vs_snapshot view_get(vk_state *st) {
+    pthread_mutex_lock(&st->mu);
+    vs_snapshot v = st->view;
+    pthread_mutex_unlock(&st->mu);
+    return v;
+}
+
+/* Moves the view forward (never back: another thread may have moved it further). */
+static void view_advance(vk_state *st, const vs_snapshot *v) {
+    pthread_mutex_lock(&st->mu);
+    if (v->version > st->view.version) st->view = *v;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static int refuse_pinned(const vk_state *st) {
+    return nds_err(NDS_EREADONLY,
+                   "versioned store %s: opened at version %s, which is read-only (open the latest "
+                   "version to write)",
+                   vs_store_url(st->store), st->selector);
+}
+
+/* ---- reads --------------------------------------------------------------------------------------- */
+
+static int vk_read(void *state, const char *key, const nds_read_options *opts,
+                   nds_read_result *out) {
+    vk_state *st = state;
+    nds_read_options o = opts ? *opts : (nds_read_options)NDS_READ_OPTIONS_INIT;
+    memset(out, 0, sizeof *out);
+    vs_snapshot view = view_get(st);
+    vs_entry e;
+    bool found;
+    int rc = vs_store_lookup(st->store, &view, key, &e, &found);
+    if (rc) return rc;
+    if (!found) {
+        out->state = NDS_READ_MISSING;
+        out->generation.kind = NDS_GEN_ABSENT;
+        if (o.if_equal.kind != NDS_GEN_NONE &&
+            !nds_generation_satisfies(&o.if_equal, &out->generation))
+            out->state = NDS_READ_ABORTED;
+        return 0;
+    }
+    vs_generation(e.version, &out->generation);
+    uint64_t total = e.is_inline ? e.len : e.value.length, off, len;
+    out->total_size = total;
+    if (o.if_equal.kind != NDS_GEN_NONE && !nds_generation_equal(&o.if_equal, &out->generation))
+        out->state = NDS_READ_ABORTED;
+    else if (o.if_not_equal.kind != NDS_GEN_NONE &&
+             nds_generation_equal(&o.if_not_equal, &out->generation))
+        out->state = NDS_READ_UNCHANGED;
+    else if (!(rc = nds_byte_range_resolve(&o, total, &off, &len))) {
+        out->state = NDS_READ_VALUE;
+        rc = vs_store_read_value(st->store, &e, off, len, &out->value);
+    }
+    vs_entry_dispose(&e);
+    return rc;
+}
+
+typedef struct list_call {
+    const char *prefix;
+    size_t prefix_len;
+    nds_list_fn fn;
+    void *ctx;
+    int stopped; /* the caller's non-zero return */
+} list_call;
+
+#define LIST_PAST_PREFIX 1
+
+static int list_one(void *ctx, const vs_entry *e) {
+    list_call *c = ctx;
+    if (strncmp(e->key, c->prefix, c->prefix_len) != 0) return LIST_PAST_PREFIX;
+    int rc = c->fn(c->ctx, e->key, e->is_inline ? e->len : e->value.length);
+    if (rc) c->stopped = rc;
+    return rc;
+}
+
+static int vk_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) {
+    vk_state *st = state;
+    vs_snapshot view = view_get(st);
+    list_call c = {prefix, strlen(prefix), fn, ctx, 0};
+    int rc = vs_store_list(st->store, &view, prefix, "", list_one, &c);
+    if (c.stopped) return c.stopped;
+    return rc == LIST_PAST_PREFIX ? 0 : rc;
+}
+
+/* ---- writes -------------------------------------------------------------------------------------- */
+
+/* Commits w[0..n) on the view and moves the view to what the commit saw. */
+static int commit_writes(vk_state *st, vs_write *w, size_t n, bool all_or_nothing) {
+    if (st->pinned) return refuse_pinned(st);
+    vs_snapshot view = view_get(st);
+    vs_commit_options o = {all_or_nothing, NULL, NULL};
+    int rc = vs_store_commit(st->store, &view, w, n, &o);
+    view_advance(st, &view);
+    return rc;
+}
+
+static int vk_write(void *state, const char *key, const uint8_t *data, size_t len,
+                    const nds_write_options *opts, nds_generation *new_gen) {
+    vk_state *st = state;
+    vs_write w = {key, data, len, data == NULL, {NDS_GEN_NONE, {0}}, 0};
+    if (opts) w.if_equal = opts->if_equal;
+    int rc = commit_writes(st, &w, 1, true);
+    if (!rc && new_gen) {
+        if (data) vs_generation(view_get(st).version, new_gen);
+        else new_gen->kind = NDS_GEN_ABSENT;
+    }
+    return rc;
+}
+
+static int vk_commit(void *state, nds_kv_op *ops, size_t n) {
+    vk_state *st = state;
+    vs_write *w = calloc(n ? n : 1, sizeof *w);
+    if (!w) return nds_err(NDS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        w[i] = (vs_write){ops[i].key, ops[i].data, ops[i].len, ops[i].data == NULL,
+                          ops[i].if_equal, 0};
+    int rc = commit_writes(st, w, n, true);
+    uint64_t v = view_get(st).version;
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (ops[i].data) vs_generation(v, &ops[i].new_generation);
+        else ops[i].new_generation.kind = NDS_GEN_ABSENT;
+    }
+    free(w);
+    return rc;
+}
+
+typedef struct key_list {
+    char **keys;
+    size_t n, cap;
+    const char *end;
+} key_list;
+
+static int collect_key(void *ctx, const vs_entry *e) {
+    key_list *l = ctx;
+    if (*l->end && strcmp(e->key, l->end) >= 0) return LIST_PAST_PREFIX;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        char **grown = realloc(l->keys, cap * sizeof *grown);
+        if (!grown) return nds_err(NDS_ENOMEM, "out of memory");
+        l->keys = grown;
+        l->cap = cap;
+    }
+    if (!(l->keys[l->n] = nds_strdup(e->key))) return nds_err(NDS_ENOMEM, "out of memory");
+    l->n++;
+    return 0;
+}
+
+/* One version deleting every key in [begin, end). */
+static int vk_delete_range(void *state, const char *begin, const char *end) {
+    vk_state *st = state;
+    if (st->pinned) return refuse_pinned(st);
+    vs_snapshot view = view_get(st);
+    key_list l = {NULL, 0, 0, end};
+    int rc = vs_store_list(st->store, &view, begin, "", collect_key, &l);
+    if (rc == LIST_PAST_PREFIX) rc = 0;
+    vs_write *w = rc || l.n == 0 ? NULL : calloc(l.n, sizeof *w);
+    if (!rc && l.n && !w) rc = nds_err(NDS_ENOMEM, "out of memory");
+    for (size_t i = 0; w && i < l.n; i++)
+        w[i] = (vs_write){l.keys[i], NULL, 0, true, {NDS_GEN_NONE, {0}}, 0};
+    if (!rc && l.n) rc = commit_writes(st, w, l.n, true);
+    for (size_t i = 0; i < l.n; i++) free(l.keys[i]);
+    free(l.keys);
+    free(w);
+    return rc;
+}
+
+/* ---- staged writes (the array layer's batches: one version per publish) ----------------------- */
+
+struct nds_kv_staged {
+    char *key;
+    uint8_t *data;
+    size_t len;
+};
+
+static void vk_discard(void *state, nds_kv_staged *s) {
+    (void)state;
+    if (!s) return;
+    free(s->key);
+    free(s->data);
+    free(s);
+}
+
+static int vk_stage(void *state, const char *key, const uint8_t *data, size_t len,
+                    nds_kv_staged **out) {
+    vk_state *st = state;
+    if (st->pinned) return refuse_pinned(st);
+    nds_kv_staged *s = calloc(1, sizeof *s);
+    if (s) s->key = nds_strdup(key);
+    if (s && s->key && (s->data = malloc(len ? len : 1))) {
+        memcpy(s->data, data, len);
+        s->len = len;
+        *out = s;
+        return 0;
+    }
+    vk_discard(state, s);
+    return nds_err(NDS_ENOMEM, "out of memory staging %s", key);
+}
+
+static int vk_publish(void *state, nds_kv_staged **staged, nds_kv_publish *results, size_t n) {
+    vk_state *st = state;
+    vs_write *w = calloc(n ? n : 1, sizeof *w);
+    int rc = w ? 0 : nds_err(NDS_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++)
+        w[i] = (vs_write){staged[i]->key, staged[i]->data, staged[i]->len, false,
+                          results[i].if_equal, 0};
+    if (!rc) rc = commit_writes(st, w, n, false);
+    uint64_t v = view_get(st).version;
+    for (size_t i = 0; i < n; i++) {
+        results[i].status = rc ? rc : w[i].status;
+        if (results[i].status == 0) vs_generation(v, &results[i].new_generation);
+        vk_discard(state, staged[i]);
+    }
+    free(w);
+    return rc;
+}
+
+extern const nds_kv_driver nds_kv_driver_versioned;
+const nds_kv_driver nds_kv_driver_versioned = {
+    .version = NDS_KV_DRIVER_VERSION,
+    .name = "versioned",
+    .url_scheme = NULL,
+    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_ATOMIC_COMMIT |
+                    NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_STAGES_IN_MEMORY | NDS_KV_CAP_ADAPTER,
+    .parse_url = vk_parse_url,
+    .open = vk_open,
+    .close = vk_close,
+    .url_base = vk_url_base,
+    .to_json = vk_to_json,
+    .read = vk_read,
+    .write = vk_write,
+    .list = vk_list,
+    .delete_range = vk_delete_range,
+    .commit = vk_commit,
+    .stage = vk_stage,
+    .publish = vk_publish,
+    .discard = vk_discard,
+};
+
+/* ---- public API (include/ndstore/versioned.h) --------------------------------------------------- */
+
+static int versioned_state(nds_kvstore *kv, vk_state **out) {
+    *out = nds_kvstore_driver_state(kv, &nds_kv_driver_versioned);
+    if (!*out)
+        return nds_err(NDS_EINVAL,
+                       "%s is not a versioned store (open it as \"<url>|versioned:\")",
+                       nds_kvstore_url(kv));
+    return 0;
+}
+
+int nds_versioned_current(nds_kvstore *kv, uint64_t *version) {
+    vk_state *st;
+    int rc = versioned_state(kv, &st);
+    if (!rc) *version = view_get(st).version;
+    return rc;
+}
+
+int nds_versioned_refresh(nds_kvstore *kv, uint64_t *version) {
+    vk_state *st;
+    int rc = versioned_state(kv, &st);
+    if (rc) return rc;
+    if (!st->pinned) {
+        vs_snapshot latest;
+        if ((rc = vs_store_latest(st->store, &latest))) return rc;
+        view_advance(st, &latest);
+    }
+    *version = view_get(st).version;
+    return 0;
+}
+
+int nds_versioned_log(nds_kvstore *kv, uint64_t newest, nds_version_fn fn, void *ctx) {
+    vk_state *st;
+    int rc = versioned_state(kv, &st);
+    if (!rc && newest == 0) {
+        vs_snapshot latest;
+        if (!(rc = vs_store_latest(st->store, &latest))) newest = latest.version;
+    }
+    for (uint64_t v = newest; !rc && v >= 1; v--) {
+        vs_commit c;
+        if ((rc = vs_store_commit_info(st->store, v, &c))) break;
+        nds_version_info info = {c.version, c.time_ns, c.message, c.metadata,
+                                 c.root.empty ? 0 : c.root.keys};
+        rc = fn(ctx, &info);
+        vs_commit_dispose(&c);
+    }
+    return rc;
+}
+
+int nds_versioned_tag(nds_kvstore *kv, const char *name, uint64_t version) {
+    vk_state *st;
+    int rc = versioned_state(kv, &st);
+    if (rc) return rc;
+    if (version == 0) version = view_get(st).version;
+    if (version == 0)
+        return nds_err(NDS_ENOTFOUND, "versioned store %s: nothing committed yet to tag",
+                       vs_store_url(st->store));
+    return vs_store_tag_create(st->store, name, version);
+}

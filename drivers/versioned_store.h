@@ -1,0 +1,78 @@
+/* The versioned store's engine under the kv driver (drivers/versioned_store.c): finding the head
+ * version, reading a version's keys through a node cache, and committing a batch as the next
+ * version with one create-only write (docs/versioned-format.md).
+ *
+ * Threading: a vs_store is internally synchronised; commits through one store run one at a time.
+ * Ownership: the store holds a reference to its base handle.
+ */
+#ifndef NDS_DRIVERS_VERSIONED_STORE_H
+#define NDS_DRIVERS_VERSIONED_STORE_H
+
+#include "ndstore/sys/kv_driver.h"
+#include "versioned_internal.h"
+
+typedef struct vs_store vs_store;
+
+/** One version's view: its number (0: the empty store before the first commit) and its tree. */
+typedef struct vs_snapshot {
+    uint64_t version;
+    vs_root root;
+} vs_snapshot;
+
+/** Opens the engine on base (a reference is taken); url names the store in messages. */
+int vs_store_open(vs_store **out, nds_kvstore *base, const char *url);
+void vs_store_free(vs_store *s);
+const char *vs_store_url(const vs_store *s);
+
+/** The latest version, found from the head hint and probes of the commits after it. */
+int vs_store_latest(vs_store *s, vs_snapshot *out);
+/** Version v (NDS_ENOTFOUND when it was never committed). */
+int vs_store_version(vs_store *s, uint64_t v, vs_snapshot *out);
+/** The version a tag names (NDS_ENOTFOUND for an unknown tag). */
+int vs_store_tag(vs_store *s, const char *tag, uint64_t *version);
+/** Creates tag name for version v (create-only: NDS_ECONFLICT when the tag exists). */
+int vs_store_tag_create(vs_store *s, const char *name, uint64_t v);
+/** Reads commit object v (for log). */
+int vs_store_commit_info(vs_store *s, uint64_t v, vs_commit *out);
+
+/** The generation text of a key written by version v. */
+void vs_generation(uint64_t v, nds_generation *g);
+
+/** Finds key in snap. */
+int vs_store_lookup(vs_store *s, const vs_snapshot *snap, const char *key, vs_entry *out,
+                    bool *found);
+/** Reads bytes [offset, offset + len) of e's value, checked against its checksums; key and
+ *  version name it in errors. */
+int vs_store_read_value(vs_store *s, const vs_entry *e, uint64_t offset, uint64_t len,
+                        nds_bytes *out);
+/** Lists snap's keys in [begin, end) ("" end: no bound) in key order. */
+int vs_store_list(vs_store *s, const vs_snapshot *snap, const char *begin, const char *end,
+                  vs_entry_fn fn, void *ctx);
+
+/** One change of a commit: a put (data) or a delete, under a condition. */
+typedef struct vs_write {
+    const char *key;
+    const uint8_t *data;
+    size_t len;
+    bool is_delete;
+    nds_generation if_equal; /**< NONE, ABSENT, or a generation from vs_generation */
+    int status;              /**< out: 0 applied, NDS_ECONFLICT (condition failed) */
+} vs_write;
+
+typedef struct vs_commit_options {
+    bool all_or_nothing;  /**< one failed condition fails the whole commit (NDS_ECONFLICT) */
+    const char *message;  /**< may be NULL */
+    const char *metadata; /**< JSON object text, may be NULL */
+} vs_commit_options;
+
+/**
+ * Commits w[0..n) as the version after *snap (refreshed and retried when another writer took that
+ * version; conditions are checked against the version the commit builds on). On success *snap is
+ * the new version (or, when every write was a conflict or changed nothing, the version checked).
+ * @return 0 (statuses say which writes applied), NDS_ECONFLICT (all_or_nothing and a condition
+ * failed: nothing written), or an error
+ */
+int vs_store_commit(vs_store *s, vs_snapshot *snap, vs_write *w, size_t n,
+                    const vs_commit_options *o);
+
+#endif

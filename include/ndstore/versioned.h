@@ -1,0 +1,51 @@
+/* Versioned stores: the history of a kvstore opened through the "versioned" adapter
+ * ("file:///ckpt/|versioned:", docs/versioned-format.md).
+ *
+ * Every write through such a handle is a commit, and every commit is a new version: a write of one
+ * key, a batch of an array write, or a whole atomic transaction (nds_txn_commit) as one version.
+ * Readers of a version see all of it or nothing of it. A handle sees the latest version when it is
+ * opened, then each version its own commits make; nds_versioned_refresh moves it to the latest.
+ * "...|versioned:@N/" or "@TAG/" opens a version read-only.
+ */
+#ifndef NDSTORE_VERSIONED_H
+#define NDSTORE_VERSIONED_H
+
+#include <stdint.h>
+#include "ndstore/kvstore.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** One version as its commit records it (strings borrowed for the callback). */
+typedef struct nds_version_info {
+    uint64_t version;     /**< 1, 2, ... */
+    int64_t time_ns;      /**< the committer's wall clock, ns since the epoch */
+    const char *message;  /**< or NULL */
+    const char *metadata; /**< JSON object text, or NULL */
+    uint64_t keys;        /**< keys in this version */
+} nds_version_info;
+
+/** Called once per version by nds_versioned_log; a non-zero return stops the log and is returned. */
+typedef int (*nds_version_fn)(void *ctx, const nds_version_info *info);
+
+/**
+ * The version kv sees (0: the empty store before the first commit).
+ * @return 0, or NDS_EINVAL when kv is not a versioned store
+ */
+NDS_API int nds_versioned_current(nds_kvstore *kv, uint64_t *version);
+/** Moves kv's view to the latest version (a pinned handle stays where it is) and returns it. */
+NDS_API int nds_versioned_refresh(nds_kvstore *kv, uint64_t *version);
+/** Calls fn for the versions from newest (0: the latest) down to 1, newest first. */
+NDS_API int nds_versioned_log(nds_kvstore *kv, uint64_t newest, nds_version_fn fn, void *ctx);
+/**
+ * Names version (0: the version kv sees) with tag name, which never moves: NDS_ECONFLICT when the
+ * tag exists, NDS_EINVAL for a bad name (1-128 of A-Z a-z 0-9 . _ -, not all digits, not "latest"),
+ * NDS_ENOTFOUND for a version that does not exist.
+ */
+NDS_API int nds_versioned_tag(nds_kvstore *kv, const char *name, uint64_t version);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

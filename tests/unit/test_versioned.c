@@ -1,0 +1,452 @@
+/* The versioned kvstore adapter: the kvstore contract over memory and file bases, history and
+ * pinned versions, all-or-nothing commits, racing writers (threads with their own handles, and
+ * processes), corrupt objects, a stale or hostile head hint, tags, and arrays with atomic
+ * transactions on a file base. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support_check.h"
+#include "support_kv_conformance.h"
+#include "../../drivers/versioned_store.h"
+#include "internal/kvstore_internal.h"
+
+static char *g_dirs[64];
+static int g_ndirs;
+
+static void remove_dirs(void) {
+    for (int i = 0; i < g_ndirs; i++) {
+        nds_test_rmtree(g_dirs[i]);
+        free(g_dirs[i]);
+    }
+    g_ndirs = 0;
+}
+
+static const char *temp_dir(void) {
+    if (g_ndirs == 0) atexit(remove_dirs);
+    ck_assert_int_lt(g_ndirs, 64);
+    g_dirs[g_ndirs] = nds_test_tmpdir();
+    return g_dirs[g_ndirs++];
+}
+
+static const char *keep(char *s) {
+    static char *kept[256];
+    static int n;
+    ck_assert_int_lt(n, 256);
+    return kept[n++] = s;
+}
+
+static const char *memory_base(void) {
+    static int n;
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "memory://versioned-%d-%d/", (int)getpid(), ++n), 0);
+    return keep(url);
+}
+
+static const char *file_base(void) {
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "file://%s/", temp_dir()), 0);
+    return keep(url);
+}
+
+static const char *versioned_memory_url(void) {
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "%s|versioned:", memory_base()), 0);
+    return keep(url);
+}
+
+static const char *versioned_file_url(void) {
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "%s|versioned:", file_base()), 0);
+    return keep(url);
+}
+
+static nds_kvstore *open_kv(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static nds_kvstore *open_kv(const char *fmt, ...) {
+    char spec[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(spec, sizeof spec, fmt, ap);
+    va_end(ap);
+    nds_kvstore *kv = NULL;
+    NDS_OK(nds_kvstore_open(&kv, spec, NULL));
+    return kv;
+}
+
+static int open_status(const char *spec) {
+    nds_kvstore *kv = NULL;
+    int rc = nds_kvstore_open(&kv, spec, NULL);
+    nds_kvstore_free(kv);
+    return rc;
+}
+
+/* The latest version of the store at base, read through the engine. */
+static uint64_t latest_version(const char *base) {
+    nds_kvstore *b = open_kv("%s", base);
+    vs_store *s;
+    NDS_OK(vs_store_open(&s, b, base));
+    vs_snapshot snap;
+    NDS_OK(vs_store_latest(s, &snap));
+    vs_store_free(s);
+    nds_kvstore_free(b);
+    return snap.version;
+}
+
+START_TEST(history_and_pinned_versions) {
+    const char *base = memory_base();
+    nds_kvstore *kv = open_kv("%s|versioned:", base);
+    nds_kv_test_put(kv, "k", "one");   /* version 1 */
+    nds_kv_test_put(kv, "k", "two");   /* 2 */
+    NDS_OK(nds_kvstore_delete(kv, "k", NULL)); /* 3 */
+    nds_kv_test_put(kv, "other", "x"); /* 4 */
+    ck_assert_uint_eq(latest_version(base), 4);
+    const char *want[] = {NULL, "one", "two", NULL, NULL};
+    for (int v = 0; v <= 4; v++) {
+        nds_kvstore *at = open_kv("%s|versioned:@%d/", base, v);
+        char *got = nds_kv_test_get(at, "k", NULL);
+        if (want[v]) ck_assert_str_eq(got, want[v]);
+        else ck_assert_ptr_null(got);
+        free(got);
+        ck_assert_int_eq(nds_kvstore_write(at, "k", "x", 1, NULL, NULL), NDS_EREADONLY);
+        ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "read-only"));
+        nds_kvstore_free(at);
+    }
+    char spec[512];
+    snprintf(spec, sizeof spec, "%s|versioned:@5/", base);
+    ck_assert_int_eq(open_status(spec), NDS_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "version 5 does not exist"));
+    /* A handle's generation is the version that wrote the value. */
+    nds_generation g;
+    free(nds_kv_test_get(kv, "other", &g));
+    ck_assert_str_eq(g.value, "v4");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+START_TEST(commit_is_all_or_nothing) {
+    const char *base = memory_base();
+    nds_kvstore *kv = open_kv("%s|versioned:", base);
+    nds_generation g = nds_kv_test_put(kv, "a", "1"); /* version 1 */
+    nds_kv_test_put(kv, "a", "2");                     /* 2: g is stale now */
+    nds_kv_op ops[2] = {{"b", (const uint8_t *)"new", 3, {NDS_GEN_ABSENT, {0}}, {0}},
+                        {"a", (const uint8_t *)"3", 1, g, {0}}};
+    nds_kvstore *kvs[2] = {kv, kv};
+    ck_assert_int_eq(nds_kvstore_commit(kvs, ops, 2), NDS_ECONFLICT);
+    ck_assert_uint_eq(latest_version(base), 2);
+    char *b = nds_kv_test_get(kv, "b", NULL);
+    ck_assert_ptr_null(b);
+    /* With the right generation both land in one version. */
+    free(nds_kv_test_get(kv, "a", &g));
+    ops[1].if_equal = g;
+    NDS_OK(nds_kvstore_commit(kvs, ops, 2));
+    ck_assert_uint_eq(latest_version(base), 3);
+    ck_assert_str_eq(ops[0].new_generation.value, "v3");
+    char *a = nds_kv_test_get(kv, "a", NULL);
+    ck_assert_str_eq(a, "3");
+    free(a);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+typedef struct racer {
+    const char *url;
+    int rounds;
+} racer;
+
+static void *race(void *arg) {
+    racer *r = arg;
+    nds_kvstore *kv = NULL; /* a handle (and engine) of its own, as another process has */
+    NDS_OK(nds_kvstore_open(&kv, r->url, NULL));
+    for (int i = 0; i < r->rounds; i++) nds_kv_test_increment(kv, "counter");
+    nds_kvstore_free(kv);
+    return NULL;
+}
+
+/* Every version from 1 to latest exists and the counter grows by at most one per version. */
+static void check_history(const char *base, long final) {
+    uint64_t latest = latest_version(base);
+    long previous = 0;
+    for (uint64_t v = 1; v <= latest; v++) {
+        nds_kvstore *at = open_kv("%s|versioned:@%" PRIu64 "/", base, v);
+        char *c = nds_kv_test_get(at, "counter", NULL);
+        long value = c ? atol(c) : 0;
+        ck_assert_int_ge(value, previous);
+        ck_assert_int_le(value, previous + 1);
+        previous = value;
+        free(c);
+        nds_kvstore_free(at);
+    }
+    ck_assert_int_eq(previous, final);
+}
+
+START_TEST(racing_handles_lose_nothing) {
+    const char *base = _i ? file_base() : memory_base();
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "%s|versioned:", base), 0);
+    enum { THREADS = 4, ROUNDS = 40 };
+    pthread_t t[THREADS];
+    racer r = {url, ROUNDS};
+    for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, race, &r);
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    nds_kvstore *kv = open_kv("%s", url);
+    char *c = nds_kv_test_get(kv, "counter", NULL);
+    ck_assert_str_eq(c, "160");
+    free(c);
+    nds_kvstore_free(kv);
+    check_history(base, THREADS * ROUNDS);
+    free(url);
+}
+END_TEST
+
+START_TEST(processes_commit_without_losing_any) {
+    const char *base = file_base();
+    char url[1024];
+    snprintf(url, sizeof url, "%s|versioned:", base);
+    enum { PROCS = 8, ROUNDS = 15 };
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        if ((pids[p] = fork()) == 0) {
+            nds_kvstore *kv = NULL;
+            if (nds_kvstore_open(&kv, url, NULL)) _exit(2);
+            for (int i = 0; i < ROUNDS; i++) {
+                nds_kv_test_increment(kv, "counter");
+                char key[64], value[64];
+                snprintf(key, sizeof key, "own/%d/%d", p, i);
+                snprintf(value, sizeof value, "%d-%d", p, i);
+                if (nds_kvstore_write(kv, key, value, strlen(value), NULL, NULL)) _exit(3);
+            }
+            nds_kvstore_free(kv);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int status;
+        waitpid(pids[p], &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d failed", p);
+    }
+    nds_kvstore *kv = open_kv("%s", url);
+    char *c = nds_kv_test_get(kv, "counter", NULL);
+    ck_assert_int_eq(atol(c), PROCS * ROUNDS);
+    free(c);
+    for (int p = 0; p < PROCS; p++)
+        for (int i = 0; i < ROUNDS; i++) {
+            char key[64], want[64];
+            snprintf(key, sizeof key, "own/%d/%d", p, i);
+            snprintf(want, sizeof want, "%d-%d", p, i);
+            char *got = nds_kv_test_get(kv, key, NULL);
+            ck_assert_str_eq(got, want);
+            free(got);
+        }
+    nds_kvstore_free(kv);
+    ck_assert_uint_eq(latest_version(base), 2 * PROCS * ROUNDS);
+    check_history(base, PROCS * ROUNDS);
+}
+END_TEST
+
+/* The base key of the only object under prefix ("data/", "index/"). */
+static char *only_object(nds_kvstore *b, const char *prefix) {
+    char *list = nds_kv_test_list(b, prefix);
+    ck_assert_msg(strchr(list, ',') == NULL, "one object expected under %s: %s", prefix, list);
+    *strchr(list, '=') = '\0';
+    return list;
+}
+
+/* Rewrites base key with byte at flips XOR 0x40 (objects are immutable to the store, not to an
+ * attacker). */
+static void flip_byte(nds_kvstore *b, const char *key, size_t at) {
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(b, key, NULL, &r));
+    ck_assert_uint_lt(at, r.value.len);
+    uint8_t *copy = malloc(r.value.len);
+    memcpy(copy, r.value.data, r.value.len);
+    copy[at] ^= 0x40;
+    NDS_OK(nds_kvstore_write(b, key, copy, r.value.len, NULL, NULL));
+    free(copy);
+    nds_read_result_dispose(&r);
+}
+
+static int read_status(nds_kvstore *kv, const char *key, int64_t start, int64_t len) {
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.byte_start = start;
+    o.byte_length = len;
+    nds_read_result r;
+    int rc = nds_kvstore_read(kv, key, &o, &r);
+    if (!rc) nds_read_result_dispose(&r);
+    return rc;
+}
+
+START_TEST(corrupt_values_are_caught_block_by_block) {
+    const char *base = memory_base();
+    nds_kvstore *kv = open_kv("%s|versioned:", base), *b = open_kv("%s", base);
+    size_t n = 3 * (1u << 20) + 12345; /* four blocks */
+    uint8_t *big = malloc(n);
+    for (size_t i = 0; i < n; i++) big[i] = (uint8_t)(i * 7 + (i >> 12));
+    NDS_OK(nds_kvstore_write(kv, "big", big, n, NULL, NULL));
+    /* Ranges come back exactly, across block boundaries too. */
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.byte_start = (1 << 20) - 5;
+    o.byte_length = (1 << 20) + 10;
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, "big", &o, &r));
+    ck_assert_uint_eq(r.value.len, (1u << 20) + 10);
+    ck_assert_int_eq(memcmp(r.value.data, big + (1 << 20) - 5, r.value.len), 0);
+    ck_assert_uint_eq(r.total_size, n);
+    nds_read_result_dispose(&r);
+    char *data = only_object(b, "data/");
+    flip_byte(b, data, 16 + (2u << 20) + 100); /* inside block 2 */
+    ck_assert_int_eq(read_status(kv, "big", 0, -1), NDS_ECORRUPT);
+    const char *msg = nds_error_last()->message;
+    ck_assert_msg(strstr(msg, "key big") && strstr(msg, "data/"), "%s", msg);
+    ck_assert_int_eq(read_status(kv, "big", (2 << 20) + 50, 100), NDS_ECORRUPT);
+    NDS_OK(read_status(kv, "big", 0, 1 << 20));          /* block 0 is intact */
+    NDS_OK(read_status(kv, "big", (3 << 20) + 1, 1000)); /* and block 3 */
+    free(data);
+    free(big);
+    nds_kvstore_free(kv);
+    nds_kvstore_free(b);
+}
+END_TEST
+
+START_TEST(corrupt_index_and_commit_are_errors) {
+    const char *base = memory_base();
+    nds_kvstore *kv = open_kv("%s|versioned:", base), *b = open_kv("%s", base);
+    nds_kv_test_put(kv, "key", "value");
+    nds_kvstore_free(kv);
+    char *index = only_object(b, "index/");
+    flip_byte(b, index, 30);
+    kv = open_kv("%s|versioned:", base);
+    ck_assert_int_eq(read_status(kv, "key", 0, -1), NDS_ECORRUPT);
+    ck_assert_msg(strstr(nds_error_last()->message, index), "%s", nds_error_last()->message);
+    nds_kvstore_free(kv);
+    flip_byte(b, "commits/00000000000000000001", 40);
+    char spec[512];
+    snprintf(spec, sizeof spec, "%s|versioned:", base);
+    ck_assert_int_eq(open_status(spec), NDS_ECORRUPT);
+    ck_assert_msg(strstr(nds_error_last()->message, "commits/00000000000000000001"), "%s",
+                  nds_error_last()->message);
+    free(index);
+    nds_kvstore_free(b);
+}
+END_TEST
+
+START_TEST(head_hint_is_only_a_hint) {
+    const char *base = memory_base();
+    nds_kvstore *kv = open_kv("%s|versioned:", base), *b = open_kv("%s", base);
+    for (int i = 0; i < 37; i++) nds_kv_test_put(kv, "k", "x");
+    ck_assert_uint_eq(latest_version(base), 37);
+    const char *hints[] = {"3", "0", "garbage", "99999999", "18446744073709551615", ""};
+    for (size_t i = 0; i < sizeof hints / sizeof *hints; i++) {
+        nds_kv_test_put(b, "head", hints[i]);
+        ck_assert_uint_eq(latest_version(base), 37);
+    }
+    NDS_OK(nds_kvstore_delete(b, "head", NULL));
+    ck_assert_uint_eq(latest_version(base), 37);
+    nds_kvstore_free(kv);
+    nds_kvstore_free(b);
+}
+END_TEST
+
+START_TEST(tags_name_versions_and_never_move) {
+    const char *base = memory_base();
+    nds_kvstore *kv = open_kv("%s|versioned:", base), *b = open_kv("%s", base);
+    nds_kv_test_put(kv, "k", "first");
+    nds_kv_test_put(kv, "k", "second");
+    vs_store *s;
+    NDS_OK(vs_store_open(&s, b, base));
+    NDS_OK(vs_store_tag_create(s, "step-100", 1));
+    ck_assert_int_eq(vs_store_tag_create(s, "step-100", 2), NDS_ECONFLICT);
+    ck_assert_int_eq(vs_store_tag_create(s, "123", 2), NDS_EINVAL);
+    ck_assert_int_eq(vs_store_tag_create(s, "latest", 2), NDS_EINVAL);
+    ck_assert_int_eq(vs_store_tag_create(s, "x", 9), NDS_ENOTFOUND);
+    vs_store_free(s);
+    nds_kvstore *at = open_kv("%s|versioned:@step-100/", base);
+    char *got = nds_kv_test_get(at, "k", NULL);
+    ck_assert_str_eq(got, "first");
+    free(got);
+    nds_kvstore_free(at);
+    char spec[512];
+    snprintf(spec, sizeof spec, "%s|versioned:@nope/", base);
+    ck_assert_int_eq(open_status(spec), NDS_ENOTFOUND);
+    nds_kvstore_free(kv);
+    nds_kvstore_free(b);
+}
+END_TEST
+
+START_TEST(bad_specs_are_refused) {
+    ck_assert_int_eq(open_status("{\"driver\":\"versioned\"}"), NDS_EINVAL);
+    ck_assert_int_eq(open_status("{\"driver\":\"versioned\",\"base\":\"memory://x/\",\"bogus\":1}"),
+                     NDS_EINVAL);
+    ck_assert_int_eq(open_status("{\"driver\":\"versioned\",\"base\":\"memory://x/\","
+                                 "\"version\":1,\"tag\":\"t\"}"),
+                     NDS_EINVAL);
+    ck_assert_int_eq(open_status("{\"driver\":\"versioned\",\"base\":\"memory://x/\","
+                                 "\"version\":-1}"),
+                     NDS_EINVAL);
+    ck_assert_int_eq(open_status("memory://x/|versioned:@/"), NDS_EINVAL);
+}
+END_TEST
+
+/* Two zarr arrays written in one atomic transaction on a file base: one version, both or none. */
+START_TEST(atomic_transaction_on_a_file_base) {
+    const char *base = file_base();
+    char spec[2048];
+    nds_array *arrays[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(spec, sizeof spec,
+                 "{\"driver\":\"zarr3\",\"kvstore\":\"%s|versioned:a%d/\",\"create\":true,"
+                 "\"schema\":{\"dtype\":\"uint16\",\"domain\":{\"shape\":[64,64]},"
+                 "\"chunk_layout\":{\"chunk\":{\"shape\":[16,16]}},\"codec\":\"zstd:1\"}}",
+                 base, i);
+        NDS_OK(nds_array_open(&arrays[i], spec, NULL));
+    }
+    uint64_t before = latest_version(base);
+    nds_txn *t;
+    NDS_OK(nds_txn_begin(&t, &(nds_txn_options){NDS_TXN_OPTIONS_VERSION, NDS_TXN_ATOMIC, 0}));
+    uint16_t *buf = malloc(64 * 64 * 2);
+    for (int i = 0; i < 64 * 64; i++) buf[i] = (uint16_t)(i * 3);
+    nds_box all = {2, {0, 0}, {64, 64}, {1, 1}, 0};
+    nds_io_options o = NDS_IO_OPTIONS_INIT;
+    o.txn = t;
+    for (int i = 0; i < 2; i++) NDS_OK(nds_array_write(arrays[i], &all, buf, &o));
+    ck_assert_uint_eq(latest_version(base), before); /* nothing visible before the commit */
+    NDS_OK(nds_txn_commit(t));
+    nds_txn_free(t);
+    ck_assert_uint_eq(latest_version(base), before + 1);
+    uint16_t *back = malloc(64 * 64 * 2);
+    for (int i = 0; i < 2; i++) {
+        nds_array_free(arrays[i]);
+        snprintf(spec, sizeof spec, "%s|versioned:a%d/|zarr3:", base, i);
+        NDS_OK(nds_array_open(&arrays[i], spec, NULL));
+        NDS_OK(nds_array_read(arrays[i], &all, back, NULL));
+        ck_assert_int_eq(memcmp(back, buf, 64 * 64 * 2), 0);
+        nds_array_free(arrays[i]);
+    }
+    free(buf);
+    free(back);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("versioned");
+    suite_add_tcase(s, nds_kv_conformance_tcase("versioned-memory", versioned_memory_url));
+    suite_add_tcase(s, nds_kv_conformance_tcase("versioned-file", versioned_file_url));
+    TCase *tc = tcase_create("versioned");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, history_and_pinned_versions);
+    tcase_add_test(tc, commit_is_all_or_nothing);
+    tcase_add_loop_test(tc, racing_handles_lose_nothing, 0, 2);
+    tcase_add_test(tc, processes_commit_without_losing_any);
+    tcase_add_test(tc, corrupt_values_are_caught_block_by_block);
+    tcase_add_test(tc, corrupt_index_and_commit_are_errors);
+    tcase_add_test(tc, head_hint_is_only_a_hint);
+    tcase_add_test(tc, tags_name_versions_and_never_move);
+    tcase_add_test(tc, bad_specs_are_refused);
+    tcase_add_test(tc, atomic_transaction_on_a_file_base);
+    suite_add_tcase(s, tc);
+    return nds_test_run(s);
+}
