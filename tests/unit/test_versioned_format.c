@@ -3,7 +3,8 @@
  * rule, bit flips and truncations), commits, superseded lists and tags.
  *
  * With NDS_VERSIONED_CORPUS=<dir> set, the corpus test also writes the fuzz harness's seed inputs
- * (fuzz/fuzz_versioned.c: first byte chooses the decoder) into <dir>.
+ * (fuzz/fuzz_versioned.c: first byte chooses the decoder) into <dir>; fuzz/corpus/fuzz_versioned/
+ * holds them (the named files) and what a fuzzing run added (the hashed names).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -1141,6 +1142,13 @@ static void seed(const char *name, uint8_t selector, uint8_t param, const nds_bu
     FILE *f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
     uint8_t head[2] = {selector, param};
+    ck_assert_uint_eq(fwrite(head, 1, 2, f), 2);
+    ck_assert_uint_eq(fwrite(obj->data, 1, obj->len, f), obj->len);
+    ck_assert_int_eq(fclose(f), 0);
+    /* The same with the harness's forged-crc bit, so mutations start from both modes. */
+    snprintf(path, sizeof path, "%s/%s_forged", dir, name);
+    ck_assert_ptr_nonnull(f = fopen(path, "wb"));
+    head[0] |= 0x80;
     ck_assert_uint_eq(fwrite(head, 1, 2, f), 2);
     ck_assert_uint_eq(fwrite(obj->data, 1, obj->len, f), obj->len);
     ck_assert_int_eq(fclose(f), 0);
