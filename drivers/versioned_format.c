@@ -115,8 +115,7 @@ void vs_object_key(const char *prefix, const vs_id *id, char out[VS_OBJECT_KEY_M
     snprintf(out, VS_OBJECT_KEY_MAX, "%s%s", prefix, hex);
 }
 
-/* ---- envelopes ---------------------------------------------------------------------------------
- */
+/* ---- envelopes ------------------------------------------------------------------------------- */
 
 static const char *kind_name(int kind) {
     switch (kind) {
@@ -222,8 +221,7 @@ void vs_data_finish(nds_buf *out) {
                  nds_crc32c(out->data + VS_HEADER_SIZE, len));
 }
 
-/* ---- values ------------------------------------------------------------------------------------
- */
+/* ---- values ---------------------------------------------------------------------------------- */
 
 static uint64_t block_count(uint64_t len) {
     return len <= VS_BLOCK_SIZE ? 1 : nds_ceil_div(len, VS_BLOCK_SIZE);
@@ -238,8 +236,8 @@ int vs_value_append(nds_buf *out, const uint8_t *data, size_t len, uint32_t *crc
     /* A data object's payload length is a u32, so what it holds stays below 4 GiB. */
     if ((uint64_t)out->len + len + table > (uint64_t)UINT32_MAX)
         return nds_err(NDS_ELIMIT,
-                       "versioned: a value of %zu bytes does not fit in a data object (at most "
-                       "4 GiB with its block table)",
+                       "versioned: a value of %zu bytes does not fit in a data object (at most 4 "
+                       "GiB with its block table)",
                        len);
     if (nds_buf_reserve(out, out->len + len + (size_t)table))
         return nds_err(NDS_ENOMEM, "versioned: out of memory storing a value of %zu bytes", len);
@@ -303,8 +301,7 @@ int vs_value_verify(const uint8_t *stored, uint64_t len, uint32_t crc, const cha
     return rc ? rc : vs_value_blocks_verify(stored, len, 0, block_count(len), table, crc, where);
 }
 
-/* ---- nodes: encoding ---------------------------------------------------------------------------
- */
+/* ---- nodes: encoding ------------------------------------------------------------------------- */
 
 size_t vs_node_payload_size(const vs_node *n) {
     size_t size = VS_NODE_PAYLOAD_HEAD;
@@ -368,10 +365,9 @@ static int node_check_for_encode(const vs_node *n) {
         if (i > 0) {
             const char *prev = n->level == 0 ? n->entries[i - 1].key : n->children[i - 1].first_key;
             if (strcmp(prev, key) >= 0)
-                return nds_err(NDS_EINVAL,
-                               "versioned: node keys not strictly increasing at item "
-                               "%zu (\"%.64s\")",
-                               i, key);
+                return nds_err(
+                    NDS_EINVAL,
+                    "versioned: node keys not strictly increasing at item %zu (\"%.64s\")", i, key);
         }
         if (n->level == 0) {
             const vs_entry *e = &n->entries[i];
@@ -416,8 +412,7 @@ int vs_node_encode(const vs_node *n, nds_buf *out, size_t *len, uint32_t *crc) {
     return rc;
 }
 
-/* ---- nodes: decoding ---------------------------------------------------------------------------
- */
+/* ---- nodes: decoding ------------------------------------------------------------------------- */
 
 /* A cursor over a payload being decoded; item is the item being read, for messages. */
 typedef struct reader {
@@ -532,9 +527,8 @@ static int read_child(reader *r, const char *prev, vs_child *c, uint64_t *total)
 static int read_node_head(reader *r, unsigned want_level, uint8_t *level, size_t *count) {
     if (r->n < VS_NODE_PAYLOAD_HEAD)
         return nds_err(NDS_ECORRUPT,
-                       "%s: node payload of %zu bytes is shorter than its %d-byte "
-                       "head",
-                       r->where, r->n, VS_NODE_PAYLOAD_HEAD);
+                       "%s: node payload of %zu bytes is shorter than its %d-byte head", r->where,
+                       r->n, VS_NODE_PAYLOAD_HEAD);
     *level = r->p[0];
     if (*level > VS_MAX_LEVEL)
         return nds_err(NDS_ECORRUPT, "%s: node level %u exceeds %d", r->where, *level,
@@ -547,8 +541,8 @@ static int read_node_head(reader *r, unsigned want_level, uint8_t *level, size_t
     uint64_t min = c * (*level == 0 ? LEAF_ITEM_MIN : INNER_ITEM_MIN);
     if (min > r->n - VS_NODE_PAYLOAD_HEAD)
         return nds_err(NDS_ECORRUPT,
-                       "%s: node claims %" PRIu64 " items, more than its %zu "
-                       "payload bytes can hold",
+                       "%s: node claims %" PRIu64
+                       " items, more than its %zu payload bytes can hold",
                        r->where, c, r->n);
     if (*level > 0 && c == 0)
         return nds_err(NDS_ECORRUPT, "%s: inner node with no children", r->where);
@@ -652,8 +646,7 @@ void vs_node_free(vs_node *n) {
     free(n);
 }
 
-/* ---- commits: encoding -------------------------------------------------------------------------
- */
+/* ---- commits: encoding ----------------------------------------------------------------------- */
 
 /* Adds v as member key of o; a NULL v (out of memory) clears *ok, unless null is meant. */
 static void add_member(json_object *o, const char *key, json_object *v, bool null_ok, bool *ok) {
@@ -815,8 +808,7 @@ int vs_commit_encode(const vs_commit *c, nds_buf *out) {
     return rc;
 }
 
-/* ---- commits and tags: strict JSON reading ------------------------------------------------------
- */
+/* ---- commits and tags: strict JSON reading --------------------------------------------------- */
 
 /* The json helpers report NDS_EFORMAT; a stored object that fails them is corrupt. */
 static int as_corrupt(int rc) {
@@ -887,8 +879,7 @@ static int open_json(const uint8_t *p, size_t n, vs_kind k, const char *where, j
     return nds_err(NDS_ECORRUPT, "%s: payload is not a json object", where);
 }
 
-/* ---- commits: decoding -------------------------------------------------------------------------
- */
+/* ---- commits: decoding ----------------------------------------------------------------------- */
 
 static int read_commit_head(json_object *o, uint64_t expect, const char *where, vs_commit *c) {
     json_object *v;
@@ -901,8 +892,7 @@ static int read_commit_head(json_object *o, uint64_t expect, const char *where, 
     if ((rc = get_int(o, "format_version", 1, INT64_MAX, where, &fv))) return rc;
     if (fv > VS_FORMAT_VERSION)
         return nds_err(NDS_ECORRUPT,
-                       "%s: format_version %" PRId64 " is newer than this ndstore "
-                       "reads (%d)",
+                       "%s: format_version %" PRId64 " is newer than this ndstore reads (%d)",
                        where, fv, VS_FORMAT_VERSION);
     if ((rc = get_u64(o, "version", 1, JSON_U64_MAX, where, &c->version))) return rc;
     if ((rc = get_u64(o, "parent", 0, JSON_U64_MAX, where, &c->parent))) return rc;
@@ -1014,8 +1004,7 @@ void vs_commit_dispose(vs_commit *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* ---- superseded lists --------------------------------------------------------------------------
- */
+/* ---- superseded lists ------------------------------------------------------------------------ */
 
 int vs_superseded_encode(const vs_superseded *s, size_t n, nds_buf *out, size_t *len,
                          uint32_t *crc) {
@@ -1074,8 +1063,8 @@ int vs_superseded_decode(const uint8_t *p, size_t n, uint32_t expect_crc, const 
     if (rc) return rc;
     if (crc != expect_crc)
         return nds_err(NDS_ECORRUPT,
-                       "%s: superseded list checksum 0x%08" PRIx32 " is not the "
-                       "0x%08" PRIx32 " its commit records",
+                       "%s: superseded list checksum 0x%08" PRIx32 " is not the 0x%08" PRIx32
+                       " its commit records",
                        where, crc, expect_crc);
     if ((rc = superseded_payload_check(payload, len, where, &c))) return rc;
     if (c == 0) return 0;
@@ -1092,8 +1081,7 @@ int vs_superseded_decode(const uint8_t *p, size_t n, uint32_t expect_crc, const 
     return 0;
 }
 
-/* ---- tags --------------------------------------------------------------------------------------
- */
+/* ---- tags ------------------------------------------------------------------------------------ */
 
 int vs_tag_encode(uint64_t version, int64_t time_ns, nds_buf *out) {
     if (version > JSON_U64_MAX)

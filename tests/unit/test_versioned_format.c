@@ -15,8 +15,7 @@
 #include "internal/util.h"
 #include "../../drivers/versioned_internal.h"
 
-/* ---- helpers ------------------------------------------------------------------------------------
- */
+/* ---- helpers --------------------------------------------------------------------------------- */
 
 static void put8(nds_buf *b, uint8_t v) { ck_assert_int_eq(nds_buf_append(b, &v, 1), 0); }
 static void put16(nds_buf *b, uint16_t v) {
@@ -166,8 +165,7 @@ static void assert_nodes_equal(const vs_node *a, const vs_node *b) {
     }
 }
 
-/* ---- names --------------------------------------------------------------------------------------
- */
+/* ---- names ----------------------------------------------------------------------------------- */
 
 START_TEST(ids_hex_and_parse) {
     vs_id a, b, c;
@@ -218,8 +216,7 @@ START_TEST(commit_keys) {
 }
 END_TEST
 
-/* ---- envelopes ----------------------------------------------------------------------------------
- */
+/* ---- envelopes ------------------------------------------------------------------------------- */
 
 static void make_envelope(nds_buf *b, vs_kind kind, const char *payload) {
     b->len = 0;
@@ -292,8 +289,7 @@ START_TEST(envelope_refusals) {
 }
 END_TEST
 
-/* ---- values -------------------------------------------------------------------------------------
- */
+/* ---- values ---------------------------------------------------------------------------------- */
 
 static uint8_t *pattern(size_t n, unsigned seed) {
     uint8_t *p = malloc(n ? n : 1);
@@ -386,8 +382,7 @@ START_TEST(value_block_message_names_block) {
 }
 END_TEST
 
-/* ---- nodes: round trips and golden bytes --------------------------------------------------------
- */
+/* ---- nodes: round trips and golden bytes ----------------------------------------------------- */
 
 static void round_trip(const vs_node *n) {
     nds_buf b = {0};
@@ -513,8 +508,7 @@ START_TEST(node_golden_bytes) {
 }
 END_TEST
 
-/* ---- nodes: every validation rule --------------------------------------------------------------
- */
+/* ---- nodes: every validation rule ------------------------------------------------------------ */
 
 START_TEST(node_head_rules) {
     nds_buf p = {0};
@@ -692,8 +686,7 @@ START_TEST(node_crc_and_encode_refusals) {
 }
 END_TEST
 
-/* ---- nodes: bit flips and truncations -----------------------------------------------------------
- */
+/* ---- nodes: bit flips and truncations -------------------------------------------------------- */
 
 /* Flips each bit of a valid node's envelope. With the original crc expected, every flip must be
  * refused. With the crcs recomputed (a writer that lies), decoding must refuse or give a node that
@@ -771,8 +764,7 @@ START_TEST(node_truncations) {
 }
 END_TEST
 
-/* ---- commits ------------------------------------------------------------------------------------
- */
+/* ---- commits --------------------------------------------------------------------------------- */
 
 static vs_object_count sample_objects[2];
 
@@ -1004,8 +996,7 @@ START_TEST(commit_truncations_and_flips) {
 }
 END_TEST
 
-/* ---- superseded lists and tags ------------------------------------------------------------------
- */
+/* ---- superseded lists and tags --------------------------------------------------------------- */
 
 START_TEST(superseded_lists) {
     vs_superseded s[3] = {{.kind = VS_OBJECT_DATA, .items = 5},
@@ -1103,8 +1094,7 @@ START_TEST(tags) {
 }
 END_TEST
 
-/* ---- the fuzz harness's seed corpus -------------------------------------------------------------
- */
+/* ---- the fuzz harness's seed corpus ---------------------------------------------------------- */
 
 /* One seed: selector byte (fuzz/fuzz_versioned.c: 0 node, 1 commit, 2 superseded list, 3 tag,
  * 4 envelope), parameter byte (node: wanted level; commit: expected version; envelope: kind), then
