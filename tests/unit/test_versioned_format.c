@@ -377,6 +377,13 @@ START_TEST(value_block_message_names_block) {
     assert_error(vs_value_verify(b.data, len, crc, "w"), NDS_ECORRUPT,
                  "w: block 2 (bytes 2097152..3145728) checksum mismatch (stored 0x");
     ck_assert_int_eq(vs_data_begin(&b), NDS_EINVAL); /* not an empty buffer */
+    /* A data object's payload length is a u32: refused before anything is read or allocated. */
+    nds_buf near_full = {.data = NULL, .len = UINT32_MAX - 2, .cap = 0};
+    assert_error(vs_value_append(&near_full, (const uint8_t *)"abcd", 4, &crc), NDS_ELIMIT,
+                 "does not fit in a data object");
+    ck_assert_uint_eq(near_full.len, UINT32_MAX - 2);
+    assert_error(vs_envelope_append(&b, VS_KIND_NODE, b.data, (size_t)UINT32_MAX + 1, NULL),
+                 NDS_ELIMIT, "a node of 4294967296 bytes exceeds the format's 4 GiB");
     free(data);
     nds_buf_dispose(&b);
 }
