@@ -137,19 +137,33 @@ static void write_header(uint8_t *h, vs_kind kind, uint32_t len, uint32_t crc) {
     nds_store_le32(h + 12, crc);
 }
 
-int vs_envelope_append(nds_buf *out, vs_kind kind, const uint8_t *payload, size_t len,
-                       uint32_t *crc) {
+/* Makes room for an envelope of a len-byte payload at the end of out; the payload goes at
+ * out->data + out->len + VS_HEADER_SIZE, then envelope_seal. */
+static int envelope_reserve(nds_buf *out, vs_kind kind, size_t len) {
     if (len > UINT32_MAX)
         return nds_err(NDS_ELIMIT, "versioned: %s of %zu bytes exceeds the format's 4 GiB",
                        kind_name(kind), len);
     if (out->len > SIZE_MAX - VS_HEADER_SIZE - len ||
         nds_buf_reserve(out, out->len + VS_HEADER_SIZE + len))
         return nds_err(NDS_ENOMEM, "versioned: out of memory encoding %s", kind_name(kind));
-    uint32_t c = nds_crc32c(payload, len);
-    write_header(out->data + out->len, kind, (uint32_t)len, c);
-    if (len) memcpy(out->data + out->len + VS_HEADER_SIZE, payload, len);
+    return 0;
+}
+
+/* Writes the header of the payload placed after envelope_reserve and appends the envelope. */
+static void envelope_seal(nds_buf *out, vs_kind kind, size_t len, uint32_t *crc) {
+    uint8_t *h = out->data + out->len;
+    uint32_t c = nds_crc32c(h + VS_HEADER_SIZE, len);
+    write_header(h, kind, (uint32_t)len, c);
     out->len += VS_HEADER_SIZE + len;
     if (crc) *crc = c;
+}
+
+int vs_envelope_append(nds_buf *out, vs_kind kind, const uint8_t *payload, size_t len,
+                       uint32_t *crc) {
+    int rc = envelope_reserve(out, kind, len);
+    if (rc) return rc;
+    if (len) memcpy(out->data + out->len + VS_HEADER_SIZE, payload, len);
+    envelope_seal(out, kind, len, crc);
     return 0;
 }
 
@@ -392,9 +406,8 @@ int vs_node_encode(const vs_node *n, nds_buf *out, size_t *len, uint32_t *crc) {
     int rc = node_check_for_encode(n);
     if (rc) return rc;
     size_t size = vs_node_payload_size(n);
-    uint8_t *payload = malloc(size);
-    if (!payload) return nds_err(NDS_ENOMEM, "versioned: out of memory encoding a node");
-    uint8_t *w = payload;
+    if ((rc = envelope_reserve(out, VS_KIND_NODE, size))) return rc;
+    uint8_t *payload = out->data + out->len + VS_HEADER_SIZE, *w = payload;
     w[0] = n->level;
     w[1] = 0;
     nds_store_le32(w + 2, (uint32_t)n->n);
@@ -406,10 +419,9 @@ int vs_node_encode(const vs_node *n, nds_buf *out, size_t *len, uint32_t *crc) {
             put_child(&w, &n->children[i]);
     }
     assert((size_t)(w - payload) == size);
-    rc = vs_envelope_append(out, VS_KIND_NODE, payload, size, crc);
-    free(payload);
-    if (rc == 0 && len) *len = VS_HEADER_SIZE + size;
-    return rc;
+    envelope_seal(out, VS_KIND_NODE, size, crc);
+    if (len) *len = VS_HEADER_SIZE + size;
+    return 0;
 }
 
 /* ---- nodes: decoding ------------------------------------------------------------------------- */
@@ -1011,24 +1023,23 @@ int vs_superseded_encode(const vs_superseded *s, size_t n, nds_buf *out, size_t 
     if (n > (UINT32_MAX - 4) / SUPERSEDED_ITEM_SIZE)
         return nds_err(NDS_ELIMIT, "versioned: superseded list of %zu objects is too long", n);
     size_t size = 4 + n * SUPERSEDED_ITEM_SIZE;
-    uint8_t *payload = malloc(size);
-    if (!payload) return nds_err(NDS_ENOMEM, "versioned: out of memory encoding a superseded list");
+    int rc = envelope_reserve(out, VS_KIND_SUPERSEDED, size);
+    if (rc) return rc;
+    /* Written in place; out->len moves only at the seal, so a refusal leaves out as it was. */
+    uint8_t *payload = out->data + out->len + VS_HEADER_SIZE;
     nds_store_le32(payload, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
         uint8_t *w = payload + 4 + i * SUPERSEDED_ITEM_SIZE;
-        if (s[i].kind != VS_OBJECT_DATA && s[i].kind != VS_OBJECT_INDEX) {
-            free(payload);
+        if (s[i].kind != VS_OBJECT_DATA && s[i].kind != VS_OBJECT_INDEX)
             return nds_err(NDS_EINVAL, "versioned: superseded item %zu has kind %d", i,
                            (int)s[i].kind);
-        }
         memcpy(w, s[i].object.b, VS_ID_SIZE);
         w[VS_ID_SIZE] = (uint8_t)s[i].kind;
         nds_store_le64(w + VS_ID_SIZE + 1, s[i].items);
     }
-    int rc = vs_envelope_append(out, VS_KIND_SUPERSEDED, payload, size, crc);
-    free(payload);
-    if (rc == 0 && len) *len = VS_HEADER_SIZE + size;
-    return rc;
+    envelope_seal(out, VS_KIND_SUPERSEDED, size, crc);
+    if (len) *len = VS_HEADER_SIZE + size;
+    return 0;
 }
 
 static int superseded_payload_check(const uint8_t *p, size_t n, const char *where, size_t *count) {

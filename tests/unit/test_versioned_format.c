@@ -1054,8 +1054,10 @@ START_TEST(superseded_lists) {
     NDS_OK(vs_envelope_append(&env, VS_KIND_SUPERSEDED, p.data, p.len, &crc));
     assert_error(vs_superseded_decode(env.data, env.len, crc, "s", &d, &count), NDS_ECORRUPT,
                  "superseded list claims 4278190335 items");
-    s[0].kind = (vs_object_kind)7;
-    ck_assert_int_eq(vs_superseded_encode(s, 1, &b, &len, &crc), NDS_EINVAL);
+    s[1].kind = (vs_object_kind)7;
+    size_t before = b.len;
+    ck_assert_int_eq(vs_superseded_encode(s, 2, &b, &len, &crc), NDS_EINVAL);
+    ck_assert_uint_eq(b.len, before); /* a refusal appends nothing */
     nds_buf_dispose(&p);
     nds_buf_dispose(&env);
     nds_buf_dispose(&b);
