@@ -17,9 +17,9 @@
  * one schedule. nds_kvstore_spec prints the counters as "calls" and "injected" (output only;
  * ignored when the spec is opened again).
  *
- * URL form (a kvstore adapter, NDS_KV_CAP_ADAPTER): BASEURL|faulty:PATH, e.g. memory://x/|faulty:p/,
- * a faulty store that injects nothing (faults need the JSON spec's "fail"). A handle's URL is the
- * base's URL, "|faulty:" and its path, which parses back to the same store.
+ * URL form (a kvstore adapter, NDS_KV_CAP_ADAPTER): BASEURL|faulty:PATH, e.g.
+ * memory://x/|faulty:p/, a faulty store that injects nothing (faults need the JSON spec's "fail").
+ * A handle's URL is the base's URL, "|faulty:" and its path, which parses back to the same store.
  *
  * Omits: capabilities copied from the base (the vtable's are static: this driver
  * reports conditional writes, multi-key commit and byte ranges, and a commit over a base without

@@ -93,8 +93,8 @@ int nds_kvstore_open_json(nds_kvstore **out, const json_object *spec, nds_contex
     return rc;
 }
 
-/* The spec of a pipeline's first segment, a URL with a scheme ("memory://x/") or a bare path (a file
- * URL). */
+/* The spec of a pipeline's first segment, a URL with a scheme ("memory://x/") or a bare path (a
+ * file URL). */
 static int base_url_to_spec(const char *url, json_object **out) {
     if (url[strspn(url, " \t\r\n\v\f")] == '\0') /* "" would be the current directory */
         return nds_err(NDS_EINVAL, "kvstore url is empty: give a url or a path");
@@ -186,11 +186,11 @@ static int segment_adapter(const url_segment *seg, const char *url, const char *
         *out = d;
         return 0;
     }
-    const char *why = d                              ? ""
+    const char *why = d                            ? ""
                       : nds_format_find(seg->name) ? " (a format ends an array url)"
                                                    : " (no kvstore driver has that name)";
-    return nds_err(NDS_EINVAL, "%s \"%s\": \"%s\" is not a kvstore adapter%s", what, url,
-                   seg->name, why);
+    return nds_err(NDS_EINVAL, "%s \"%s\": \"%s\" is not a kvstore adapter%s", what, url, seg->name,
+                   why);
 }
 
 /* Makes a non-empty "path" of spec end in '/': the URL before an adapter names a directory. */
@@ -269,11 +269,14 @@ int nds_url_split(const char *url, size_t *kv_len, char *format, size_t cap) {
         d = nds_kv_driver_find(seg.name);
         if (d && (d->capabilities & NDS_KV_CAP_ADAPTER)) break;
         if (!nds_format_find(seg.name))
-            return nds_err(NDS_EINVAL, "spec url \"%s\": \"%s\" is neither a kvstore adapter nor a "
-                           "format", url, seg.name);
+            return nds_err(NDS_EINVAL,
+                           "spec url \"%s\": \"%s\" is neither a kvstore adapter nor a format", url,
+                           seg.name);
         if (seg.rest_len != 0 || strlen(seg.name) >= cap)
-            return nds_err(NDS_EINVAL, "spec url \"%s\": expected \"|format:\" with nothing after "
-                           "its ':', not \"%.*s\"", url, (int)seg.len, seg.text);
+            return nds_err(NDS_EINVAL,
+                           "spec url \"%s\": expected \"|format:\" with nothing after its ':', not "
+                           "\"%.*s\"",
+                           url, (int)seg.len, seg.text);
         snprintf(format, cap, "%s", seg.name);
         *kv_len = (size_t)(p - url);
     }

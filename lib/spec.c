@@ -1,4 +1,5 @@
-/* Array spec parsing: JSON text, "@file.json", or a URL pipeline "KVURL(|ADAPTER:REST)*|FORMAT:". */
+/* Array spec parsing: JSON text, "@file.json", or a URL pipeline
+ * "KVURL(|ADAPTER:REST)*|FORMAT:". */
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
