@@ -268,8 +268,8 @@ int nds_url_split(const char *url, size_t *kv_len, char *format, size_t cap) {
         }
         d = nds_kv_driver_find(seg.name);
         if (d && (d->capabilities & NDS_KV_CAP_ADAPTER)) break;
-        if (!nds_format_find(seg.name))
-            return nds_err(NDS_EINVAL,
+        if (!nds_format_find(seg.name)) /* NOTFOUND, as an unknown format in a JSON spec is */
+            return nds_err(NDS_ENOTFOUND,
                            "spec url \"%s\": \"%s\" is neither a kvstore adapter nor a format", url,
                            seg.name);
         if (seg.rest_len != 0 || strlen(seg.name) >= cap)

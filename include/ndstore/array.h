@@ -62,9 +62,9 @@ NDS_API int nds_array_open(nds_array **out, const char *spec, const nds_open_opt
  * @param kvstore_url receives the kvstore URL (malloc'd; free with nds_free)
  * @param format receives the format's name (malloc'd; free with nds_free), or NULL when the URL names
  *        none (nds_array_open detects it, or creates zarr)
- * @return 0, NDS_EINVAL (a malformed segment, a non-adapter before the last segment, a last segment
- *         that is neither an adapter nor a format; the message names it and the URL), NDS_ENOMEM.
- *         Any thread.
+ * @return 0, NDS_EINVAL (a malformed segment, a non-adapter before the last segment, text after the
+ *         format's ':'), NDS_ENOTFOUND (a last segment that is neither an adapter nor a registered
+ *         format), NDS_ENOMEM; the message names the segment and the URL. Any thread.
  */
 NDS_API int nds_spec_url_split(const char *url, char **kvstore_url, char **format);
 /** Closes an array. Accepts NULL. No call on it may be running. */

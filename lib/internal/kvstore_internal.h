@@ -20,9 +20,9 @@ int nds_kvstore_url_to_spec(const char *url, json_object **out);
 /**
  * Splits an array URL KVURL(|ADAPTER:REST)*[|FORMAT:]: *kv_len receives the length of the kvstore
  * URL (every segment up to the last adapter), format (cap bytes) the format's name, or "" when the
- * last segment is an adapter or there is none. A non-adapter before the last segment, a last one
- * that is neither an adapter nor a format, a format with text after its ':', or a malformed segment
- * is NDS_EINVAL naming it and the url. The kvstore URL itself is parsed by nds_kvstore_url_to_spec.
+ * last segment is an adapter or there is none. A non-adapter before the last segment, a format with
+ * text after its ':', or a malformed segment is NDS_EINVAL, a last segment that is neither an
+ * adapter nor a format NDS_ENOTFOUND, each naming it and the url. The kvstore URL itself is parsed by nds_kvstore_url_to_spec.
  */
 int nds_url_split(const char *url, size_t *kv_len, char *format, size_t cap);
 /** The spec as a new JSON object (credentials never included). */
