@@ -185,8 +185,11 @@ int cli_spec_build(const char *spec, const cli_schema *overrides, const cli_sche
                    bool delete_existing, char **out);
 /** Parses a --fill value ("0", "1.5", "NaN", "true", "[1, 2]") into a new JSON value. 0 or -1. */
 int cli_fill_parse(const char *text, json_object **out);
-/** Strips a trailing "|format:" from a URL into buf (for ls and group). */
-void cli_kvstore_url(const char *url, char *buf, size_t cap);
+/** The kvstore part of a URL (ls, group, checkpoint): the URL less a trailing "|FORMAT:", split by
+ *  the library (nds_spec_url_split, so adapters stay: "file:///d/|faulty:|zarr:" gives
+ *  "file:///d/|faulty:"), into buf; JSON text is copied as it is. format (may be NULL) receives the
+ *  format's name, "" when none. CLI_OK, or CLI_FAIL (printed) for a bad pipeline or a long URL. */
+int cli_kvstore_url(const char *url, char *buf, size_t cap, char *format, size_t format_cap);
 
 /* ---- progress (progress.c) ---- */
 /** A progress bar on stderr, drawn only when stderr is a terminal and the work has run a while. */

@@ -69,7 +69,8 @@ int cli_cmd_checkpoint(int argc, char **argv) {
     if (cli_require_spec("URL", argv[optind + 1]) != CLI_OK)
         return CLI_FAIL;
     char url[4096];
-    cli_kvstore_url(argv[optind + 1], url, sizeof url);
+    if (cli_kvstore_url(argv[optind + 1], url, sizeof url, NULL, 0) != CLI_OK)
+        return CLI_FAIL;
     if (strcmp(action, "mark") == 0)
         return mark(url, name, argv + optind + 3, left - 3);
     if (strcmp(action, "status") == 0)

@@ -136,8 +136,10 @@ static int parse_args(int argc, char **argv, cp_args *ca) {
  * are spelled differently (an s3 endpoint by two host names) are not recognised. */
 
 typedef struct store_loc {
-    char space[PATH_MAX + 256]; /* "file", "memory", "s3 <endpoint> <bucket>", ... */
-    char path[PATH_MAX + 8];    /* key path: components without "." and "..", ending in '/' */
+    char space[PATH_MAX + 256];  /* "file", "memory", "s3 <endpoint> <bucket>", ... */
+    char path[PATH_MAX + 8];     /* key path: components without "." and "..", ending in '/' */
+    char adapters[256];          /* kvstore adapters over the base store, outermost last: "faulty|" */
+    char base_path[PATH_MAX + 8]; /* the base store's key path (path, when no adapter) */
 } store_loc;
 
 /* Appends path's components to out (a path ending in '/'), dropping empty and "." ones; ".."
@@ -220,6 +222,57 @@ static bool lmdb_loc(json_object *spec, const char *path, store_loc *loc) {
     return append_components(loc->path, sizeof loc->path, path);
 }
 
+static bool store_location(const nds_kvstore *kv, const char *extra, store_loc *loc);
+
+/* An adapter's store (NDS_KV_CAP_ADAPTER: faulty, versioned): its base store's location, the
+ * adapter's name added to the chain, its path joined to the base's (spec holds "base" and "path"). */
+static bool adapter_location(json_object *spec, const char *path, store_loc *loc) {
+    json_object *b = NULL;
+    if (!json_object_object_get_ex(spec, "base", &b))
+        return false;
+    const char *text = json_object_is_type(b, json_type_string)
+                           ? json_object_get_string(b)
+                           : json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN);
+    nds_kvstore *base = NULL;
+    nds_error_clear();
+    if (nds_kvstore_open(&base, text, NULL) != 0)
+        return false;
+    bool ok = store_location(base, "", loc);
+    nds_kvstore_free(base);
+    size_t n = strlen(loc->adapters);
+    int w = snprintf(loc->adapters + n, sizeof loc->adapters - n, "%s|", member(spec, "driver"));
+    return ok && w > 0 && (size_t)w < sizeof loc->adapters - n &&
+           append_components(loc->path, sizeof loc->path, path);
+}
+
+/* The namespace and key path of a store that is not an adapter (spec: its printed spec). */
+static bool base_location(json_object *spec, const char *path, store_loc *loc) {
+    const char *driver = member(spec, "driver");
+    loc->path[0] = '/', loc->path[1] = '\0';
+    if (strcmp(driver, "file") == 0) {
+        snprintf(loc->space, sizeof loc->space, "file");
+        return resolve_local(path, loc->path, sizeof loc->path);
+    }
+    if (strcmp(driver, "lmdb") == 0)
+        return lmdb_loc(spec, path, loc);
+    if (strcmp(driver, "memory") == 0) {
+        snprintf(loc->space, sizeof loc->space, "memory");
+    } else if (strcmp(driver, "s3") == 0 || strcmp(driver, "gcs") == 0) {
+        snprintf(loc->space, sizeof loc->space, "%s %s %s", driver, member(spec, "endpoint"),
+                 member(spec, "bucket"));
+    } else { /* any other driver: the same store is the same spec (path aside) */
+        json_object *copy = NULL;
+        json_object_deep_copy(spec, &copy, NULL);
+        if (!copy)
+            return false;
+        json_object_object_del(copy, "path");
+        snprintf(loc->space, sizeof loc->space, "%s",
+                 json_object_to_json_string_ext(copy, JSON_C_TO_STRING_PLAIN));
+        json_object_put(copy);
+    }
+    return append_components(loc->path, sizeof loc->path, path);
+}
+
 /* The location of an open kvstore, plus extra (a spec's top-level "path", may be ""). */
 static bool store_location(const nds_kvstore *kv, const char *extra, store_loc *loc) {
     char *text = NULL;
@@ -229,37 +282,28 @@ static bool store_location(const nds_kvstore *kv, const char *extra, store_loc *
     nds_free(text);
     if (!spec)
         return false;
-    const char *driver = member(spec, "driver"), *path = member(spec, "path");
-    bool ok = true;
-    loc->path[0] = '/', loc->path[1] = '\0';
-    if (strcmp(driver, "file") == 0) {
-        snprintf(loc->space, sizeof loc->space, "file");
-        ok = resolve_local(path, loc->path, sizeof loc->path);
-    } else if (strcmp(driver, "lmdb") == 0) {
-        ok = lmdb_loc(spec, path, loc);
-    } else {
-        if (strcmp(driver, "memory") == 0)
-            snprintf(loc->space, sizeof loc->space, "memory");
-        else if (strcmp(driver, "s3") == 0 || strcmp(driver, "gcs") == 0)
-            snprintf(loc->space, sizeof loc->space, "%s %s %s", driver, member(spec, "endpoint"),
-                     member(spec, "bucket"));
-        else { /* any other driver: the same store is the same spec */
-            json_object_object_del(spec, "path");
-            snprintf(loc->space, sizeof loc->space, "%s", json_object_to_json_string_ext(
-                                                               spec, JSON_C_TO_STRING_PLAIN));
-        }
-        ok = append_components(loc->path, sizeof loc->path, path);
-    }
+    const char *path = member(spec, "path");
+    bool adapter = nds_kvstore_capabilities(kv) & NDS_KV_CAP_ADAPTER;
+    if (!adapter)
+        loc->adapters[0] = '\0';
+    bool ok = adapter ? adapter_location(spec, path, loc) : base_location(spec, path, loc);
     json_object_put(spec);
-    return ok && append_components(loc->path, sizeof loc->path, extra);
+    ok = ok && append_components(loc->path, sizeof loc->path, extra);
+    if (ok && !adapter)
+        memcpy(loc->base_path, loc->path, sizeof loc->base_path);
+    return ok;
 }
 
-/* 0 apart, 1 equal, 2 b inside a, 3 a inside b: by whole components (both paths end in '/'). */
+/* 0 apart, 1 equal, 2 b inside a, 3 a inside b: by whole components (both paths end in '/'). Over
+ * one chain of adapters the joined key paths decide; a store with other adapters (or none) than
+ * the other's may keep its keys anywhere in its base, so there the base stores' paths decide. */
 static int overlap(const store_loc *a, const store_loc *b) {
     if (strcmp(a->space, b->space) != 0)
         return 0;
-    size_t la = strlen(a->path), lb = strlen(b->path);
-    if (strncmp(a->path, b->path, la < lb ? la : lb) != 0)
+    bool same_chain = strcmp(a->adapters, b->adapters) == 0;
+    const char *pa = same_chain ? a->path : a->base_path, *pb = same_chain ? b->path : b->base_path;
+    size_t la = strlen(pa), lb = strlen(pb);
+    if (strncmp(pa, pb, la < lb ? la : lb) != 0)
         return 0;
     return la == lb ? 1 : la < lb ? 2 : 3;
 }

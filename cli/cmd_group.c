@@ -25,16 +25,6 @@ static const struct option options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* The format named by a trailing "|fmt:" of url, into buf; false when there is none. */
-static bool url_format(const char *url, char *buf, size_t cap) {
-    const char *bar = strrchr(url, '|');
-    size_t n = bar ? strlen(bar + 1) : 0;
-    if (!bar || n < 2 || bar[n] != ':' || strchr(bar, '/') || n > cap)
-        return false;
-    snprintf(buf, cap, "%.*s", (int)(n - 1), bar + 1);
-    return true;
-}
-
 int cli_cmd_group(int argc, char **argv) {
     bool parents = false;
     const char *format = NULL;
@@ -56,9 +46,10 @@ int cli_cmd_group(int argc, char **argv) {
         return CLI_FAIL;
     const char *path = argc - optind == 2 ? argv[optind + 1] : "";
     char url[4096], fmt[64];
-    cli_kvstore_url(argv[optind], url, sizeof url);
+    if (cli_kvstore_url(argv[optind], url, sizeof url, fmt, sizeof fmt) != CLI_OK)
+        return CLI_FAIL;
     if (!format)
-        format = url_format(argv[optind], fmt, sizeof fmt) ? fmt : "zarr";
+        format = fmt[0] ? fmt : "zarr";
     nds_error_clear();
     int st = nds_group_create(url, path, format, parents, NULL);
     if (st != 0)

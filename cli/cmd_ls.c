@@ -228,6 +228,24 @@ static void print_listing(const listing *l) {
     printf("\n");
 }
 
+/* A URL names a directory-like prefix: "d/a.zarr" lists d/a.zarr/..., not d/a.zarr.bak too. The
+ * handle's path gets the '/' (not the URL's text, whose last segment may be an adapter's). */
+static int open_as_directory(const char *url, nds_kvstore **out) {
+    nds_kvstore *kv = NULL;
+    int st = nds_kvstore_open(&kv, url, NULL);
+    if (st != 0)
+        return st;
+    const char *path = nds_kvstore_path(kv);
+    size_t len = strlen(path);
+    if (len == 0 || path[len - 1] == '/') {
+        *out = kv;
+        return 0;
+    }
+    st = nds_kvstore_sub(out, kv, "/");
+    nds_kvstore_free(kv);
+    return st;
+}
+
 int cli_cmd_ls(int argc, char **argv) {
     bool recursive = true;
     int c;
@@ -245,14 +263,11 @@ int cli_cmd_ls(int argc, char **argv) {
     if (cli_require_spec("URL", argv[optind]) != CLI_OK)
         return CLI_FAIL;
     char url[4096];
-    cli_kvstore_url(argv[optind], url, sizeof url);
-    /* A URL names a directory-like prefix: "d/a.zarr" lists d/a.zarr/..., not d/a.zarr.bak too. */
-    size_t len = strlen(url);
-    if (url[0] != '{' && len > 0 && url[len - 1] != '/' && len + 1 < sizeof url)
-        memcpy(url + len, "/", 2);
+    if (cli_kvstore_url(argv[optind], url, sizeof url, NULL, 0) != CLI_OK)
+        return CLI_FAIL;
     nds_kvstore *kv = NULL;
     nds_error_clear();
-    int st = nds_kvstore_open(&kv, url, NULL);
+    int st = open_as_directory(url, &kv);
     if (st != 0)
         return cli_fail_nds(st, url);
     listing l = {0};

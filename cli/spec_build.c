@@ -2,7 +2,8 @@
  *
  * A spec given on the command line is JSON text, "@file.json", or a URL. A URL "KV|FORMAT:" becomes
  * {"driver":"FORMAT","kvstore":"KV"} (the core accepts a URL string for "kvstore"); a URL or bare path with
- * no "|FORMAT:" is zarr. Options go into the spec's "schema" member in TensorStore's shape:
+ * no "|FORMAT:" is zarr. KV may end in kvstore adapters ("file:///d/|faulty:"): the library's
+ * nds_spec_url_split says where the kvstore URL ends, so no command splits a URL its own way. Options go into the spec's "schema" member in TensorStore's shape:
  *   {"dtype":"uint16","domain":{"shape":[..]},"chunk_layout":{"chunk":{"shape":[..]}},
  *    "fill_value":V,"codec":"zstd:1"}
  * and "create": true is set. Omits: validation of the schema itself, which is the core's job (its messages
@@ -17,40 +18,23 @@
 /* Specs read with @file are small documents; this bounds a mistaken @/dev/zero. */
 #define SPEC_FILE_MAX ((size_t)16 << 20)
 
-static bool valid_format_name(const char *s, size_t n) {
-    if (n == 0)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
-            return false;
-    }
-    return true;
-}
-
-/* Split at the first '|', as the library's URL pipeline is: "file:///x/|adapter:|zarr:" is refused
- * by both, never taken as a directory named "|adapter:" by one of them. */
+/* The library splits the URL (nds_spec_url_split), so "file:///x/|faulty:|zarr:" means here what it
+ * means to every open: the kvstore URL file:///x/|faulty: and the format zarr. */
 static int spec_from_url(const char *url, json_object **out) {
-    const char *bar = strchr(url, '|');
-    char driver[64] = "zarr";
-    size_t kv_len = strlen(url);
-    if (bar) {
-        const char *fmt = bar + 1;
-        const char *colon = strchr(fmt, ':');
-        size_t n = colon ? (size_t)(colon - fmt) : strlen(fmt);
-        if (!colon || colon[1] != '\0' || !valid_format_name(fmt, n) || n >= sizeof driver)
-            return cli_fail("spec '%s': expected KVSTORE-URL|FORMAT: (e.g. file:///d/a.zarr|zarr:)", url);
-        memcpy(driver, fmt, n);
-        driver[n] = '\0';
-        kv_len = (size_t)(bar - url);
-    }
-    if (kv_len == 0)
-        return cli_fail("spec '%s': no kvstore before '|'", url);
+    char *kvurl = NULL, *format = NULL;
+    nds_error_clear();
+    int st = nds_spec_url_split(url, &kvurl, &format);
+    if (st != 0)
+        return cli_fail_nds(st, url);
     json_object *obj = json_object_new_object();
+    if (obj) {
+        json_object_object_add(obj, "driver", json_object_new_string(format ? format : "zarr"));
+        json_object_object_add(obj, "kvstore", json_object_new_string(kvurl));
+    }
+    nds_free(kvurl);
+    nds_free(format);
     if (!obj)
         return cli_fail("out of memory");
-    json_object_object_add(obj, "driver", json_object_new_string(driver));
-    json_object_object_add(obj, "kvstore", json_object_new_string_len(url, (int)kv_len));
     *out = obj;
     return CLI_OK;
 }
@@ -196,11 +180,25 @@ int cli_fill_parse(const char *text, json_object **out) {
     return 0;
 }
 
-void cli_kvstore_url(const char *url, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s", url);
-    char *bar = strrchr(buf, '|');
-    /* Only a trailing "|format:" is dropped; kvstore adapters ("|zip:") keep theirs when the URL
-     * continues after them. */
-    if (bar && strchr(bar, '/') == NULL && bar[1] != '\0' && bar[strlen(bar) - 1] == ':')
-        *bar = '\0';
+int cli_kvstore_url(const char *url, char *buf, size_t cap, char *format, size_t format_cap) {
+    if (format && format_cap)
+        format[0] = '\0';
+    if (url[strspn(url, " \t\r\n")] == '{') { /* a JSON kvstore spec: nothing to split */
+        if (snprintf(buf, cap, "%s", url) >= (int)cap)
+            return cli_fail("kvstore spec longer than %zu bytes", cap - 1);
+        return CLI_OK;
+    }
+    char *kvurl = NULL, *name = NULL;
+    nds_error_clear();
+    int st = nds_spec_url_split(url, &kvurl, &name);
+    if (st != 0)
+        return cli_fail_nds(st, url);
+    int rc = CLI_OK;
+    if (snprintf(buf, cap, "%s", kvurl) >= (int)cap)
+        rc = cli_fail("url '%s': longer than %zu bytes", url, cap - 1);
+    else if (format && name && snprintf(format, format_cap, "%s", name) >= (int)format_cap)
+        rc = cli_fail("url '%s': format name longer than %zu bytes", url, format_cap - 1);
+    nds_free(kvurl);
+    nds_free(name);
+    return rc;
 }

@@ -319,9 +319,10 @@ int nds_file_open_dir(file_root *r, const char *rel_dir, bool create) {
     int fd = nds_file_open_beneath(r, rel_dir, O_RDONLY | O_DIRECTORY, 0);
     /* A concurrent delete_range may remove a directory just made (it prunes empty ones): again. */
     for (int attempt = 0; fd == -ENOENT && create && attempt < 16; attempt++) {
-        int err = *rel_dir ? make_dirs_beneath(r, rel_dir) : 0;
-        if (!*rel_dir && (fd = root_fd(r, true)) < 0)
+        /* The root first: the directories beneath it are made relative to it. */
+        if ((fd = root_fd(r, true)) < 0)
             return fd;
+        int err = *rel_dir ? make_dirs_beneath(r, rel_dir) : 0;
         if (err != 0 && err != ENOENT)
             return -err;
         fd = nds_file_open_beneath(r, rel_dir, O_RDONLY | O_DIRECTORY, 0);

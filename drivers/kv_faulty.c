@@ -17,7 +17,11 @@
  * one schedule. nds_kvstore_spec prints the counters as "calls" and "injected" (output only;
  * ignored when the spec is opened again).
  *
- * Omits: a URL form; capabilities copied from the base (the vtable's are static: this driver
+ * URL form (a kvstore adapter, NDS_KV_CAP_ADAPTER): BASEURL|faulty:PATH, e.g.
+ * memory://x/|faulty:p/, a faulty store that injects nothing (faults need the JSON spec's "fail").
+ * A handle's URL is the base's URL, "|faulty:" and its path, which parses back to the same store.
+ *
+ * Omits: capabilities copied from the base (the vtable's are static: this driver
  * reports conditional writes, multi-key commit and byte ranges, and a commit over a base without
  * multi-key commit fails with NDS_EUNSUPPORTED before anything is written, as on the base itself);
  * timeouts and HTTP-style errors (503s) of the network drivers.
@@ -67,7 +71,7 @@ typedef struct fk_device {
     fk_rule rule[FK_KINDS];
     pthread_mutex_t mu; /* guards calls, injected, rng */
     uint64_t calls[FK_KINDS], injected[FK_KINDS], rng[FK_KINDS];
-    char url_base[600];
+    char url_base[2048]; /* "<base url>|faulty:" */
     struct fk_device *next;
 } fk_device;
 
@@ -262,7 +266,7 @@ static int fk_device_new(const json_object *spec, json_object *ident, fk_device 
         fk_device_free(d);
         return rc;
     }
-    snprintf(d->url_base, sizeof d->url_base, "faulty:%s", nds_kvstore_url(d->base));
+    snprintf(d->url_base, sizeof d->url_base, "%s|faulty:", nds_kvstore_url(d->base));
     *out = d;
     return 0;
 }
@@ -275,6 +279,16 @@ static fk_device *fk_find(const json_object *ident) {
             return d;
         }
     return NULL;
+}
+
+/* "|faulty:REST" in a URL pipeline: REST is the path; no faults (those need the JSON spec). */
+static int fk_parse_url(const char *rest, struct json_object *spec) {
+    json_object *path = json_object_new_string(rest);
+    if (!path || json_object_object_add(spec, "path", path) != 0) {
+        json_object_put(path);
+        return nds_err(NDS_ENOMEM, "faulty: out of memory parsing url");
+    }
+    return 0;
 }
 
 static int fk_open(void **state, const struct json_object *spec) {
@@ -422,9 +436,9 @@ const nds_kv_driver nds_kv_driver_faulty = {
     .version = NDS_KV_DRIVER_VERSION,
     .name = "faulty",
     .url_scheme = NULL,
-    .capabilities =
-        NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_ATOMIC_COMMIT | NDS_KV_CAP_BYTE_RANGE,
-    .parse_url = NULL,
+    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_ATOMIC_COMMIT |
+                    NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_ADAPTER,
+    .parse_url = fk_parse_url,
     .open = fk_open,
     .close = fk_close,
     .url_base = fk_url_base,

@@ -51,7 +51,7 @@ static char *redacted_url(const char *base, const char *path) {
 
 static int make_handle(nds_kvstore **out, kv_instance *inst, nds_context *ctx, const char *path) {
     nds_kvstore *kv = calloc(1, sizeof *kv);
-    char base[512] = "";
+    char base[4096] = "";
     if (kv) {
         inst->driver->url_base(inst->state, base, sizeof base);
         kv->path = nds_strdup(path);
@@ -93,7 +93,9 @@ int nds_kvstore_open_json(nds_kvstore **out, const json_object *spec, nds_contex
     return rc;
 }
 
-int nds_kvstore_url_to_spec(const char *url, json_object **out) {
+/* The spec of a pipeline's first segment, a URL with a scheme ("memory://x/") or a bare path (a
+ * file URL). */
+static int base_url_to_spec(const char *url, json_object **out) {
     if (url[strspn(url, " \t\r\n\v\f")] == '\0') /* "" would be the current directory */
         return nds_err(NDS_EINVAL, "kvstore url is empty: give a url or a path");
     const char *sep = strstr(url, "://");
@@ -137,6 +139,147 @@ int nds_kvstore_url_to_spec(const char *url, json_object **out) {
         return nds_err_prefix(rc, "kvstore url \"%s\"", url);
     }
     *out = spec;
+    return 0;
+}
+
+/* ---- URL pipelines: BASEURL(|NAME:REST)* ----
+ *
+ * Each "|NAME:REST" segment after the base URL names a kvstore adapter stacked on what precedes
+ * it (in an array URL, the last may name the format instead). One reader of segments serves
+ * kvstore URLs and array URLs alike, so no caller splits a URL its own way. */
+
+/* One "|NAME:REST" segment. */
+typedef struct url_segment {
+    const char *text; /* the segment from its '|', for messages */
+    size_t len;       /* bytes of text: up to the next '|' or the end */
+    char name[64];    /* NAME */
+    const char *rest; /* REST: after NAME's ':', up to text + len */
+    size_t rest_len;
+} url_segment;
+
+static bool segment_name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+/* Reads the segment that starts at p (a '|') of url; NDS_EINVAL naming it when malformed. */
+static int read_segment(const char *url, const char *p, const char *what, url_segment *seg) {
+    seg->text = p;
+    seg->len = 1 + strcspn(p + 1, "|");
+    size_t n = 0;
+    while (n + 1 < seg->len && segment_name_char(p[1 + n])) n++;
+    if (n == 0 || n >= sizeof seg->name || n + 1 >= seg->len || p[1 + n] != ':')
+        return nds_err(NDS_EINVAL,
+                       "%s \"%s\": segment \"%.*s\" is not |NAME:REST (NAME of a-z, 0-9, _, -)",
+                       what, url, (int)seg->len, p);
+    memcpy(seg->name, p + 1, n);
+    seg->name[n] = '\0';
+    seg->rest = p + 2 + n;
+    seg->rest_len = seg->len - 2 - n;
+    return 0;
+}
+
+/* The kvstore adapter seg names, or NDS_EINVAL naming it and the url. */
+static int segment_adapter(const url_segment *seg, const char *url, const char *what,
+                           const nds_kv_driver **out) {
+    const nds_kv_driver *d = nds_kv_driver_find(seg->name);
+    if (d && (d->capabilities & NDS_KV_CAP_ADAPTER)) {
+        *out = d;
+        return 0;
+    }
+    const char *why = d                            ? ""
+                      : nds_format_find(seg->name) ? " (a format ends an array url)"
+                                                   : " (no kvstore driver has that name)";
+    return nds_err(NDS_EINVAL, "%s \"%s\": \"%s\" is not a kvstore adapter%s", what, url, seg->name,
+                   why);
+}
+
+/* Makes a non-empty "path" of spec end in '/': the URL before an adapter names a directory. */
+static void path_as_directory(json_object *spec) {
+    const char *path = "";
+    nds_json_get_string(spec, "path", true, "kvstore spec", &path);
+    size_t n = strlen(path);
+    if (n == 0 || path[n - 1] == '/') return;
+    char *dir = nds_asprintf("%s/", path);
+    if (dir) json_object_object_add(spec, "path", json_object_new_string(dir));
+    free(dir);
+}
+
+/* *spec becomes {"driver": d, "base": <*spec>, ...} filled by d's parse_url from seg's REST. On
+ * failure *spec is still the caller's to free. */
+static int stack_adapter(json_object **spec, const nds_kv_driver *d, const url_segment *seg,
+                         const char *url) {
+    json_object *outer = json_object_new_object();
+    char *rest = strndup(seg->rest, seg->rest_len);
+    if (!outer || !rest) {
+        json_object_put(outer);
+        free(rest);
+        return nds_err(NDS_ENOMEM, "out of memory");
+    }
+    path_as_directory(*spec);
+    json_object_object_add(outer, "driver", json_object_new_string(d->name));
+    json_object_object_add(outer, "base", *spec);
+    *spec = outer;
+    int rc = 0;
+    if (d->parse_url)
+        rc = d->parse_url(rest, outer);
+    else if (rest[0])
+        rc = nds_err(NDS_EINVAL, "adapter \"%s\" takes nothing after its ':', not \"%s\"", d->name,
+                     rest);
+    free(rest);
+    return rc ? nds_err_prefix(rc, "kvstore url \"%s\"", url) : 0;
+}
+
+int nds_kvstore_url_to_spec(const char *url, json_object **out) {
+    size_t base_len = strcspn(url, "|");
+    if (base_len == 0 && url[0] == '|')
+        return nds_err(NDS_EINVAL, "kvstore url \"%s\": no kvstore before the first '|'", url);
+    char *base = strndup(url, base_len);
+    if (!base) return nds_err(NDS_ENOMEM, "out of memory");
+    json_object *spec = NULL;
+    int rc = base_url_to_spec(base, &spec);
+    free(base);
+    url_segment seg;
+    for (const char *p = url + base_len; !rc && *p; p += seg.len) {
+        const nds_kv_driver *d = NULL;
+        rc = read_segment(url, p, "kvstore url", &seg);
+        if (!rc) rc = segment_adapter(&seg, url, "kvstore url", &d);
+        if (!rc) rc = stack_adapter(&spec, d, &seg, url);
+    }
+    if (rc) {
+        json_object_put(spec);
+        return rc;
+    }
+    *out = spec;
+    return 0;
+}
+
+int nds_url_split(const char *url, size_t *kv_len, char *format, size_t cap) {
+    *kv_len = strlen(url);
+    format[0] = '\0';
+    const char *p = url + strcspn(url, "|");
+    url_segment seg;
+    for (; *p; p += seg.len) {
+        const nds_kv_driver *d = NULL;
+        int rc = read_segment(url, p, "spec url", &seg);
+        if (rc) return rc;
+        if (p[seg.len] != '\0') { /* not the last: an adapter */
+            if ((rc = segment_adapter(&seg, url, "spec url", &d))) return rc;
+            continue;
+        }
+        d = nds_kv_driver_find(seg.name);
+        if (d && (d->capabilities & NDS_KV_CAP_ADAPTER)) break;
+        if (!nds_format_find(seg.name)) /* NOTFOUND, as an unknown format in a JSON spec is */
+            return nds_err(NDS_ENOTFOUND,
+                           "spec url \"%s\": \"%s\" is neither a kvstore adapter nor a format", url,
+                           seg.name);
+        if (seg.rest_len != 0 || strlen(seg.name) >= cap)
+            return nds_err(NDS_EINVAL,
+                           "spec url \"%s\": expected \"|format:\" with nothing after its ':', not "
+                           "\"%.*s\"",
+                           url, (int)seg.len, seg.text);
+        snprintf(format, cap, "%s", seg.name);
+        *kv_len = (size_t)(p - url);
+    }
     return 0;
 }
 

@@ -1,4 +1,5 @@
-/* Array spec parsing: JSON text, "@file.json", or a URL pipeline "kvstore-url|format:". */
+/* Array spec parsing: JSON text, "@file.json", or a URL pipeline
+ * "KVURL(|ADAPTER:REST)*|FORMAT:". */
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -37,29 +38,40 @@ static int read_spec_file(const char *path, char **out) {
     return 0;
 }
 
-/* "kvurl|format:rest" -> {"driver": format, "kvstore": {...}}; a URL without '|' leaves driver
- * unset. */
+/* "KVURL(|ADAPTER:REST)*|FORMAT:" -> {"driver": FORMAT, "kvstore": {...}} (nds_url_split says where
+ * the kvstore URL ends); a URL that names no format leaves driver unset. */
 static int parse_url_pipeline(const char *text, json_object **out) {
-    const char *bar = strchr(text, '|');
-    char *kvurl = bar ? strndup(text, (size_t)(bar - text)) : nds_strdup(text);
+    size_t kv_len = 0;
+    char format[64];
+    int rc = nds_url_split(text, &kv_len, format, sizeof format);
+    if (rc) return rc;
+    char *kvurl = strndup(text, kv_len);
     if (!kvurl) return nds_err(NDS_ENOMEM, "out of memory");
     json_object *kv = NULL;
-    int rc = nds_kvstore_url_to_spec(kvurl, &kv);
+    rc = nds_kvstore_url_to_spec(kvurl, &kv);
     free(kvurl);
     if (rc) return rc;
     json_object *spec = json_object_new_object();
     json_object_object_add(spec, "kvstore", kv);
-    if (bar) {
-        const char *fmt = bar + 1, *colon = strchr(fmt, ':');
-        size_t n = colon ? (size_t)(colon - fmt) : strlen(fmt);
-        if (n == 0 || (colon && colon[1] != '\0')) {
-            json_object_put(spec);
-            return nds_err(NDS_EINVAL,
-                           "spec url \"%s\": expected \"|format:\" after the kvstore url", text);
-        }
-        json_object_object_add(spec, "driver", json_object_new_string_len(fmt, (int)n));
-    }
+    if (format[0]) json_object_object_add(spec, "driver", json_object_new_string(format));
     *out = spec;
+    return 0;
+}
+
+int nds_spec_url_split(const char *url, char **kvstore_url, char **format) {
+    *kvstore_url = *format = NULL;
+    size_t kv_len = 0;
+    char name[64];
+    int rc = nds_url_split(url, &kv_len, name, sizeof name);
+    if (rc) return rc;
+    *kvstore_url = strndup(url, kv_len);
+    *format = name[0] ? nds_strdup(name) : NULL;
+    if (!*kvstore_url || (name[0] && !*format)) {
+        free(*kvstore_url);
+        free(*format);
+        *kvstore_url = *format = NULL;
+        return nds_err(NDS_ENOMEM, "out of memory");
+    }
     return 0;
 }
 

@@ -46,12 +46,27 @@ typedef struct nds_open_options {
 /**
  * Opens (or creates) an array. spec is JSON text in TensorStore's shape
  * ({"driver":"zarr","kvstore":{...},"metadata":{...},"create":true,"open":true}), "@file.json", or a URL
- * ("file:///d/a.zarr|zarr:", "memory://x/|zarr:", or a bare local path whose format is detected from its
- * metadata file). opts may be NULL.
+ * ("file:///d/a.zarr|zarr:", "memory://x/|zarr:", "file:///d/|faulty:|zarr3:" with a kvstore adapter,
+ * or a bare local path whose format is detected from its metadata file: nds_spec_url_split). opts may
+ * be NULL.
  * @return 0; NDS_ENOTFOUND (no array and create not asked); NDS_EEXIST (create only, array exists);
  *         NDS_EMISMATCH (exists but differs from the spec's metadata); NDS_EFORMAT (bad metadata)
  */
 NDS_API int nds_array_open(nds_array **out, const char *spec, const nds_open_options *opts);
+/**
+ * Splits an array URL the way nds_array_open reads it: KVURL(|ADAPTER:REST)*|FORMAT:, where KVURL is a
+ * kvstore URL or a bare path and each |ADAPTER:REST a kvstore adapter stacked on what precedes it
+ * ("file:///d/|versioned:|zarr3:", "memory://x/|faulty:p/"). The kvstore URL is every segment up to the
+ * last adapter; a last segment that is not an adapter is the format (nothing may follow its ':').
+ * Only the pipeline's shape is checked; the kvstore URL is parsed when opened (nds_kvstore_open).
+ * @param kvstore_url receives the kvstore URL (malloc'd; free with nds_free)
+ * @param format receives the format's name (malloc'd; free with nds_free), or NULL when the URL names
+ *        none (nds_array_open detects it, or creates zarr)
+ * @return 0, NDS_EINVAL (a malformed segment, a non-adapter before the last segment, text after the
+ *         format's ':'), NDS_ENOTFOUND (a last segment that is neither an adapter nor a registered
+ *         format), NDS_ENOMEM; the message names the segment and the URL. Any thread.
+ */
+NDS_API int nds_spec_url_split(const char *url, char **kvstore_url, char **format);
 /** Closes an array. Accepts NULL. No call on it may be running. */
 NDS_API void nds_array_free(nds_array *a);
 

@@ -54,7 +54,15 @@ enum {
     NDS_KV_CAP_BYTE_RANGE = 1u << 2,               /**< byte-range reads without reading the whole value */
     NDS_KV_CAP_READ_ONLY = 1u << 3,                /**< writes fail with NDS_EREADONLY */
     NDS_KV_CAP_LOCAL = 1u << 4, /**< reads come from memory or the page cache, never wait on a network */
-    NDS_KV_CAP_STAGES_IN_MEMORY = 1u << 5 /**< stage holds values in memory until publish (lmdb) */
+    NDS_KV_CAP_STAGES_IN_MEMORY = 1u << 5, /**< stage holds values in memory until publish (lmdb) */
+    /** The driver stacks on a base kvstore given as its spec member "base" (a spec object or a URL
+     *  string). Its URL form is a pipeline segment "|NAME:REST" after the base's URL
+     *  ("memory://x/|faulty:p/"); its parse_url (may be NULL: then REST must be empty) receives REST
+     *  and fills the spec's members ("path" at least, when REST gives one). The base's path is taken
+     *  as a directory (a '/' is appended when missing). Its url_base gives what precedes the path:
+     *  the base's nds_kvstore_url followed by "|NAME:", so a handle's URL parses back to the same
+     *  store. */
+    NDS_KV_CAP_ADAPTER = 1u << 6
 };
 
 #define NDS_READ_OPTIONS_VERSION 1
@@ -102,7 +110,8 @@ typedef int (*nds_list_fn)(void *ctx, const char *key, uint64_t size);
 
 /**
  * Opens a kvstore from a spec: JSON text ({"driver":"file","path":"/d/a/"}) or a URL ("file:///d/a/",
- * "memory://x/", or a bare local path, taken as a file URL).
+ * "memory://x/", or a bare local path, taken as a file URL), followed by any kvstore adapters
+ * ("memory://x/|faulty:p/": NDS_KV_CAP_ADAPTER).
  * @param out receives a new handle (free with nds_kvstore_free)
  * @param ctx context, or NULL for the default
  * @return 0, NDS_EINVAL (bad spec), NDS_ENOTFOUND (unknown driver), or the driver's error

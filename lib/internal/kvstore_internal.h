@@ -10,8 +10,21 @@
 
 /** Opens a kvstore from a parsed spec object ({"driver":..., "path":...}). */
 int nds_kvstore_open_json(nds_kvstore **out, const json_object *spec, nds_context *ctx);
-/** Parses a kvstore URL ("file:///d/a/", "memory://x/", or a bare path) into a new spec object. */
+/**
+ * Parses a kvstore URL BASEURL(|ADAPTER:REST)* into a new spec object: BASEURL is "file:///d/a/",
+ * "memory://x/" or a bare path; each "|ADAPTER:REST" names a driver with NDS_KV_CAP_ADAPTER and
+ * becomes {"driver":ADAPTER,"base":<the spec so far, its path made to end in '/'>} filled by the
+ * adapter's parse_url(REST). Anything else after a '|' is NDS_EINVAL naming it and the url.
+ */
 int nds_kvstore_url_to_spec(const char *url, json_object **out);
+/**
+ * Splits an array URL KVURL(|ADAPTER:REST)*[|FORMAT:]: *kv_len receives the length of the kvstore
+ * URL (every segment up to the last adapter), format (cap bytes) the format's name, or "" when the
+ * last segment is an adapter or there is none. A non-adapter before the last segment, a format with
+ * text after its ':', or a malformed segment is NDS_EINVAL, a last segment that is neither an
+ * adapter nor a format NDS_ENOTFOUND, each naming it and the url. The kvstore URL itself is parsed by nds_kvstore_url_to_spec.
+ */
+int nds_url_split(const char *url, size_t *kv_len, char *format, size_t cap);
 /** The spec as a new JSON object (credentials never included). */
 int nds_kvstore_spec_json(const nds_kvstore *kv, json_object **out);
 /**

@@ -87,11 +87,16 @@ m = json.load(open('j.zarr/.zarray')); assert m['dtype'] == '<f4' and m['shape']
 printf '{"driver":"zarr","kvstore":"%s/f.zarr"}' "$T" > spec.json
 nds create @spec.json --shape 3 --dtype int8
 expect_rc 0 "create from @file"; check "[ -f f.zarr/.zarray ]" "create from @file"
-# One URL pipeline for every command: an element between the kvstore and the format is refused by
-# create as by write (create made a directory named "|versioned:" and reported success).
-nds create "file://$T/p/|versioned:|zarr:" --shape 4 --dtype uint8; expect_fail "create with an adapter in the URL"
+# One URL pipeline for every command: a segment between the kvstore and the format that is not a
+# kvstore adapter is refused by create as by write (create once made a directory named
+# "|versioned:" and reported success). Adapters themselves: tests/attack/attack_urls.sh.
+nds create "file://$T/p/|n5:|zarr:" --shape 4 --dtype uint8; expect_fail "create with a format in the middle of the URL"
+expect_err '"n5" is not a kvstore adapter' "create with a format in the middle of the URL"
 check '[ ! -e "$T/p" ]' "a refused URL pipeline creates nothing"
-nds write "file://$T/p/|versioned:|zarr:" --raw -i /dev/null;      expect_fail "write with an adapter in the URL"
+nds write "file://$T/p/|n5:|zarr:" --raw -i /dev/null;      expect_fail "write with a format in the middle of the URL"
+expect_err '"n5" is not a kvstore adapter' "write with a format in the middle of the URL"
+nds create "file://$T/q/|faulty:|zarr:" --shape 4 --dtype uint8; expect_rc 0 "create over a kvstore adapter"
+check '[ -f "$T/q/.zarray" ] && [ ! -e "$T/q/|faulty:" ]' "an adapter in the URL is no directory name"
 nds create x.zarr --shape 1,x;        expect_usage "create --shape with a non-number"
 nds create x.zarr --dtype float128;   expect_usage "create with an unknown dtype"
 nds create x.zarr --fill banana;      expect_usage "create with a bad fill"

@@ -301,15 +301,16 @@ static void assert_chunks_old_or_new(const model *seen, const model *old, const 
                               "%s: chunk %d.%d of array %d is neither old nor new", ctx, ci, cj, k);
 }
 
-/* The chunk an error message names ("... chunk 1.2 of faulty:..."), as (ci, cj); false if none. */
+/* The chunk an error message names ("... chunk 1.2 of memory://r/|faulty:..."), as (ci, cj); false
+ * if none. */
 static bool named_chunk(const char *msg, int *ci, int *cj) {
     const char *p = strstr(msg, "chunk ");
     return p && sscanf(p, "chunk %d.%d of ", ci, cj) == 2 && *ci >= 0 && *ci < GRID && *cj >= 0 &&
            *cj < GRID;
 }
 
-/* Which array (0 = a/, 1 = b/) an error message is about. */
-static int named_array(const char *msg) { return strstr(msg, "/b/") ? 1 : 0; }
+/* Which array (0 = a/, 1 = b/) an error message is about ("memory://r/|faulty:b/", a handle's URL). */
+static int named_array(const char *msg) { return strstr(msg, "|faulty:b/") ? 1 : 0; }
 
 /* A failed transaction accepts only abort; after abort it holds nothing. */
 static void assert_poisoned(handles *h, nds_txn *t) {
@@ -853,7 +854,7 @@ START_TEST(keys_pass_through_to_the_base) {
     NDS_OK(nds_kvstore_delete_range(kv, "x/2", ""));
     NDS_OK(nds_kvstore_read(raw, "p/x/2", NULL, &r));
     ck_assert_int_eq(r.state, NDS_READ_MISSING);
-    ck_assert_str_eq(nds_kvstore_url(kv), "faulty:memory://k1/p/");
+    ck_assert_str_eq(nds_kvstore_url(kv), "memory://k1/|faulty:p/");
     /* The printed spec reopens the same device: the counters are shared. */
     char *text;
     NDS_OK(nds_kvstore_spec(kv, &text));

@@ -594,6 +594,25 @@ START_TEST(file_url_forms) {
 }
 END_TEST
 
+/* A store whose root does not exist yet makes it for its first key, also when that key is in a
+ * subdirectory (a group "sub/.zgroup" in a new store, an adapter's path "sub/" over a new base). */
+START_TEST(file_missing_root_is_made_for_a_nested_key) {
+    const char *dir = temp_dir();
+    char *url = NULL, *path = NULL;
+    ck_assert_int_ge(asprintf(&url, "file://%s/new/root/", dir), 0);
+    ck_assert_int_ge(asprintf(&path, "%s/new/root/a/b/k", dir), 0);
+    nds_kvstore *kv = open_store(url);
+    nds_kv_test_put(kv, "a/b/k", "nested");
+    ck_assert(exists(path));
+    char *v = nds_kv_test_get(kv, "a/b/k", NULL);
+    ck_assert_str_eq(v, "nested");
+    free(v);
+    free(url);
+    free(path);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 START_TEST(file_lock_env_is_checked) {
     setenv("NDS_FILE_LOCK", "bogus", 1);
     nds_kvstore *kv = NULL;
@@ -1206,6 +1225,7 @@ int main(void) {
     tcase_add_test(file, file_delete_range_prunes_empty_dirs);
     tcase_add_test(file, file_write_races_directory_removal);
     tcase_add_test(file, file_url_forms);
+    tcase_add_test(file, file_missing_root_is_made_for_a_nested_key);
     tcase_add_test(file, file_lock_env_is_checked);
     tcase_add_loop_test(file, file_sigkill_never_tears_values, 0, 4);
     tcase_add_test(file, excl_lock_of_dead_owner_is_stolen);

@@ -59,7 +59,8 @@ typedef struct nds_kv_driver {
     uint32_t capabilities;
     /**
      * Fills spec (a JSON object) from the part of a URL after "scheme://", e.g. "/d/a/" for file:///d/a/.
-     * Must set "path" (the key prefix) and any driver members (a bucket). NULL if url_scheme is NULL.
+     * Must set "path" (the key prefix) and any driver members (a bucket). NULL if url_scheme is NULL,
+     * except for an adapter (NDS_KV_CAP_ADAPTER): it receives the REST of its "|NAME:REST" segment.
      */
     int (*parse_url)(const char *rest, struct json_object *spec);
     /** Opens an instance from the kvstore spec (its "path" is handled by the core and may be ignored). */
