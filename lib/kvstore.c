@@ -178,14 +178,17 @@ static int read_segment(const char *url, const char *p, const char *what, url_se
     return 0;
 }
 
+/* The registered kvstore adapter named name, or NULL. */
+static const nds_kv_driver *find_adapter(const char *name) {
+    const nds_kv_driver *d = nds_kv_driver_find(name);
+    return d && (d->capabilities & NDS_KV_CAP_ADAPTER) ? d : NULL;
+}
+
 /* The kvstore adapter seg names, or NDS_EINVAL naming it and the url. */
 static int segment_adapter(const url_segment *seg, const char *url, const char *what,
                            const nds_kv_driver **out) {
+    if ((*out = find_adapter(seg->name))) return 0;
     const nds_kv_driver *d = nds_kv_driver_find(seg->name);
-    if (d && (d->capabilities & NDS_KV_CAP_ADAPTER)) {
-        *out = d;
-        return 0;
-    }
     const char *why = d                            ? ""
                       : nds_format_find(seg->name) ? " (a format ends an array url)"
                                                    : " (no kvstore driver has that name)";
@@ -266,8 +269,7 @@ int nds_url_split(const char *url, size_t *kv_len, char *format, size_t cap) {
             if ((rc = segment_adapter(&seg, url, "spec url", &d))) return rc;
             continue;
         }
-        d = nds_kv_driver_find(seg.name);
-        if (d && (d->capabilities & NDS_KV_CAP_ADAPTER)) break;
+        if (find_adapter(seg.name)) break;
         if (!nds_format_find(seg.name)) /* NOTFOUND, as an unknown format in a JSON spec is */
             return nds_err(NDS_ENOTFOUND,
                            "spec url \"%s\": \"%s\" is neither a kvstore adapter nor a format", url,

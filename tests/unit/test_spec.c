@@ -195,6 +195,12 @@ START_TEST(adapters_stack) {
     nds_kvstore *raw = open_kv("memory://u4/");
     has_value(raw, "a/b/k", "v4");
     ck_assert_str_eq(nds_kvstore_url(kv), "memory://u4/|faulty:a/|faulty:b/");
+    nds_kvstore_free(kv);
+    /* A JSON spec's "base" may itself be a pipeline. */
+    kv = open_kv("{\"driver\":\"faulty\",\"base\":\"memory://u4/|faulty:a/\",\"path\":\"c/\"}");
+    NDS_OK(nds_kvstore_write(kv, "k", "v4c", 3, NULL, NULL));
+    has_value(raw, "a/c/k", "v4c");
+    ck_assert_str_eq(nds_kvstore_url(kv), "memory://u4/|faulty:a/|faulty:c/");
     nds_kvstore_free(raw);
     nds_kvstore_free(kv);
 }
