@@ -34,9 +34,6 @@
 #include "internal/kvstore_internal.h"
 #include "internal/util.h"
 
-#ifndef NDS_KV_CAP_ADAPTER /* TEMP until the url branch lands */
-#define NDS_KV_CAP_ADAPTER (1u << 6)
-#endif
 
 typedef struct vk_state {
     vs_store *store;
@@ -121,9 +118,9 @@ static int open_view(vk_state *st, const json_object *spec) {
     json_object *v;
     if (json_object_object_get_ex(spec, "version", &v)) {
         int64_t n;
-        int rc = nds_json_get_int(spec, "version", false, 0, INT64_MAX, "versioned kvstore spec",
-                                  &n);
-        if (rc) return rc;
+        if (nds_json_get_int(spec, "version", false, 0, INT64_MAX, "versioned kvstore spec", &n))
+            return nds_err(NDS_EINVAL,
+                           "versioned kvstore spec: \"version\" must be an integer >= 0");
         st->pinned = true;
         st->selector = nds_asprintf("%" PRId64, n);
         return st->selector ? vs_store_version(st->store, (uint64_t)n, &st->view)
@@ -413,7 +410,8 @@ const nds_kv_driver nds_kv_driver_versioned = {
     .name = "versioned",
     .url_scheme = NULL,
     .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_ATOMIC_COMMIT |
-                    NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_STAGES_IN_MEMORY | NDS_KV_CAP_ADAPTER,
+                    NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_STAGES_IN_MEMORY | NDS_KV_CAP_ADAPTER |
+                    NDS_KV_CAP_SNAPSHOT,
     .parse_url = vk_parse_url,
     .open = vk_open,
     .close = vk_close,

@@ -729,7 +729,7 @@ static int encode_commit(const batch *b, const attempt *a, const vs_snapshot *pa
     size_t n = b->nobjects + (a->index.len ? 1 : 0);
     c.objects = malloc((n ? n : 1) * sizeof *c.objects);
     if (!c.objects) return nds_err(NDS_ENOMEM, "out of memory");
-    memcpy(c.objects, b->objects, b->nobjects * sizeof *c.objects);
+    if (b->nobjects) memcpy(c.objects, b->objects, b->nobjects * sizeof *c.objects);
     if (a->index.len)
         c.objects[b->nobjects] = (vs_object_count){a->index_id, VS_OBJECT_INDEX,
                                                    a->nodes + (has_sup ? 1 : 0)};

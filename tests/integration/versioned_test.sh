@@ -79,11 +79,13 @@ check '[ "$after" -eq $((before + 1)) ]' "the atomic write is one version ($befo
 # Eight writers, row blocks of 8 (half a chunk): every chunk is shared by two processes.
 B="$S|versioned:model/b/|zarr3:"
 nds create "$B" --shape 64,48 --chunks 16,16 --dtype uint16 --codec zstd:1
-for p in 0 1 2 3 4 5 6 7; do make_raw 9 $((p * 8)) $((p * 8 + 8)) "part$p.raw"; done
+# Each writer writes its eight rows one at a time (eight commits each), so the commits overlap.
+for r in $(seq 0 63); do make_raw 9 "$r" $((r + 1)) "row$r.raw"; done
 pids=()
 for p in 0 1 2 3 4 5 6 7; do
-    "$BIN" write "$B" --region "[$((p * 8)):$((p * 8 + 8)), :]" --raw -i "part$p.raw" \
-        >"w$p.out" 2>"w$p.err" &
+    args=()
+    for r in $(seq $((p * 8)) $((p * 8 + 7))); do args+=(--region "[$r, :]" --raw -i "row$r.raw"); done
+    "$BIN" write "$B" "${args[@]}" >"w$p.out" 2>"w$p.err" &
     pids+=($!)
 done
 bad=0
