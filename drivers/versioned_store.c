@@ -317,7 +317,7 @@ static uint64_t read_hint(vs_store *s) {
 /* The last present version after known (which is present, or 0): doubling probes, then a binary
  * search between the last present and the first missing. */
 static int probe_forward(vs_store *s, uint64_t known, uint64_t *head) {
-    uint64_t lo = known, step = 1, hi;
+    uint64_t lo = known, step = 1, hi = 0;
     for (;;) {
         bool present;
         if (lo > UINT64_MAX - step)
@@ -377,7 +377,7 @@ int vs_store_latest(vs_store *s, vs_snapshot *out) {
         if (rc) return rc;
         if (present) start = hint; /* else a hint from a lost or foreign write: ignore it */
     }
-    uint64_t head;
+    uint64_t head = 0;
     int rc = probe_forward(s, start, &head);
     return rc ? rc : vs_store_version(s, head, out);
 }

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "support_check.h"
@@ -63,6 +65,12 @@ static const char *versioned_memory_url(void) {
 static const char *versioned_file_url(void) {
     char *url = NULL;
     ck_assert_int_ge(asprintf(&url, "%s|versioned:", file_base()), 0);
+    return keep(url);
+}
+
+static const char *versioned_lmdb_url(void) {
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "lmdb://%s/c.lmdb/p/|versioned:", temp_dir()), 0);
     return keep(url);
 }
 
@@ -431,10 +439,154 @@ START_TEST(atomic_transaction_on_a_file_base) {
 }
 END_TEST
 
+
+/* ---- crashes ---- */
+
+enum { GROUP_KEYS = 5 };
+
+/* A child's endless commits: GROUP_KEYS keys of its group, one value per commit, some values long
+ * enough for data objects. */
+static void commit_forever(const char *url, int child) {
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, url, NULL)) _exit(2);
+    char keys[GROUP_KEYS][64], value[2048];
+    nds_kv_op ops[GROUP_KEYS];
+    nds_kvstore *kvs[GROUP_KEYS];
+    for (unsigned long n = 1;; n++) {
+        int len = snprintf(value, sizeof value, "%d-%lu-", child, n);
+        size_t padded = n % 3 ? (size_t)len : 600 + n % 1000; /* inline, or in a data object */
+        memset(value + len, 'x', padded - (size_t)len);
+        for (int k = 0; k < GROUP_KEYS; k++) {
+            snprintf(keys[k], sizeof keys[k], "g/%d/%d", child, k);
+            ops[k] = (nds_kv_op){keys[k], (const uint8_t *)value, padded, {NDS_GEN_NONE, {0}}, {0}};
+            kvs[k] = kv;
+        }
+        int rc = nds_kvstore_commit(kvs, ops, GROUP_KEYS);
+        if (rc && rc != NDS_ECONFLICT) _exit(3);
+    }
+}
+
+typedef struct group_check {
+    int mismatches, keys;
+} group_check;
+
+static int check_group_key(void *ctx, const char *key, uint64_t size) {
+    (void)size;
+    group_check *g = ctx;
+    g->keys++;
+    int child, k;
+    if (sscanf(key, "g/%d/%d", &child, &k) != 2 || child < 0 || child >= 40) g->mismatches++;
+    (void)k;
+    return 0;
+}
+
+/* Every group in version v holds one value in all its keys, and every value reads back. */
+static void check_version_whole(const char *base, uint64_t v) {
+    nds_kvstore *kv = open_kv("%s|versioned:@%" PRIu64 "/", base, v);
+    group_check g = {0};
+    NDS_OK(nds_kvstore_list(kv, "g/", check_group_key, &g));
+    ck_assert_int_eq(g.mismatches, 0);
+    ck_assert_int_eq(g.keys % GROUP_KEYS, 0);
+    for (int child = 0; child < 40; child++) {
+        char *first = NULL;
+        for (int k = 0; k < GROUP_KEYS; k++) {
+            char key[64];
+            snprintf(key, sizeof key, "g/%d/%d", child, k);
+            char *value = nds_kv_test_get(kv, key, NULL);
+            if (k == 0) first = value;
+            else {
+                ck_assert_msg((first == NULL) == (value == NULL),
+                              "version %" PRIu64 ": group %d is torn", v, child);
+                if (value) ck_assert_msg(strcmp(first, value) == 0,
+                                         "version %" PRIu64 ": group %d is torn", v, child);
+                free(value);
+            }
+        }
+        free(first);
+    }
+    nds_kvstore_free(kv);
+}
+
+
+static int count_key(void *ctx, const char *key, uint64_t size) {
+    (void)key, (void)size;
+    (*(int *)ctx)++;
+    return 0;
+}
+
+/* Objects under prefix that no commit lists: what killed writers left (garbage). */
+static int unreferenced_objects(const char *base, const char *prefix, vs_object_kind kind) {
+    nds_kvstore *b = open_kv("%s", base);
+    vs_store *s;
+    NDS_OK(vs_store_open(&s, b, base));
+    vs_snapshot snap;
+    NDS_OK(vs_store_latest(s, &snap));
+    int stored = 0, referenced = 0;
+    NDS_OK(nds_kvstore_list(b, prefix, count_key, &stored));
+    for (uint64_t v = 1; v <= snap.version; v++) {
+        vs_commit c;
+        NDS_OK(vs_store_commit_info(s, v, &c));
+        for (size_t i = 0; i < c.nobjects; i++) referenced += c.objects[i].kind == kind;
+        vs_commit_dispose(&c);
+    }
+    vs_store_free(s);
+    nds_kvstore_free(b);
+    return stored - referenced;
+}
+
+/* 40 rounds of 5 committing processes killed with SIGKILL at random moments (200 kills): every
+ * version is whole, nothing it references is missing, and the next writer commits at once. */
+START_TEST(sigkilled_writers_leave_whole_versions) {
+    const char *base = file_base();
+    char url[1024];
+    snprintf(url, sizeof url, "%s|versioned:", base);
+    enum { ROUNDS = 40, CHILDREN = 5 };
+    int kills = 0;
+    srandom((unsigned)getpid());
+    for (int round = 0; round < ROUNDS; round++) {
+        pid_t pids[CHILDREN];
+        for (int c = 0; c < CHILDREN; c++)
+            if ((pids[c] = fork()) == 0) commit_forever(url, round % 8 * CHILDREN + c);
+        usleep((useconds_t)(5000 + random() % 40000));
+        for (int c = 0; c < CHILDREN; c++) {
+            kill(pids[c], SIGKILL);
+            int status;
+            waitpid(pids[c], &status, 0);
+            ck_assert_msg(WIFSIGNALED(status), "writer exited by itself: %d", status);
+            kills++;
+        }
+        uint64_t latest = latest_version(base);
+        check_version_whole(base, latest);
+        /* The next writer goes ahead at once: nothing of a dead writer holds it up. */
+        nds_kvstore *kv = open_kv("%s", url);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        nds_kv_test_put(kv, "after", "x");
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        ck_assert_msg(s < 5.0, "a commit after the kills took %.1f s", s);
+        nds_kvstore_free(kv);
+    }
+    ck_assert_int_eq(kills, ROUNDS * CHILDREN);
+    uint64_t latest = latest_version(base);
+    /* The children committed between the kills (so kills landed among commits, not before). */
+    ck_assert_msg(latest >= 3 * ROUNDS, "only %" PRIu64 " versions", latest);
+    /* Some kills landed between a commit's first object and its commit object. */
+    int orphans = unreferenced_objects(base, "index/", VS_OBJECT_INDEX) +
+                  unreferenced_objects(base, "data/", VS_OBJECT_DATA);
+    ck_assert_int_gt(orphans, 0);
+    fprintf(stderr, "sigkill test: %d kills, %" PRIu64 " versions, %d objects of unfinished commits\n",
+            kills, latest, orphans);
+    for (uint64_t v = 1; v <= latest; v += 1 + latest / 300) check_version_whole(base, v);
+    check_version_whole(base, latest);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("versioned");
     suite_add_tcase(s, nds_kv_conformance_tcase("versioned-memory", versioned_memory_url));
     suite_add_tcase(s, nds_kv_conformance_tcase("versioned-file", versioned_file_url));
+    suite_add_tcase(s, nds_kv_conformance_tcase("versioned-lmdb", versioned_lmdb_url));
     TCase *tc = tcase_create("versioned");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, history_and_pinned_versions);
@@ -447,6 +599,7 @@ int main(void) {
     tcase_add_test(tc, tags_name_versions_and_never_move);
     tcase_add_test(tc, bad_specs_are_refused);
     tcase_add_test(tc, atomic_transaction_on_a_file_base);
+    tcase_add_test(tc, sigkilled_writers_leave_whole_versions);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
