@@ -23,11 +23,13 @@
  * another reference) or a delete removed, is reported to io->superseded once the batch has
  * succeeded (the list is kept until then, so a failed batch reports nothing).
  *
- * Omits: merging underfull nodes. Nodes only shrink by deletes and vanish when empty; a tree stays
- * correct with underfull nodes and its height only grows by splits (bounded by the keys it ever
- * held, at least 15 children per inner node since keys are at most VS_KEY_MAX bytes), and a
- * version's whole index is rewritten by nobody, so rebalancing would cost writes on paths the batch
- * did not touch.
+ * Omits: merging or rebalancing underfull nodes. Deletes only shrink nodes, and a node left empty
+ * vanishes, as does a one-child root. That is acceptable because correctness never depends on fill
+ * (lookups and lists only follow key ranges), and heights only grow by splits: a level is added
+ * only when the root overflows VS_NODE_TARGET (more than 15 children, keys being at most
+ * VS_KEY_MAX bytes), so a tree is never deeper than its largest key count made it and lookups stay
+ * O(log n) of that peak. Merging would rewrite siblings the batch did not touch, adding writes to
+ * every commit that deletes.
  *
  * Errors: a node whose level is not the one its parent implies, or an inner node without children,
  * is NDS_ECORRUPT naming the node ("versioned index: node at <hex>:<offset> has level 3, expected
@@ -37,9 +39,10 @@
  * Threading: reentrant; the io's functions are called from the calling thread only.
  * Ownership: loaded nodes are released on every path; nodes passed to io->store are built from
  * borrowed items (keys and values of loaded nodes and of the ops) and freed after the call;
- * lookup's out gets a deep copy (vs_entry_dispose). Memory held at once: the loaded nodes of the
- * current path and, per level, the small child descriptors (first key, ref, key count) of the
- * rebuilt node. Recursion depth is at most the root's level + 1 <= VS_MAX_LEVEL + 1.
+ * lookup's out gets a deep copy (vs_entry_dispose); list's callback sees entries valid during the
+ * call only. Memory held at once: the loaded nodes of the current path, the borrowed item array of
+ * the node being rebuilt, and per level the small descriptors (first key, ref, key count) of the
+ * new nodes. Recursion depth is at most the root's level + 1 <= VS_MAX_LEVEL + 1.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,8 +54,7 @@
 #include "internal/error.h"
 #include "internal/util.h"
 
-/* ---- errors and loading ------------------------------------------------------------------------
- */
+/* ---- errors and loading ---------------------------------------------------------------------- */
 
 static void id_hex(const vs_id *id, char out[VS_ID_HEX]) {
     static const char digits[] = "0123456789abcdef";
@@ -105,8 +107,7 @@ static int check_root(const vs_root *root) {
     return 0;
 }
 
-/* ---- searching inside a node -------------------------------------------------------------------
- */
+/* ---- searching inside a node ----------------------------------------------------------------- */
 
 /* First entry whose key is >= key. */
 static size_t entry_lower_bound(const vs_node *leaf, const char *key) {
@@ -136,8 +137,7 @@ static size_t child_index(const vs_node *inner, const char *key, bool *before) {
     return lo == 0 ? 0 : lo - 1;
 }
 
-/* ---- lookup and list ---------------------------------------------------------------------------
- */
+/* ---- lookup and list ------------------------------------------------------------------------- */
 
 /* A deep copy (vs_entry_copy is versioned_format.c's; the tree does not depend on that file). */
 static int entry_clone(vs_entry *out, const vs_entry *e) {
@@ -226,8 +226,7 @@ int vs_tree_list(const vs_tree_io *io, const vs_root *root, const char *begin, c
     return list_node(&l, &root->ref, root->level);
 }
 
-/* ---- apply: bookkeeping ------------------------------------------------------------------------
- */
+/* ---- apply: bookkeeping ---------------------------------------------------------------------- */
 
 /** A node of the rebuilt tree, as its parent will reference it. */
 typedef struct built {
@@ -312,8 +311,7 @@ static int drop_value(apply_ctx *a, const vs_entry *old, const vs_entry *replace
     return drop(a, &old->value, false);
 }
 
-/* ---- apply: cutting and storing nodes -----------------------------------------------------------
- */
+/* ---- apply: cutting and storing nodes -------------------------------------------------------- */
 
 static size_t item_size(const vs_node *n, size_t i) {
     return n->level == 0 ? vs_entry_encoded_size(&n->entries[i])
@@ -331,11 +329,12 @@ static size_t cut_runs(const vs_node *all, size_t *ends) {
     /* Shares of at most 7/8 of the target, so a share plus the item straddling its end still fits
      * (items are at most a few KiB but for oversized inline values). */
     uint64_t k = total <= cap ? 1 : nds_ceil_div(total, cap / 8 * 7);
+    uint64_t share_bytes = total ? nds_ceil_div(total, k) : 1;
     uint64_t before = 0, cur = 0, share = 0;
     size_t runs = 0;
     for (size_t i = 0; i < all->n; i++) {
         uint64_t s = item_size(all, i);
-        uint64_t my_share = total ? nds_min_u64(k - 1, (2 * before + s) * k / (2 * total)) : 0;
+        uint64_t my_share = nds_min_u64(k - 1, (before + s / 2) / share_bytes);
         if (cur > 0 && (cur + s > cap || my_share != share)) {
             ends[runs++] = i;
             cur = 0;
@@ -383,8 +382,7 @@ static int store_runs(apply_ctx *a, const vs_node *all, built_list *out) {
     return rc;
 }
 
-/* Stores the one-child levels a result carries (it is about to get siblings). level: the result's.
- */
+/* Stores the one-child levels a result of the given level carries (it is about to get siblings). */
 static int store_wraps(apply_ctx *a, built *b, unsigned level) {
     for (; b->wraps > 0; b->wraps--) {
         vs_node wrapper = {.level = (uint8_t)(level - b->wraps + 1), .n = 1, .children = &b->c};
@@ -430,8 +428,7 @@ static int finish_inner(apply_ctx *a, unsigned level, built_list *kids, built_li
     return rc;
 }
 
-/* ---- apply: the recursion ----------------------------------------------------------------------
- */
+/* ---- apply: the recursion -------------------------------------------------------------------- */
 
 static int apply_node(apply_ctx *a, const vs_ref *ref, unsigned level, const vs_op *ops, size_t n,
                       built_list *out, bool *changed);
@@ -535,8 +532,7 @@ static int apply_node(apply_ctx *a, const vs_ref *ref, unsigned level, const vs_
     return rc;
 }
 
-/* ---- apply: the root ---------------------------------------------------------------------------
- */
+/* ---- apply: the root ------------------------------------------------------------------------- */
 
 static int check_ops(const vs_op *ops, size_t n) {
     for (size_t i = 0; i < n; i++) {

@@ -12,8 +12,7 @@
 #include "support_check.h"
 #include "../../drivers/versioned_internal.h"
 
-/* ---- entries and nodes (test-local: versioned_format.c is not part of this suite) --------------
- */
+/* ---- entries and nodes (test-local: versioned_format.c is not part of this suite) ------------ */
 
 static void entry_clone(vs_entry *out, const vs_entry *e) {
     *out = *e;
@@ -68,8 +67,7 @@ static size_t payload_size(const vs_node *n) {
     return s;
 }
 
-/* ---- the in-memory io -------------------------------------------------------------------------
- */
+/* ---- the in-memory io ------------------------------------------------------------------------ */
 
 typedef struct sup_rec {
     vs_ref ref;
@@ -148,8 +146,7 @@ static void counters_reset(mem_io *m) {
     m->nsup = 0;
 }
 
-/* ---- the reference model ----------------------------------------------------------------------
- */
+/* ---- the reference model --------------------------------------------------------------------- */
 
 typedef struct model {
     vs_entry *e; /* sorted by key, owned */
@@ -216,8 +213,7 @@ static bool entry_same(const vs_entry *x, const vs_entry *y) {
     return x->len == y->len && (x->len == 0 || memcmp(x->data, y->data, x->len) == 0);
 }
 
-/* ---- batches ----------------------------------------------------------------------------------
- */
+/* ---- batches --------------------------------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 static uint64_t rnd(void) {
@@ -305,8 +301,7 @@ static void batch_dispose(batch *b) {
     batch_free(b);
 }
 
-/* ---- checking the tree directly ----------------------------------------------------------------
- */
+/* ---- checking the tree directly -------------------------------------------------------------- */
 
 /* Walks the subtree at ref without the io: levels, key order, ranges [lo, hi) (hi NULL: none),
  * sizes, key counts and first keys. Returns the keys in the subtree; *first gets its first key. */
@@ -449,8 +444,7 @@ static vs_root apply_ok(const vs_tree_io *io, const vs_root *r, const batch *b) 
     return out;
 }
 
-/* ---- tests ------------------------------------------------------------------------------------
- */
+/* ---- tests ----------------------------------------------------------------------------------- */
 
 /* A batch of up to n random ops: new keys, replaces and deletes of existing keys, deletes of
  * missing keys. */
