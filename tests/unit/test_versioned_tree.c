@@ -457,6 +457,78 @@ static batch random_batch(const model *md, size_t n, uint64_t version) {
     return batch_from_keys(keys, n, 25, version);
 }
 
+static int sup_cmp(const void *x, const void *y) {
+    const sup_rec *a = x, *b = y;
+    if (a->is_node != b->is_node) return a->is_node ? 1 : -1;
+    int c = memcmp(a->ref.object.b, b->ref.object.b, VS_ID_SIZE);
+    if (c) return c;
+    return a->ref.offset < b->ref.offset ? -1 : a->ref.offset > b->ref.offset;
+}
+
+/* Distinct nodes on the paths to keys (sorted table indexes into nodes). */
+static size_t distinct_path_nodes(const mem_io *m, const vs_root *r, const vs_op *ops, size_t n,
+                                  size_t *nodes) {
+    size_t count = 0, path[VS_MAX_LEVEL + 1];
+    for (size_t i = 0; i < n; i++) {
+        size_t d = path_of(m, r, ops[i].key, path);
+        for (size_t j = 0; j < d; j++) {
+            bool seen = false;
+            for (size_t k = 0; k < count && !seen; k++) seen = nodes[k] == path[j];
+            if (!seen) nodes[count++] = path[j];
+        }
+    }
+    return count;
+}
+
+/* A batch must report superseded exactly the old nodes on the paths to the keys it changes (puts
+ * of other values, deletes of present keys) and the non-inline values it replaced or deleted; a
+ * root that lost levels may add the old one-child nodes it collapsed through. before: the model
+ * before the batch. */
+static void check_superseded(const mem_io *m, const vs_root *old, const vs_root *now,
+                             const model *before, const batch *b) {
+    sup_rec *want = malloc((b->n * (VS_MAX_LEVEL + 2) + 1) * sizeof *want);
+    vs_op *changed = malloc((b->n + 1) * sizeof *changed);
+    size_t nwant = 0, nchanged = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const vs_op *op = &b->ops[i];
+        const vs_entry *e = model_find(before, op->key);
+        if (op->is_delete ? !e : e && entry_same(e, op->entry)) continue;
+        changed[nchanged++] = *op;
+        bool kept = e && !op->is_delete && !op->entry->is_inline && !e->is_inline &&
+                    ref_eq(&e->value, &op->entry->value);
+        if (e && !e->is_inline && !kept) want[nwant++] = (sup_rec){e->value, false};
+    }
+    if (!old->empty) {
+        size_t *nodes = malloc((nchanged * (VS_MAX_LEVEL + 1) + 1) * sizeof *nodes);
+        size_t count = distinct_path_nodes(m, old, changed, nchanged, nodes);
+        for (size_t i = 0; i < count; i++) want[nwant++] = (sup_rec){{.offset = nodes[i]}, true};
+        free(nodes);
+    }
+    sup_rec *got = malloc((m->nsup + 1) * sizeof *got);
+    if (m->nsup) memcpy(got, m->sup, m->nsup * sizeof *got);
+    qsort(got, m->nsup, sizeof *got, sup_cmp);
+    qsort(want, nwant, sizeof *want, sup_cmp);
+    size_t i = 0, j = 0, extra = 0;
+    while (i < m->nsup || j < nwant) {
+        int c = i == m->nsup ? 1 : j == nwant ? -1 : sup_cmp(&got[i], &want[j]);
+        if (c == 0) {
+            i++, j++;
+            continue;
+        }
+        const sup_rec *x = c < 0 ? &got[i] : &want[j];
+        ck_assert_msg(c < 0, "superseded %s at offset %llu not reported",
+                      x->is_node ? "node" : "value", (unsigned long long)x->ref.offset);
+        ck_assert_msg(x->is_node && !now->empty && now->level < old->level,
+                      "superseded %s at offset %llu was not on a changed path",
+                      x->is_node ? "node" : "value", (unsigned long long)x->ref.offset);
+        extra++;
+        i++;
+    }
+    free(got);
+    free(want);
+    free(changed);
+}
+
 START_TEST(random_batches_match_reference) {
     mem_io m;
     vs_tree_io io = mem_io_make(&m);
@@ -465,7 +537,11 @@ START_TEST(random_batches_match_reference) {
     unsigned max_level = 0;
     for (int round = 0; round < 24; round++) {
         batch b = random_batch(&md, 1 + rnd() % 2000, (uint64_t)round + 1);
+        counters_reset(&m);
+        vs_root prev = r;
         r = apply_ok(&io, &r, &b);
+        ck_assert_uint_le(m.max_live, prev.level + 1u); /* only the current path is held */
+        check_superseded(&m, &prev, &r, &md, &b);
         model_apply(&md, b.ops, b.n);
         batch_dispose(&b);
         check_structure(&m, &r, &md);
@@ -503,21 +579,6 @@ static vs_root build_big(const vs_tree_io *io, model *md, size_t total) {
         batch_dispose(&b);
     }
     return r;
-}
-
-/* Distinct nodes on the paths to keys (sorted table indexes into nodes). */
-static size_t distinct_path_nodes(const mem_io *m, const vs_root *r, const vs_op *ops, size_t n,
-                                  size_t *nodes) {
-    size_t count = 0, path[VS_MAX_LEVEL + 1];
-    for (size_t i = 0; i < n; i++) {
-        size_t d = path_of(m, r, ops[i].key, path);
-        for (size_t j = 0; j < d; j++) {
-            bool seen = false;
-            for (size_t k = 0; k < count && !seen; k++) seen = nodes[k] == path[j];
-            if (!seen) nodes[count++] = path[j];
-        }
-    }
-    return count;
 }
 
 START_TEST(hundred_thousand_keys_log_loads) {
@@ -572,14 +633,6 @@ START_TEST(hundred_thousand_keys_log_loads) {
     mem_io_free(&m);
 }
 END_TEST
-
-static int sup_cmp(const void *x, const void *y) {
-    const sup_rec *a = x, *b = y;
-    if (a->is_node != b->is_node) return a->is_node ? 1 : -1;
-    int c = memcmp(a->ref.object.b, b->ref.object.b, VS_ID_SIZE);
-    if (c) return c;
-    return a->ref.offset < b->ref.offset ? -1 : a->ref.offset > b->ref.offset;
-}
 
 START_TEST(copy_on_write_shares_and_supersedes) {
     mem_io m;
