@@ -542,9 +542,7 @@ static int check_ops(const vs_op *ops, size_t n) {
             return nds_err(NDS_EINVAL, "versioned index: key \"%.64s...\" is longer than %d bytes",
                            op->key, VS_KEY_MAX);
         if (!op->is_delete && (!op->entry || !op->entry->key || strcmp(op->entry->key, op->key)))
-            return nds_err(NDS_EINVAL,
-                           "versioned index: put of \"%.200s\" without an entry of that "
-                           "key",
+            return nds_err(NDS_EINVAL, "versioned index: put of \"%.200s\" without its entry",
                            op->key);
         if (i > 0 && strcmp(ops[i - 1].key, op->key) >= 0)
             return nds_err(NDS_EINVAL,
