@@ -11,13 +11,14 @@
  * and rebuild themselves from what came back (zero, one or several nodes per child). Only nodes on
  * paths to changed keys are rewritten; every other subtree is shared with the previous version, and
  * a batch that changes nothing in a subtree stores nothing for it. A rebuilt node whose payload
- * would exceed VS_NODE_TARGET is cut into runs of about equal bytes, each under the target (one
- * item larger than the target gets a node of its own). New nodes are stored bottom-up (children
- * first). An inner node left with one child is not stored at once: it travels up as that child plus
- * a count of "wraps" (one-child levels above it), stored by the parent only if the parent keeps
- * other children. So a root left with one child is replaced by that child without ever storing the
- * useless node; when the root comes back as several nodes, levels are added on top until one
- * remains.
+ * would exceed VS_NODE_TARGET is cut into runs of about equal bytes, each under the target (an
+ * item larger than the target would get a node of its own, but keys of at most VS_KEY_MAX bytes
+ * and inline values of at most VS_INLINE_MAX, both checked, keep every item under 5 KiB). New nodes
+ * are stored bottom-up (children first). An inner node left with one child is not stored at once:
+ * it travels up as that child plus a count of "wraps" (one-child levels above it), stored by the
+ * parent only if the parent keeps other children. So a root left with one child is replaced by that
+ * child without ever storing the useless node; when the root comes back as several nodes, levels
+ * are added on top until one remains.
  *
  * Superseded: every old node a batch replaces, and every non-inline value a put replaced (by
  * another reference) or a delete removed, is reported to io->superseded once the batch has
@@ -544,6 +545,11 @@ static int check_ops(const vs_op *ops, size_t n) {
         if (!op->is_delete && (!op->entry || !op->entry->key || strcmp(op->entry->key, op->key)))
             return nds_err(NDS_EINVAL, "versioned index: put of \"%.200s\" without its entry",
                            op->key);
+        /* The decoder refuses larger inline values: a node holding one could never be read. */
+        if (!op->is_delete && op->entry->is_inline && op->entry->len > VS_INLINE_MAX)
+            return nds_err(NDS_EINVAL,
+                           "versioned index: inline value of %zu bytes for \"%.200s\" (at most %d)",
+                           op->entry->len, op->key, VS_INLINE_MAX);
         if (i > 0 && strcmp(ops[i - 1].key, op->key) >= 0)
             return nds_err(NDS_EINVAL,
                            "versioned index: batch keys must be strictly increasing: "

@@ -984,26 +984,37 @@ START_TEST(unsorted_or_duplicate_ops) {
 }
 END_TEST
 
-/* Items larger than the target get a node of their own; splits keep nodes about equal. */
+/* The largest items (keys of VS_KEY_MAX bytes, inline values of VS_INLINE_MAX) split leaves and
+ * inner nodes alike under the target; a larger inline value is refused (no decoder could read it);
+ * splits keep nodes about equal. */
 START_TEST(big_items_and_even_splits) {
     mem_io m;
     vs_tree_io io = mem_io_make(&m);
     model md = {0};
-    size_t big = VS_NODE_TARGET + 100;
-    uint8_t *data = calloc(1, big);
-    vs_entry e[3] = {{.key = "b", .is_inline = true, .data = data, .len = big},
-                     {.key = "c", .is_inline = true, .data = data, .len = 10},
-                     {.key = "d", .is_inline = true, .data = data, .len = big}};
-    vs_op ops[3] = {{"b", false, &e[0]}, {"c", false, &e[1]}, {"d", false, &e[2]}};
-    vs_root r = {.empty = true};
-    r = apply_ok(&io, &r, &(batch){ops, NULL, 3});
-    model_apply(&md, ops, 3);
-    ck_assert_uint_eq(r.level, 1);
-    ck_assert_uint_eq(m.nodes[r.ref.offset]->n, 3);
+    enum { N = 240 };
+    static uint8_t data[VS_INLINE_MAX + 1];
+    vs_entry *e = calloc(N, sizeof *e);
+    vs_op *ops = calloc(N, sizeof *ops);
+    for (size_t i = 0; i < N; i++) {
+        e[i].key = malloc(VS_KEY_MAX + 1);
+        memset(e[i].key, 'k', VS_KEY_MAX);
+        snprintf(e[i].key + VS_KEY_MAX - 4, 5, "%04zu", i);
+        e[i] = (vs_entry){.key = e[i].key, .is_inline = true, .data = data, .len = VS_INLINE_MAX};
+        ops[i] = (vs_op){e[i].key, false, &e[i]};
+    }
+    vs_root r = apply_ok(&io, &(vs_root){.empty = true}, &(batch){ops, NULL, N});
+    model_apply(&md, ops, N);
+    ck_assert_uint_eq(r.level, 2); /* 4 KiB first keys: about 15 children per inner node */
     check_structure(&m, &r, &md);
     check_lookups(&io, &m, &r, &md, 10);
+    e[0].len = VS_INLINE_MAX + 1;
+    vs_root out;
+    ck_assert_int_eq(vs_tree_apply(&io, &r, ops, 1, &out), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "inline value of 513 bytes"));
+    for (size_t i = 0; i < N; i++) free(e[i].key);
+    free(e);
+    free(ops);
     model_free(&md);
-    free(data);
 
     /* 10,000 small keys in one batch: leaves within 25% of each other's size (but the last). */
     model md2 = {0};
