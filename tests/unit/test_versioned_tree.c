@@ -650,7 +650,8 @@ START_TEST(copy_on_write_shares_and_supersedes) {
     }
     ck_assert_uint_ge(r.level, 1);
     model old = {0};
-    vs_op *all = malloc(md.n * sizeof *all);
+    vs_op *all = calloc(md.n + 1, sizeof *all);
+    ck_assert_ptr_nonnull(all);
     for (size_t i = 0; i < md.n; i++) all[i] = (vs_op){md.e[i].key, false, &md.e[i]};
     model_apply(&old, all, md.n);
     free(all);
