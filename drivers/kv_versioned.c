@@ -438,6 +438,13 @@ static int versioned_state(nds_kvstore *kv, vk_state **out) {
     return 0;
 }
 
+vs_store *vs_store_of(nds_kvstore *kv, vs_snapshot *view) {
+    vk_state *st;
+    if (versioned_state(kv, &st)) return NULL;
+    *view = view_get(st);
+    return st->store;
+}
+
 int nds_versioned_current(nds_kvstore *kv, uint64_t *version) {
     vk_state *st;
     int rc = versioned_state(kv, &st);

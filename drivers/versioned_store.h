@@ -75,4 +75,8 @@ typedef struct vs_commit_options {
 int vs_store_commit(vs_store *s, vs_snapshot *snap, vs_write *w, size_t n,
                     const vs_commit_options *o);
 
+/** The engine behind a versioned store handle and the version the handle sees; NULL (message
+ *  set, NDS_EINVAL) when kv is not a versioned store. (kv_versioned.c) */
+vs_store *vs_store_of(nds_kvstore *kv, vs_snapshot *view);
+
 #endif
