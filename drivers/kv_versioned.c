@@ -6,9 +6,10 @@
  * "file:///ckpt/|versioned:" or "file:///ckpt/|versioned:@12/p/" ("@N", "@TAG" or "@latest", then
  * the path). The base's path is the store's root; the adapter's keys live in its versions.
  *
- * A handle sees one version at a time: the latest one when it was opened, then each version its
- * own commits make, and the latest again after a commit loses a condition (so a re-read sees what
- * beat it). "version" or "tag" pins a handle to that version, read-only. Every write is a commit:
+ * A process sees one version of a store at a time, through every handle it has open on it (they
+ * share one state): the latest one when the first of them was opened, then each version its own
+ * commits make, and the latest again after a commit loses a condition (so a re-read sees what beat
+ * it) or nds_versioned_refresh. "version" or "tag" pins handles to that version, read-only. Every write is a commit:
  * write/delete one key each, publish (the array layer's batches) and commit (transactions) many
  * keys as one version, all-or-nothing for commit.
  *
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -36,6 +38,10 @@
 
 
 typedef struct vk_state {
+    json_object *ident; /* the spec without "path": which store this is */
+    pid_t pid;          /* of the opener */
+    int refs;           /* handles' instances sharing this state (under g_states_mu) */
+    struct vk_state *next;
     vs_store *store;
     nds_kvstore *base;
     bool pinned;
@@ -138,24 +144,48 @@ static int open_view(vk_state *st, const json_object *spec) {
     return vs_store_latest(st->store, &st->view);
 }
 
-static void vk_close(void *state) {
-    vk_state *st = state;
-    if (!st) return;
+/* Handles on the same store (equal spec, path aside) in one process share one state: one engine,
+ * one node cache and one view, so every array of a checkpoint reads the same version and a
+ * transaction's conflict moves the view of all its arrays. A forked child opens its own. */
+static pthread_mutex_t g_states_mu = PTHREAD_MUTEX_INITIALIZER;
+static vk_state *g_states;
+
+static void state_free(vk_state *st) {
     vs_store_free(st->store);
     nds_kvstore_free(st->base);
     pthread_mutex_destroy(&st->mu);
+    json_object_put(st->ident);
     free(st->selector);
     free(st->url_base);
     free(st);
 }
 
-static int vk_open(void **state, const json_object *spec) {
-    int rc = check_members(spec);
-    if (rc) return rc;
+static void vk_close(void *state) {
+    vk_state *st = state;
+    if (!st) return;
+    pthread_mutex_lock(&g_states_mu);
+    bool last = --st->refs == 0;
+    if (last)
+        for (vk_state **p = &g_states; *p; p = &(*p)->next)
+            if (*p == st) {
+                *p = st->next;
+                break;
+            }
+    pthread_mutex_unlock(&g_states_mu);
+    if (last) state_free(st);
+}
+
+static int state_new(const json_object *spec, json_object *ident, vk_state **out) {
     vk_state *st = calloc(1, sizeof *st);
-    if (!st) return nds_err(NDS_ENOMEM, "out of memory");
+    if (!st) {
+        json_object_put(ident);
+        return nds_err(NDS_ENOMEM, "out of memory");
+    }
     pthread_mutex_init(&st->mu, NULL);
-    rc = open_base(spec, &st->base);
+    st->ident = ident;
+    st->pid = getpid();
+    st->refs = 1;
+    int rc = open_base(spec, &st->base);
     if (!rc) rc = vs_store_open(&st->store, st->base, nds_kvstore_url(st->base));
     if (!rc) rc = open_view(st, spec);
     if (!rc) {
@@ -165,11 +195,33 @@ static int vk_open(void **state, const json_object *spec) {
         if (!st->url_base) rc = nds_err(NDS_ENOMEM, "out of memory");
     }
     if (rc) {
-        vk_close(st);
+        state_free(st);
         return rc;
     }
-    *state = st;
+    *out = st;
     return 0;
+}
+
+static int vk_open(void **state, const json_object *spec) {
+    int rc = check_members(spec);
+    if (rc) return rc;
+    json_object *ident = NULL;
+    json_object_deep_copy((json_object *)spec, &ident, NULL);
+    if (!ident) return nds_err(NDS_ENOMEM, "out of memory");
+    json_object_object_del(ident, "path");
+    pthread_mutex_lock(&g_states_mu); /* held while opening, so one store gets one state */
+    vk_state *st = g_states;
+    while (st && !(st->pid == getpid() && nds_json_equal(st->ident, ident))) st = st->next;
+    if (st) {
+        st->refs++;
+        json_object_put(ident);
+    } else if (!(rc = state_new(spec, ident, &st))) {
+        st->next = g_states;
+        g_states = st;
+    }
+    pthread_mutex_unlock(&g_states_mu);
+    if (!rc) *state = st;
+    return rc;
 }
 
 static void vk_url_base(void *state, char *buf, size_t cap) {

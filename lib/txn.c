@@ -34,6 +34,8 @@ typedef struct txn_key {
     bool deleted;              /* staged delete */
     nds_generation if_equal;   /* condition on the stored key, re-checked at commit (NONE: none) */
     nds_generation staged_gen; /* what reads inside the transaction see */
+    bool settled; /* the store already holds exactly this value (another process created the same
+                     metadata): left out of the commit, not a conflict */
     struct txn_key *next;
 } txn_key;
 
@@ -381,6 +383,18 @@ static int by_array(const void *x, const void *y) {
 }
 
 /* Each staged chunk by the per-chunk protocol, array by array; then the raw keys, one by one. */
+/* Whether k's condition holds on the store now, and whether the store holds exactly k's value. */
+static int key_state(txn_key *k, bool *holds, bool *same) {
+    nds_read_result r;
+    int rc = nds_kvstore_read(k->kv, k->key, NULL, &r);
+    if (rc) return rc;
+    *holds = nds_generation_satisfies(&k->if_equal, &r.generation);
+    *same = !k->deleted && r.state == NDS_READ_VALUE && r.value.len == k->len &&
+            (k->len == 0 || memcmp(r.value.data, k->data, k->len) == 0);
+    nds_read_result_dispose(&r);
+    return 0;
+}
+
 static int commit_isolated(nds_txn *t, commit_call *cc) {
     int rc = 0;
     qsort(cc->chunks, t->nchunks, sizeof *cc->chunks, by_array);
@@ -393,6 +407,9 @@ static int commit_isolated(nds_txn *t, commit_call *cc) {
         wo.if_equal = k->if_equal;
         rc = k->deleted ? nds_kvstore_delete(k->kv, k->key, &wo)
                         : nds_kvstore_write(k->kv, k->key, k->data, k->len, &wo, NULL);
+        bool holds, same;
+        if (rc == NDS_ECONFLICT && key_state(k, &holds, &same) == 0 && same)
+            rc = 0; /* someone stored exactly this value (the same array created twice) */
         if (rc)
             rc = nds_err_prefix(rc, "transaction commit: key %s of %s", k->key,
                                 nds_kvstore_url(k->kv));
@@ -434,27 +451,27 @@ static void backoff(int attempt) {
 static int commit_atomic_once(nds_txn *t, commit_call *cc) {
     int rc = nds_pool_for(nds_context_pool(NULL), t->nchunks, 0, prepare_task, cc);
     size_t n = t->nchunks;
-    for (txn_key *k = t->keys; k; k = k->next, n++) {
+    for (txn_key *k = t->keys; k; k = k->next) {
+        if (k->settled) continue;
         cc->ops[n] = (nds_kv_op){
             k->key, k->deleted ? NULL : k->data, k->len, k->if_equal, {NDS_GEN_NONE, {0}}};
-        cc->kvs[n] = k->kv;
+        cc->kvs[n++] = k->kv;
     }
     return rc ? rc : nds_kvstore_commit(cc->kvs, cc->ops, n);
 }
 
 /* After a conflicting atomic commit: a staged key whose condition no longer holds (metadata someone
- * else changed) cannot be re-merged like a chunk, so the transaction fails instead of retrying. */
+ * else changed) cannot be re-merged like a chunk, so the transaction fails instead of retrying,
+ * unless the store now holds exactly the staged value (several processes creating the same array):
+ * then the key is settled and left out. */
 static int check_key_conditions(nds_txn *t) {
     for (txn_key *k = t->keys; k; k = k->next) {
-        if (k->if_equal.kind == NDS_GEN_NONE) continue;
-        nds_read_options ro = NDS_READ_OPTIONS_INIT;
-        ro.byte_length = 0;
-        nds_read_result r;
-        int rc = nds_kvstore_read(k->kv, k->key, &ro, &r);
-        bool holds = rc == 0 && nds_generation_satisfies(&k->if_equal, &r.generation);
-        nds_read_result_dispose(&r);
+        if (k->if_equal.kind == NDS_GEN_NONE || k->settled) continue;
+        bool holds, same;
+        int rc = key_state(k, &holds, &same);
         if (rc) return rc;
-        if (!holds)
+        if (!holds && same) k->settled = true;
+        else if (!holds)
             return nds_err(NDS_ECONFLICT,
                            "transaction: %s%s changed since the transaction read it; nothing was "
                            "written",

@@ -63,10 +63,11 @@ enum {
      *  the base's nds_kvstore_url followed by "|NAME:", so a handle's URL parses back to the same
      *  store. */
     NDS_KV_CAP_ADAPTER = 1u << 6,
-    /** A handle reads one version of the store at a time (the versioned adapter): the latest when
-     *  it was opened, then each version its own commits make, and the latest again after one of
-     *  its conditional writes fails (or nds_versioned_refresh). Other handles' later commits are
-     *  not seen before that, so a reader never mixes two versions. */
+    /** Reads see one version of the store at a time (the versioned adapter), shared by every
+     *  handle a process has open on it: the latest when the first was opened, then each version
+     *  the process commits, and the latest again after one of its conditional writes fails (or
+     *  nds_versioned_refresh). Other processes' later commits are not seen before that, so a
+     *  reader never mixes two versions. */
     NDS_KV_CAP_SNAPSHOT = 1u << 7
 };
 

@@ -334,15 +334,38 @@ START_TEST(metadata_conflict_fails_whole_commit) {
     o.mode = NDS_TXN_ATOMIC;
     nds_txn *t;
     NDS_OK(nds_txn_begin(&t, &o));
-    nds_array *a = make_in(t, "memory://", "raced", 8);
+    nds_array *a = make_in(t, "memory://", "raced", 12);
     write_box(a, "[0:8, 0:8]", 5, NULL);
-    nds_array *other = make("memory://", "raced"); /* someone else creates it first */
+    nds_array *other = make("memory://", "raced"); /* someone else creates another one first */
     ck_assert_int_eq(nds_txn_commit(t), NDS_ECONFLICT);
     ck_assert_ptr_nonnull(strstr(nds_error_last()->message, ".zarray"));
     ck_assert_uint_eq(stored_chunks(other), 0); /* none of the transaction's chunks landed */
     nds_array_free(a);
     nds_array_free(other);
     nds_txn_free(t);
+}
+END_TEST
+
+/* Several processes creating the same array (the checkpoint recipe) do not conflict: the one whose
+ * metadata landed second finds exactly its own bytes there, leaves them, and commits its chunks. */
+START_TEST(identical_create_is_not_a_conflict) {
+    for (int mode = 0; mode < 2; mode++) {
+        nds_txn_options o = NDS_TXN_OPTIONS_INIT;
+        o.mode = mode ? NDS_TXN_ATOMIC : NDS_TXN_ISOLATED;
+        nds_txn *t;
+        NDS_OK(nds_txn_begin(&t, &o));
+        const char *name = mode ? "twice-atomic" : "twice-isolated";
+        nds_array *a = make_in(t, "memory://", name, 8);
+        write_box(a, "[0:2, 0:8]", 5, t);
+        nds_array *other = make("memory://", name); /* the same array, created first */
+        write_box(other, "[4:8, 0:8]", 7, NULL);
+        NDS_OK(nds_txn_commit(t));
+        ck_assert_uint_eq(at(other, 1, 3, NULL), 5); /* the transaction's rows landed */
+        ck_assert_uint_eq(at(other, 5, 3, NULL), 7); /* and the other's stayed */
+        nds_array_free(a);
+        nds_array_free(other);
+        nds_txn_free(t);
+    }
 }
 END_TEST
 
@@ -383,6 +406,7 @@ int main(void) {
     tcase_add_test(tc, atomic_checkpoint_creates_arrays_lmdb);
     tcase_add_test(tc, abort_discards_created_arrays);
     tcase_add_test(tc, metadata_conflict_fails_whole_commit);
+    tcase_add_test(tc, identical_create_is_not_a_conflict);
     tcase_add_test(tc, isolated_commit_creates_and_resizes);
     suite_add_tcase(s, tc);
     return nds_test_run(s);

@@ -440,6 +440,67 @@ START_TEST(atomic_transaction_on_a_file_base) {
 END_TEST
 
 
+/* The checkpoint recipe on a versioned file store: 4 processes each create (create + open) the same
+ * two arrays inside one atomic transaction, write their rows (splits inside chunks) and commit.
+ * Every process succeeds, every row lands, each commit is one version. */
+static int recipe_process(const char *base, int p) {
+    nds_txn_options o = NDS_TXN_OPTIONS_INIT;
+    o.mode = NDS_TXN_ATOMIC;
+    nds_txn *t;
+    if (nds_txn_begin(&t, &o)) return 2;
+    uint16_t rows[8 * 48];
+    for (int i = 0; i < 8 * 48; i++) rows[i] = (uint16_t)(p * 1000 + i);
+    nds_open_options oo = NDS_OPEN_OPTIONS_INIT;
+    oo.txn = t;
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.txn = t;
+    nds_array *arrays[2]; /* open until the commit (txn.h) */
+    for (int k = 0; k < 2; k++) {
+        char spec[2048];
+        snprintf(spec, sizeof spec,
+                 "{\"driver\":\"zarr3\",\"kvstore\":\"%s|versioned:layer%d/\",\"create\":true,"
+                 "\"open\":true,\"schema\":{\"dtype\":\"uint16\",\"domain\":{\"shape\":[32,48]},"
+                 "\"chunk_layout\":{\"chunk\":{\"shape\":[16,16]}},\"codec\":\"zstd:1\"}}",
+                 base, k);
+        if (nds_array_open(&arrays[k], spec, &oo)) return 3;
+        nds_box b = {2, {(uint64_t)p * 8, 0}, {(uint64_t)p * 8 + 8, 48}, {1, 1}, 0};
+        if (nds_array_write(arrays[k], &b, rows, &io)) return 4;
+    }
+    int rc = nds_txn_commit(t);
+    for (int k = 0; k < 2; k++) nds_array_free(arrays[k]);
+    if (rc) fprintf(stderr, "process %d: %s\n", p, nds_error_last()->message);
+    nds_txn_free(t);
+    return rc ? 5 : 0;
+}
+
+START_TEST(checkpoint_recipe_from_four_processes) {
+    const char *base = file_base();
+    enum { PROCS = 4 };
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++)
+        if ((pids[p] = fork()) == 0) _exit(recipe_process(base, p));
+    for (int p = 0; p < PROCS; p++) {
+        int status;
+        waitpid(pids[p], &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "process %d: status %d", p,
+                      status);
+    }
+    ck_assert_uint_eq(latest_version(base), PROCS);
+    for (int k = 0; k < 2; k++) {
+        char spec[1024];
+        snprintf(spec, sizeof spec, "%s|versioned:layer%d/|zarr3:", base, k);
+        nds_array *a;
+        NDS_OK(nds_array_open(&a, spec, NULL));
+        uint16_t all[32 * 48];
+        nds_box b = {2, {0, 0}, {32, 48}, {1, 1}, 0};
+        NDS_OK(nds_array_read(a, &b, all, NULL));
+        for (int i = 0; i < 32 * 48; i++)
+            ck_assert_uint_eq(all[i], (uint16_t)((i / 48 / 8) * 1000 + i % (8 * 48)));
+        nds_array_free(a);
+    }
+}
+END_TEST
+
 /* ---- crashes ---- */
 
 enum { GROUP_KEYS = 5 };
@@ -599,6 +660,7 @@ int main(void) {
     tcase_add_test(tc, tags_name_versions_and_never_move);
     tcase_add_test(tc, bad_specs_are_refused);
     tcase_add_test(tc, atomic_transaction_on_a_file_base);
+    tcase_add_test(tc, checkpoint_recipe_from_four_processes);
     tcase_add_test(tc, sigkilled_writers_leave_whole_versions);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
