@@ -18,11 +18,12 @@
 #include "npy.h"
 
 static const char usage[] =
-    "ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic] [--jobs N]";
+    "ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic | --prepare]\n"
+    "                   [--jobs N]";
 
 static const char help[] =
-    "usage: ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic] [--jobs N]\n"
-    "                         [--memory-budget BYTES]\n"
+    "usage: ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic | --prepare]\n"
+    "                         [--jobs N] [--memory-budget BYTES]\n"
     "\n"
     "Write .npy files (or raw bytes) into regions of an existing array. Each region's shape (without\n"
     "dimensions selected by an integer index) must equal its file's shape, and the dtypes must match.\n"
@@ -33,8 +34,11 @@ static const char help[] =
     "      --raw               the input is raw bytes (C order, host byte order) of the region\n"
     "      --txn MODE          stage every pair in one transaction and commit it at the end:\n"
     "                          isolated (each chunk by itself) or atomic (all or nothing; needs a store\n"
-    "                          with multi-key commit such as memory or lmdb). Without --txn each chunk\n"
-    "                          is committed as it is written.\n"
+    "                          with multi-key commit such as memory, lmdb or URL|versioned:). Without\n"
+    "                          --txn each chunk is committed as it is written.\n"
+    "      --prepare           on a versioned store: stage every pair, store them where no reader\n"
+    "                          sees them and print \"prepared TOKEN\"; `ndstore commit URL TOKEN...`\n"
+    "                          publishes the parts of many processes as one version\n"
     "  -j, --jobs N            threads for encoding (default: the number of cores)\n"
     "      --memory-budget B   bytes written per step (default 256M)\n"
     "  -h, --help              show this help\n"
@@ -42,7 +46,7 @@ static const char help[] =
     "Example: ndstore write /tmp/a.zarr --region '[0:10, 0:20]' -i block.npy\n"
     "         ndstore write 'lmdb:///d/c.lmdb/a/|zarr:' -r '[0:4]' -i a.npy -r '[8:12]' -i b.npy --txn atomic\n";
 
-enum { OPT_RAW = 256, OPT_BUDGET, OPT_TXN };
+enum { OPT_RAW = 256, OPT_BUDGET, OPT_TXN, OPT_PREPARE };
 #define MAX_PAIRS 64
 
 static const struct option options[] = {
@@ -52,6 +56,7 @@ static const struct option options[] = {
     {"jobs", required_argument, NULL, 'j'},
     {"memory-budget", required_argument, NULL, OPT_BUDGET},
     {"txn", required_argument, NULL, OPT_TXN},
+    {"prepare", no_argument, NULL, OPT_PREPARE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -64,6 +69,7 @@ typedef struct write_args {
     long jobs;
     uint64_t budget;
     nds_txn_mode txn; /* 0 = no transaction */
+    bool prepare;     /* prepare the transaction instead of committing it */
 } write_args;
 
 static int add_pair_part(const char **list, size_t *n, const char *value) {
@@ -104,6 +110,7 @@ static int parse_args(int argc, char **argv, write_args *wa) {
             else if (strcmp(optarg, "atomic") == 0) wa->txn = NDS_TXN_ATOMIC;
             else return cli_usage(usage, "--txn: expected isolated or atomic, got '%s'", optarg);
             break;
+        case OPT_PREPARE: wa->prepare = true; break;
         case OPT_RAW: wa->raw = true; break;
         case 'j':
             if (cli_parse_long(optarg, 1, 1024, &wa->jobs) != 0)
@@ -121,6 +128,8 @@ static int parse_args(int argc, char **argv, write_args *wa) {
     wa->spec = argv[optind];
     if (cli_require_spec("SPEC", wa->spec) != CLI_OK)
         return CLI_FAIL;
+    if (wa->prepare && wa->txn) return cli_usage(usage, "--prepare and --txn exclude each other");
+    if (wa->prepare) wa->txn = NDS_TXN_ATOMIC;
     return check_pairs(wa);
 }
 
@@ -260,6 +269,16 @@ static int write_pair(write_job *w, const write_args *wa, size_t i) {
     return rc == CLI_OK ? run(w, wa, wa->inputs[i]) : rc;
 }
 
+/* Prints "prepared TOKEN": the token `ndstore commit` takes. */
+static int prepare(nds_txn *txn) {
+    char *token = NULL;
+    int st = nds_txn_prepare(txn, &token);
+    if (st != 0) return cli_fail_nds(st, "prepare");
+    printf("prepared %s\n", token);
+    nds_free(token);
+    return CLI_OK;
+}
+
 static int commit(nds_txn *txn, nds_txn_mode mode, size_t pairs) {
     int st = nds_txn_commit(txn);
     if (st != 0)
@@ -294,7 +313,7 @@ int cli_cmd_write(int argc, char **argv) {
     }
     for (size_t i = 0; rc == CLI_OK && i < wa.nregions; i++) rc = write_pair(&w, &wa, i);
     if (rc == CLI_OK && txn)
-        rc = commit(txn, wa.txn, wa.nregions);
+        rc = wa.prepare ? prepare(txn) : commit(txn, wa.txn, wa.nregions);
     nds_txn_free(txn); /* aborts what was not committed */
     nds_array_free(w.a);
     return rc;

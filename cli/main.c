@@ -35,6 +35,7 @@ static const cli_command commands[] = {
     {"attrs", "print or replace an array's user attributes", cli_cmd_attrs},
     {"group", "create a group (and its parents)", cli_cmd_group},
     {"checkpoint", "mark a checkpoint complete, or check whether it is", cli_cmd_checkpoint},
+    {"commit", "publish prepared parts as one version of a versioned store", cli_cmd_commit},
     {"log", "list the versions of a versioned store, newest first", cli_cmd_log},
     {"tag", "name a version of a versioned store (tags never move)", cli_cmd_tag},
     {"demo", "multi-process writers on local files, checked element by element", cli_cmd_demo},

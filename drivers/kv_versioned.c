@@ -330,7 +330,7 @@ static int vk_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) {
 static int commit_writes(vk_state *st, vs_write *w, size_t n, bool all_or_nothing) {
     if (st->pinned) return refuse_pinned(st);
     vs_snapshot view = view_get(st);
-    vs_commit_options o = {all_or_nothing, NULL, NULL};
+    vs_commit_options o = {.all_or_nothing = all_or_nothing};
     int rc = vs_store_commit(st->store, &view, w, n, &o);
     view_advance(st, &view);
     return rc;
@@ -339,7 +339,7 @@ static int commit_writes(vk_state *st, vs_write *w, size_t n, bool all_or_nothin
 static int vk_write(void *state, const char *key, const uint8_t *data, size_t len,
                     const nds_write_options *opts, nds_generation *new_gen) {
     vk_state *st = state;
-    vs_write w = {key, data, len, data == NULL, {NDS_GEN_NONE, {0}}, 0};
+    vs_write w = {.key = key, .data = data, .len = len, .is_delete = data == NULL};
     if (opts) w.if_equal = opts->if_equal;
     int rc = commit_writes(st, &w, 1, true);
     if (!rc && new_gen) {
@@ -354,8 +354,8 @@ static int vk_commit(void *state, nds_kv_op *ops, size_t n) {
     vs_write *w = calloc(n ? n : 1, sizeof *w);
     if (!w) return nds_err(NDS_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)
-        w[i] = (vs_write){ops[i].key, ops[i].data, ops[i].len, ops[i].data == NULL,
-                          ops[i].if_equal, 0};
+        w[i] = (vs_write){.key = ops[i].key, .data = ops[i].data, .len = ops[i].len,
+                          .is_delete = ops[i].data == NULL, .if_equal = ops[i].if_equal};
     int rc = commit_writes(st, w, n, true);
     uint64_t v = view_get(st).version;
     for (size_t i = 0; !rc && i < n; i++) {
@@ -398,7 +398,7 @@ static int vk_delete_range(void *state, const char *begin, const char *end) {
     vs_write *w = rc || l.n == 0 ? NULL : calloc(l.n, sizeof *w);
     if (!rc && l.n && !w) rc = nds_err(NDS_ENOMEM, "out of memory");
     for (size_t i = 0; w && i < l.n; i++)
-        w[i] = (vs_write){l.keys[i], NULL, 0, true, {NDS_GEN_NONE, {0}}, 0};
+        w[i] = (vs_write){.key = l.keys[i], .is_delete = true};
     if (!rc && l.n) rc = commit_writes(st, w, l.n, true);
     for (size_t i = 0; i < l.n; i++) free(l.keys[i]);
     free(l.keys);
@@ -443,8 +443,8 @@ static int vk_publish(void *state, nds_kv_staged **staged, nds_kv_publish *resul
     vs_write *w = calloc(n ? n : 1, sizeof *w);
     int rc = w ? 0 : nds_err(NDS_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++)
-        w[i] = (vs_write){staged[i]->key, staged[i]->data, staged[i]->len, false,
-                          results[i].if_equal, 0};
+        w[i] = (vs_write){.key = staged[i]->key, .data = staged[i]->data, .len = staged[i]->len,
+                          .if_equal = results[i].if_equal};
     if (!rc) rc = commit_writes(st, w, n, false);
     uint64_t v = view_get(st).version;
     for (size_t i = 0; i < n; i++) {
@@ -452,6 +452,101 @@ static int vk_publish(void *state, nds_kv_staged **staged, nds_kv_publish *resul
         if (results[i].status == 0) vs_generation(v, &results[i].new_generation);
         vk_discard(state, staged[i]);
     }
+    free(w);
+    return rc;
+}
+
+
+/* ---- prepared sets (one version from many processes' parts) ---------------------------------- */
+
+static int vk_prepare(void *state, const nds_kv_op *ops, size_t n, const nds_kv_side *side,
+                      size_t m, char *token, size_t cap) {
+    vk_state *st = state;
+    if (st->pinned) return refuse_pinned(st);
+    if (cap < VS_ID_HEX) return nds_err(NDS_EINVAL, "versioned: token buffer too small");
+    vs_write *w = calloc(n + 1, sizeof *w);
+    vs_side_value *sv = calloc(m + 1, sizeof *sv);
+    int rc = w && sv ? 0 : nds_err(NDS_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++)
+        w[i] = (vs_write){.key = ops[i].key, .data = ops[i].data, .len = ops[i].len,
+                          .is_delete = ops[i].data == NULL, .if_equal = ops[i].if_equal};
+    for (size_t i = 0; !rc && i < m; i++) sv[i] = (vs_side_value){side[i].name, side[i].data, side[i].len};
+    if (!rc) rc = vs_store_prepare(st->store, view_get(st).version, w, n, sv, m, token);
+    free(w);
+    free(sv);
+    return rc;
+}
+
+/* What prepared_read hands out, and what it owns. */
+typedef struct vk_prepared {
+    vs_prepared set;
+    nds_bytes *values; /* per op, then per side value */
+} vk_prepared;
+
+static void vk_prepared_dispose(void *state, nds_kv_prepared *p) {
+    (void)state;
+    vk_prepared *in = p->internal;
+    if (in) {
+        for (size_t i = 0; in->values && i < in->set.nops + in->set.nside; i++)
+            nds_bytes_release(&in->values[i]);
+        free(in->values);
+        vs_prepared_dispose(&in->set);
+        free(in);
+    }
+    free(p->ops);
+    free(p->side);
+    memset(p, 0, sizeof *p);
+}
+
+static int read_ref(vk_state *st, const char *key, const vs_ref *ref, nds_bytes *out) {
+    vs_entry e = {.key = (char *)key, .value = *ref};
+    return vs_store_read_value(st->store, &e, 0, ref->length, out);
+}
+
+static int vk_prepared_read(void *state, const char *token, nds_kv_prepared *out) {
+    vk_state *st = state;
+    memset(out, 0, sizeof *out);
+    vk_prepared *in = calloc(1, sizeof *in);
+    if (!in) return nds_err(NDS_ENOMEM, "out of memory");
+    out->internal = in;
+    int rc = vs_store_prepared_load(st->store, token, &in->set);
+    size_t n = in->set.nops, m = in->set.nside;
+    if (!rc && (!(in->values = calloc(n + m + 1, sizeof *in->values)) ||
+                !(out->ops = calloc(n + 1, sizeof *out->ops)) ||
+                !(out->side = calloc(m + 1, sizeof *out->side))))
+        rc = nds_err(NDS_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        const vs_prepared_op *op = &in->set.ops[i];
+        out->ops[i] = (nds_kv_prepared_op){op->key, op->is_delete, NULL,
+                                           op->is_delete ? 0 : op->value.length, op->if_equal};
+        if (!op->is_delete && op->value.length <= NDS_KV_PREPARED_SMALL &&
+            !(rc = read_ref(st, op->key, &op->value, &in->values[i])))
+            out->ops[i].data = in->values[i].data;
+        out->nops = i + 1;
+    }
+    for (size_t i = 0; !rc && i < m; i++) {
+        const vs_prepared_side *sd = &in->set.side[i];
+        if (!(rc = read_ref(st, sd->name, &sd->value, &in->values[n + i])))
+            out->side[i] = (nds_kv_side){sd->name, in->values[n + i].data, in->values[n + i].len};
+        out->nside = i + 1;
+    }
+    if (rc) vk_prepared_dispose(state, out);
+    return rc;
+}
+
+static int vk_commit_prepared(void *state, const char *const *tokens, size_t n, nds_kv_op *extra,
+                              size_t nextra, const char *message, const char *metadata) {
+    vk_state *st = state;
+    if (st->pinned) return refuse_pinned(st);
+    vs_write *w = calloc(nextra + 1, sizeof *w);
+    if (!w) return nds_err(NDS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < nextra; i++)
+        w[i] = (vs_write){.key = extra[i].key, .data = extra[i].data, .len = extra[i].len,
+                          .is_delete = extra[i].data == NULL, .if_equal = extra[i].if_equal};
+    vs_snapshot view = view_get(st);
+    vs_commit_options o = {.message = message, .metadata = metadata};
+    int rc = vs_store_commit_prepared(st->store, &view, tokens, n, w, nextra, &o);
+    view_advance(st, &view); /* after a conflict too: a re-merge reads the new version */
     free(w);
     return rc;
 }
@@ -477,6 +572,10 @@ const nds_kv_driver nds_kv_driver_versioned = {
     .stage = vk_stage,
     .publish = vk_publish,
     .discard = vk_discard,
+    .prepare = vk_prepare,
+    .prepared_read = vk_prepared_read,
+    .prepared_dispose = vk_prepared_dispose,
+    .commit_prepared = vk_commit_prepared,
 };
 
 /* ---- public API (include/ndstore/versioned.h) --------------------------------------------------- */

@@ -26,6 +26,7 @@
 
 #include <json-c/json.h>
 
+#include "ndstore/sys/kv_driver.h"
 #include "versioned_internal.h"
 #include "internal/crc32c.h"
 #include "internal/error.h"
@@ -124,6 +125,7 @@ static const char *kind_name(int kind) {
     case VS_KIND_SUPERSEDED: return "a superseded list";
     case VS_KIND_TAG: return "a tag";
     case VS_KIND_DATA: return "a data object";
+    case VS_KIND_PREPARED: return "a prepared set";
     default: return "an object";
     }
 }
@@ -675,6 +677,15 @@ static json_object *new_id(const vs_id *id) {
     return json_object_new_string(hex);
 }
 
+/* An array of ids as hex strings. */
+static json_object *new_ids(const vs_id *ids, size_t n, bool *ok) {
+    json_object *a = json_object_new_array_ext((int)nds_min_u64(n, INT32_MAX));
+    for (size_t i = 0; a && i < n; i++)
+        if (json_object_array_add(a, new_id(&ids[i])) != 0) *ok = false;
+    if (!a) *ok = false;
+    return a;
+}
+
 /* A ref as {"object","offset","length","crc32c"}; the caller adds what else it needs. */
 static json_object *new_ref(const vs_ref *r, bool *ok) {
     json_object *o = json_object_new_object();
@@ -800,6 +811,7 @@ static int build_commit(const vs_commit *c, json_object *o) {
     add_member(o, "objects", new_objects(c, &ok), false, &ok);
     add_member(o, "superseded", c->has_superseded ? new_ref(&c->superseded, &ok) : NULL,
                !c->has_superseded, &ok);
+    if (c->ntokens) add_member(o, "tokens", new_ids(c->tokens, c->ntokens, &ok), false, &ok);
     return ok ? 0 : nds_err(NDS_ENOMEM, "versioned: out of memory encoding a commit");
 }
 
@@ -972,8 +984,8 @@ static int read_commit_object(json_object *o, size_t i, const char *where, vs_ob
     return get_u64(o, "items", 0, JSON_U64_MAX, doc, &oc->items);
 }
 
-static int read_commit_objects(json_object *o, const char *where, vs_commit *c) {
-    json_object *a, *s;
+static int read_commit_objects_only(json_object *o, const char *where, vs_commit *c) {
+    json_object *a;
     int rc = get_typed(o, "objects", json_type_array, false, where, &a);
     if (rc) return rc;
     size_t n = json_object_array_length(a);
@@ -984,12 +996,41 @@ static int read_commit_objects(json_object *o, const char *where, vs_commit *c) 
             return rc;
         c->nobjects = i + 1;
     }
+    return 0;
+}
+
+static int read_commit_objects(json_object *o, const char *where, vs_commit *c) {
+    json_object *s;
+    int rc = read_commit_objects_only(o, where, c);
+    if (rc) return rc;
     if ((rc = get_typed(o, "superseded", json_type_object, true, where, &s))) return rc;
     c->has_superseded = s != NULL;
     if (!s) return 0;
     char doc[512];
     snprintf(doc, sizeof doc, "%s: member \"superseded\"", where);
     return get_ref(s, VS_HEADER_SIZE + 4, doc, &c->superseded);
+}
+
+/* An optional member: an array of ids (hex strings). */
+static int read_ids(json_object *o, const char *key, const char *where, vs_id **ids, size_t *n) {
+    json_object *a;
+    *ids = NULL;
+    *n = 0;
+    if (!json_object_object_get_ex(o, key, &a)) return 0;
+    if (!json_object_is_type(a, json_type_array))
+        return nds_err(NDS_ECORRUPT, "%s: \"%s\" must be an array", where, key);
+    size_t count = json_object_array_length(a);
+    if (count && !(*ids = calloc(count, sizeof **ids)))
+        return nds_err(NDS_ENOMEM, "%s: out of memory", where);
+    for (size_t i = 0; i < count; i++) {
+        json_object *v = json_object_array_get_idx(a, i);
+        if (!json_object_is_type(v, json_type_string) ||
+            vs_id_parse(json_object_get_string(v), &(*ids)[i]) != 0)
+            return nds_err(NDS_ECORRUPT, "%s: \"%s\"[%zu] is not 32 lower-case hex digits", where,
+                           key, i);
+        *n = i + 1;
+    }
+    return 0;
 }
 
 int vs_commit_decode(const uint8_t *p, size_t n, uint64_t expect_version, const char *where,
@@ -1003,6 +1044,7 @@ int vs_commit_decode(const uint8_t *p, size_t n, uint64_t expect_version, const 
     if (rc == 0) rc = read_commit_text(o, where, out);
     if (rc == 0) rc = read_commit_root(o, where, out);
     if (rc == 0) rc = read_commit_objects(o, where, out);
+    if (rc == 0) rc = read_ids(o, "tokens", where, &out->tokens, &out->ntokens);
     json_object_put(o);
     if (rc) vs_commit_dispose(out);
     return rc;
@@ -1013,6 +1055,7 @@ void vs_commit_dispose(vs_commit *c) {
     free(c->message);
     free(c->metadata);
     free(c->objects);
+    free(c->tokens);
     memset(c, 0, sizeof *c);
 }
 
@@ -1090,6 +1133,172 @@ int vs_superseded_decode(const uint8_t *p, size_t n, uint32_t expect_crc, const 
     *out = s;
     *count = c;
     return 0;
+}
+
+/* ---- prepared sets ------------------------------------------------------------------------- */
+
+#define PREPARED_FORMAT "ndstore-versioned-prepared"
+
+static json_object *new_generation(const nds_generation *g) {
+    if (g->kind == NDS_GEN_NONE) return NULL;
+    return json_object_new_string(g->kind == NDS_GEN_ABSENT ? "absent" : g->value);
+}
+
+static int build_prepared(const vs_prepared *p, json_object *o) {
+    bool ok = true;
+    add_member(o, "format", json_object_new_string(PREPARED_FORMAT), false, &ok);
+    add_member(o, "format_version", json_object_new_int(VS_FORMAT_VERSION), false, &ok);
+    add_member(o, "base_version", json_object_new_int64((int64_t)p->base_version), false, &ok);
+    add_member(o, "time_ns", json_object_new_int64(p->time_ns), false, &ok);
+    json_object *ops = json_object_new_array(), *side = json_object_new_array();
+    add_member(o, "ops", ops, false, &ok);
+    add_member(o, "side", side, false, &ok);
+    for (size_t i = 0; ok && i < p->nops; i++) {
+        const vs_prepared_op *op = &p->ops[i];
+        json_object *e = json_object_new_object();
+        if (!e || json_object_array_add(ops, e) != 0) {
+            json_object_put(e);
+            ok = false;
+            break;
+        }
+        add_member(e, "key", json_object_new_string(op->key), false, &ok);
+        add_member(e, "if_equal", new_generation(&op->if_equal), true, &ok);
+        add_member(e, "value", op->is_delete ? NULL : new_ref(&op->value, &ok), op->is_delete,
+                   &ok);
+    }
+    for (size_t i = 0; ok && i < p->nside; i++) {
+        json_object *e = json_object_new_object();
+        if (!e || json_object_array_add(side, e) != 0) {
+            json_object_put(e);
+            ok = false;
+            break;
+        }
+        add_member(e, "name", json_object_new_string(p->side[i].name), false, &ok);
+        add_member(e, "value", new_ref(&p->side[i].value, &ok), false, &ok);
+    }
+    vs_commit objects = {.objects = p->objects, .nobjects = p->nobjects};
+    add_member(o, "objects", new_objects(&objects, &ok), false, &ok);
+    return ok ? 0 : nds_err(NDS_ENOMEM, "versioned: out of memory encoding a prepared set");
+}
+
+int vs_prepared_encode(const vs_prepared *p, nds_buf *out) {
+    json_object *o = json_object_new_object();
+    if (!o) return nds_err(NDS_ENOMEM, "versioned: out of memory encoding a prepared set");
+    int rc = build_prepared(p, o);
+    if (rc == 0) {
+        size_t len;
+        const char *text = json_object_to_json_string_length(
+            o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        rc = text ? vs_envelope_append(out, VS_KIND_PREPARED, (const uint8_t *)text, len, NULL)
+                  : nds_err(NDS_ENOMEM, "versioned: out of memory encoding a prepared set");
+    }
+    json_object_put(o);
+    return rc;
+}
+
+static int get_key_string(json_object *e, const char *member, const char *doc, char **out) {
+    json_object *v;
+    int rc = get_typed(e, member, json_type_string, false, doc, &v);
+    if (rc) return rc;
+    const char *text = json_object_get_string(v);
+    size_t len = strlen(text);
+    if (len == 0 || len > VS_KEY_MAX || len != (size_t)json_object_get_string_len(v))
+        return nds_err(NDS_ECORRUPT, "%s: \"%s\" must have 1 to %d bytes and no NUL", doc, member,
+                       VS_KEY_MAX);
+    if (!(*out = nds_strdup(text))) return nds_err(NDS_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int read_generation(json_object *e, const char *doc, nds_generation *g) {
+    json_object *v = NULL;
+    g->kind = NDS_GEN_NONE;
+    if (!json_object_object_get_ex(e, "if_equal", &v) || v == NULL) return 0;
+    if (!json_object_is_type(v, json_type_string) ||
+        (size_t)json_object_get_string_len(v) >= NDS_GENERATION_MAX)
+        return nds_err(NDS_ECORRUPT, "%s: \"if_equal\" must be null, \"absent\" or a generation",
+                       doc);
+    if (strcmp(json_object_get_string(v), "absent") == 0) g->kind = NDS_GEN_ABSENT;
+    else nds_generation_set(g, json_object_get_string(v));
+    return 0;
+}
+
+static int read_prepared_op(json_object *e, size_t i, const char *where, vs_prepared_op *op) {
+    char doc[600];
+    snprintf(doc, sizeof doc, "%s: ops[%zu]", where, i);
+    if (!json_object_is_type(e, json_type_object))
+        return nds_err(NDS_ECORRUPT, "%s must be an object", doc);
+    json_object *value;
+    int rc = get_key_string(e, "key", doc, &op->key);
+    if (rc == 0) rc = read_generation(e, doc, &op->if_equal);
+    if (rc == 0) rc = get_typed(e, "value", json_type_object, true, doc, &value);
+    if (rc) return rc;
+    op->is_delete = value == NULL;
+    return value ? get_ref(value, 0, doc, &op->value) : 0;
+}
+
+static int read_prepared_side(json_object *e, size_t i, const char *where, vs_prepared_side *s) {
+    char doc[600];
+    snprintf(doc, sizeof doc, "%s: side[%zu]", where, i);
+    if (!json_object_is_type(e, json_type_object))
+        return nds_err(NDS_ECORRUPT, "%s must be an object", doc);
+    json_object *value;
+    int rc = get_key_string(e, "name", doc, &s->name);
+    if (rc == 0) rc = get_typed(e, "value", json_type_object, false, doc, &value);
+    return rc ? rc : get_ref(value, 0, doc, &s->value);
+}
+
+static int read_prepared_lists(json_object *o, const char *where, vs_prepared *p) {
+    json_object *ops, *side;
+    int rc = get_typed(o, "ops", json_type_array, false, where, &ops);
+    if (rc == 0) rc = get_typed(o, "side", json_type_array, false, where, &side);
+    if (rc) return rc;
+    size_t nops = json_object_array_length(ops), nside = json_object_array_length(side);
+    if ((nops && !(p->ops = calloc(nops, sizeof *p->ops))) ||
+        (nside && !(p->side = calloc(nside, sizeof *p->side))))
+        return nds_err(NDS_ENOMEM, "%s: out of memory", where);
+    for (size_t i = 0; i < nops; i++) {
+        p->nops = i + 1;
+        if ((rc = read_prepared_op(json_object_array_get_idx(ops, i), i, where, &p->ops[i])))
+            return rc;
+    }
+    for (size_t i = 0; i < nside; i++) {
+        p->nside = i + 1;
+        if ((rc = read_prepared_side(json_object_array_get_idx(side, i), i, where, &p->side[i])))
+            return rc;
+    }
+    vs_commit objects = {0};
+    rc = read_commit_objects_only(o, where, &objects);
+    p->objects = objects.objects;
+    p->nobjects = objects.nobjects;
+    return rc;
+}
+
+int vs_prepared_decode(const uint8_t *p, size_t n, const char *where, vs_prepared *out) {
+    memset(out, 0, sizeof *out);
+    where = where_or_default(where);
+    json_object *o, *v;
+    int rc = open_json(p, n, VS_KIND_PREPARED, where, &o);
+    if (rc) return rc;
+    rc = get_typed(o, "format", json_type_string, false, where, &v);
+    if (rc == 0 && strcmp(json_object_get_string(v), PREPARED_FORMAT) != 0)
+        rc = nds_err(NDS_ECORRUPT, "%s: not a prepared set (format \"%s\")", where,
+                     json_object_get_string(v));
+    if (rc == 0) rc = get_u64(o, "base_version", 0, JSON_U64_MAX, where, &out->base_version);
+    if (rc == 0) rc = get_int(o, "time_ns", INT64_MIN, INT64_MAX, where, &out->time_ns);
+    if (rc == 0) rc = read_prepared_lists(o, where, out);
+    json_object_put(o);
+    if (rc) vs_prepared_dispose(out);
+    return rc;
+}
+
+void vs_prepared_dispose(vs_prepared *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->nops; i++) free(p->ops[i].key);
+    for (size_t i = 0; i < p->nside; i++) free(p->side[i].name);
+    free(p->ops);
+    free(p->side);
+    free(p->objects);
+    memset(p, 0, sizeof *p);
 }
 
 /* ---- tags ------------------------------------------------------------------------------------ */

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ndstore/kvstore.h"
 #include "ndstore/sys/buf.h"
 
 #define VS_MAGIC "NDSV"
@@ -70,6 +71,7 @@
 #define VS_INDEX_PREFIX "index/"
 #define VS_TAG_PREFIX "tags/"
 #define VS_HEAD_HINT "head"
+#define VS_PREPARED_PREFIX "prepared/"
 /* Longest object key: "commits/" + 20 digits, or a prefix + 32 hex digits, plus NUL. */
 #define VS_OBJECT_KEY_MAX 64
 
@@ -78,7 +80,8 @@ typedef enum vs_kind {
     VS_KIND_NODE = 'N',
     VS_KIND_SUPERSEDED = 'S',
     VS_KIND_TAG = 'T',
-    VS_KIND_DATA = 'D'
+    VS_KIND_DATA = 'D',
+    VS_KIND_PREPARED = 'P'
 } vs_kind;
 
 /** An object's random 128-bit name. */
@@ -231,6 +234,8 @@ typedef struct vs_commit {
     size_t nobjects;
     bool has_superseded;
     vs_ref superseded;      /**< an 'S' envelope in one of this commit's index objects */
+    vs_id *tokens;          /**< owned: the prepared sets this commit published (may be NULL) */
+    size_t ntokens;
 } vs_commit;
 
 int vs_commit_encode(const vs_commit *c, nds_buf *out);
@@ -256,6 +261,36 @@ int vs_tag_encode(uint64_t version, int64_t time_ns, nds_buf *out);
 int vs_tag_decode(const uint8_t *p, size_t n, const char *where, uint64_t *version);
 /** 1 when name is a valid tag name ([A-Za-z0-9._-]{1,128}, not all digits, not "latest"). */
 bool vs_tag_name_valid(const char *name);
+
+/** One change of a prepared set: a put (value in a data object) or a delete, under a condition. */
+typedef struct vs_prepared_op {
+    char *key;               /**< owned */
+    bool is_delete;
+    nds_generation if_equal; /**< NONE, ABSENT or "v<N>" */
+    vs_ref value;            /**< puts: where the value is */
+} vs_prepared_op;
+
+/** A value a prepared set keeps for its committer only (never committed as a key). */
+typedef struct vs_prepared_side {
+    char *name; /**< owned */
+    vs_ref value;
+} vs_prepared_side;
+
+/** A prepared set ('P' envelope, JSON payload: docs/versioned-format.md "Prepared sets"). */
+typedef struct vs_prepared {
+    uint64_t base_version; /**< the version the preparer saw: no commit before it can hold it */
+    int64_t time_ns;
+    vs_prepared_op *ops;
+    size_t nops;
+    vs_prepared_side *side;
+    size_t nside;
+    vs_object_count *objects; /**< the data objects the prepare wrote */
+    size_t nobjects;
+} vs_prepared;
+
+int vs_prepared_encode(const vs_prepared *p, nds_buf *out);
+int vs_prepared_decode(const uint8_t *p, size_t n, const char *where, vs_prepared *out);
+void vs_prepared_dispose(vs_prepared *p);
 
 /* ---- versioned_tree.c ---------------------------------------------------------------------------- */
 

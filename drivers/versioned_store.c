@@ -619,62 +619,98 @@ static int write_create_only(vs_store *s, const char *key, const nds_buf *b) {
     return nds_kvstore_write(s->base, key, b->data, b->len, &wo, NULL);
 }
 
-static int add_object(batch *b, const vs_id *id, vs_object_kind kind, uint64_t items) {
-    vs_object_count *grown = realloc(b->objects, (b->nobjects + 1) * sizeof *grown);
+/* Counts one more item of object id (kind) in *objects, adding it when new. */
+static int count_object(vs_object_count **objects, size_t *n, const vs_id *id, vs_object_kind kind,
+                        uint64_t items) {
+    for (size_t i = 0; i < *n; i++)
+        if ((*objects)[i].kind == kind && memcmp(&(*objects)[i].object, id, VS_ID_SIZE) == 0) {
+            (*objects)[i].items += items;
+            return 0;
+        }
+    vs_object_count *grown = realloc(*objects, (*n + 1) * sizeof *grown);
     if (!grown) return nds_err(NDS_ENOMEM, "out of memory");
-    b->objects = grown;
-    b->objects[b->nobjects++] = (vs_object_count){*id, kind, items};
+    *objects = grown;
+    grown[(*n)++] = (vs_object_count){*id, kind, items};
     return 0;
 }
 
-/* Writes the data object being filled (create-only under a fresh name). */
-static int flush_data(vs_store *s, batch *b, nds_buf *data, const vs_id *id, uint64_t items) {
-    if (items == 0) return 0;
-    vs_data_finish(data);
+/* Packs values into data objects of about VS_DATA_OBJECT_MAX, each written create-only under a
+ * fresh name once full (or at the end). */
+typedef struct data_writer {
+    vs_store *s;
+    nds_buf buf;
+    vs_id id;
+    uint64_t items;
+    vs_object_count *objects; /* the objects written */
+    size_t nobjects;
+} data_writer;
+
+static int dw_flush(data_writer *d) {
+    if (d->items == 0) return 0;
+    vs_data_finish(&d->buf);
     char key[VS_OBJECT_KEY_MAX];
-    vs_object_key(VS_DATA_PREFIX, id, key);
-    int rc = write_create_only(s, key, data);
-    if (rc) return nds_err_prefix(rc, "versioned store %s: writing %s", s->url, key);
-    return add_object(b, id, VS_OBJECT_DATA, items);
+    vs_object_key(VS_DATA_PREFIX, &d->id, key);
+    int rc = write_create_only(d->s, key, &d->buf);
+    if (rc) return nds_err_prefix(rc, "versioned store %s: writing %s", d->s->url, key);
+    rc = count_object(&d->objects, &d->nobjects, &d->id, VS_OBJECT_DATA, d->items);
+    d->buf.len = 0;
+    d->items = 0;
+    return rc;
 }
 
-/* Puts every value longer than VS_INLINE_MAX into data objects of about VS_DATA_OBJECT_MAX and
- * fills each put's entry (inline values point into the caller's bytes). */
+static int dw_add(data_writer *d, const uint8_t *data, size_t len, vs_ref *ref) {
+    uint64_t stored = len + vs_value_table_size(len);
+    int rc = d->items && d->buf.len + stored > VS_DATA_OBJECT_MAX ? dw_flush(d) : 0;
+    if (!rc && d->items == 0) {
+        rc = vs_id_random(&d->id);
+        if (!rc) rc = vs_data_begin(&d->buf);
+    }
+    if (rc) return rc;
+    *ref = (vs_ref){d->id, d->buf.len, len, 0};
+    rc = vs_value_append(&d->buf, data, len, &ref->crc);
+    if (!rc) d->items++;
+    return rc;
+}
+
+int vs_store_write_values(vs_store *s, const uint8_t *const *data, const size_t *len, size_t n,
+                          vs_ref *refs, vs_object_count **objects, size_t *nobjects) {
+    data_writer d = {.s = s};
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) rc = dw_add(&d, data[i], len[i], &refs[i]);
+    if (!rc) rc = dw_flush(&d);
+    nds_buf_dispose(&d.buf);
+    *objects = d.objects;
+    *nobjects = d.nobjects;
+    return rc;
+}
+
+/* Fills each put's entry: values up to VS_INLINE_MAX inline (pointing into the caller's bytes),
+ * prepared values where they are, the others into new data objects. */
 static int write_values(vs_store *s, batch *b) {
-    nds_buf data = {0};
-    vs_id id;
-    uint64_t items = 0;
+    data_writer d = {.s = s};
     int rc = 0;
     for (size_t k = 0; k < b->n && !rc; k++) {
         vs_write *w = &b->w[b->order[k]];
         vs_entry *e = &b->entries[b->order[k]];
         if (w->is_delete) continue;
         e->key = (char *)w->key;
-        if (w->len <= VS_INLINE_MAX) {
+        if (w->ref) {
+            e->value = *w->ref;
+            rc = count_object(&b->objects, &b->nobjects, &w->ref->object, VS_OBJECT_DATA, 1);
+        } else if (w->len <= VS_INLINE_MAX) {
             e->is_inline = true;
             e->data = (uint8_t *)w->data;
             e->len = w->len;
-            continue;
+        } else {
+            rc = dw_add(&d, w->data, w->len, &e->value);
         }
-        uint64_t stored = w->len + vs_value_table_size(w->len);
-        if (items && data.len + stored > VS_DATA_OBJECT_MAX) {
-            rc = flush_data(s, b, &data, &id, items);
-            data.len = 0;
-            items = 0;
-        }
-        if (!rc && items == 0) {
-            rc = vs_id_random(&id);
-            if (!rc) rc = vs_data_begin(&data);
-        }
-        if (rc) break;
-        e->value.object = id;
-        e->value.offset = data.len;
-        e->value.length = w->len;
-        rc = vs_value_append(&data, w->data, w->len, &e->value.crc);
-        items++;
     }
-    if (!rc) rc = flush_data(s, b, &data, &id, items);
-    nds_buf_dispose(&data);
+    if (!rc) rc = dw_flush(&d);
+    for (size_t i = 0; !rc && i < d.nobjects; i++)
+        rc = count_object(&b->objects, &b->nobjects, &d.objects[i].object, VS_OBJECT_DATA,
+                          d.objects[i].items);
+    nds_buf_dispose(&d.buf);
+    free(d.objects);
     return rc;
 }
 
@@ -724,7 +760,9 @@ static int encode_commit(const batch *b, const attempt *a, const vs_snapshot *pa
                    .message = (char *)o->message,
                    .metadata = (char *)o->metadata,
                    .root = *root,
-                   .has_superseded = has_sup};
+                   .has_superseded = has_sup,
+                   .tokens = (vs_id *)o->tokens,
+                   .ntokens = o->ntokens};
     if (has_sup) c.superseded = *sup;
     size_t n = b->nobjects + (a->index.len ? 1 : 0);
     c.objects = malloc((n ? n : 1) * sizeof *c.objects);
@@ -841,3 +879,5 @@ int vs_store_commit(vs_store *s, vs_snapshot *snap, vs_write *w, size_t n,
     free(ops);
     return rc;
 }
+
+nds_kvstore *vs_store_base(vs_store *s) { return s->base; }

@@ -56,6 +56,7 @@ typedef struct vs_write {
     size_t len;
     bool is_delete;
     nds_generation if_equal; /**< NONE, ABSENT, or a generation from vs_generation */
+    const vs_ref *ref;       /**< a value already stored (a prepared set's): data unused */
     int status;              /**< out: 0 applied, NDS_ECONFLICT (condition failed) */
 } vs_write;
 
@@ -63,6 +64,8 @@ typedef struct vs_commit_options {
     bool all_or_nothing;  /**< one failed condition fails the whole commit (NDS_ECONFLICT) */
     const char *message;  /**< may be NULL */
     const char *metadata; /**< JSON object text, may be NULL */
+    const vs_id *tokens;  /**< prepared sets this commit publishes (recorded in the commit) */
+    size_t ntokens;
 } vs_commit_options;
 
 /**
@@ -74,6 +77,38 @@ typedef struct vs_commit_options {
  */
 int vs_store_commit(vs_store *s, vs_snapshot *snap, vs_write *w, size_t n,
                     const vs_commit_options *o);
+
+/** Writes n values into new data objects (create-only, about VS_DATA_OBJECT_MAX each); refs[i]
+ *  gets where value i is, *objects (malloc'd) the objects written with their item counts. */
+int vs_store_write_values(vs_store *s, const uint8_t *const *data, const size_t *len, size_t n,
+                          vs_ref *refs, vs_object_count **objects, size_t *nobjects);
+/** The base kvstore (borrowed). */
+nds_kvstore *vs_store_base(vs_store *s);
+
+/* ---- prepared sets (versioned_prepared.c) ---- */
+
+/** A value a prepared set keeps for its committer (never committed as a key). */
+typedef struct vs_side_value {
+    const char *name;
+    const uint8_t *data;
+    size_t len;
+} vs_side_value;
+
+/** Writes ops (puts and deletes with their conditions; status and ref unused) and side values
+ *  where no reader sees them, as a prepared set built on base_version; token gets its name. */
+int vs_store_prepare(vs_store *s, uint64_t base_version, const vs_write *ops, size_t n,
+                     const vs_side_value *side, size_t m, char token[VS_ID_HEX]);
+/** Loads the prepared set token names. NDS_ENOTFOUND when there is none. */
+int vs_store_prepared_load(vs_store *s, const char *token, vs_prepared *out);
+/**
+ * Commits the prepared sets tokens[0..n) and the writes extra[0..nextra) (which win over the sets'
+ * writes of the same key) as one version, all or nothing, on the latest version (*snap becomes the
+ * new one). Sets are applied in token order; keys several sets write under a condition must have
+ * equal values; a conditioned put whose value is already stored is left out. NDS_EINVAL for a set
+ * an earlier commit published; NDS_ECONFLICT when a condition fails (nothing written).
+ */
+int vs_store_commit_prepared(vs_store *s, vs_snapshot *snap, const char *const *tokens, size_t n,
+                             const vs_write *extra, size_t nextra, const vs_commit_options *o);
 
 /** The engine behind a versioned store handle and the version the handle sees; NULL (message
  *  set, NDS_EINVAL) when kv is not a versioned store. (kv_versioned.c) */

@@ -600,38 +600,111 @@ static bool same_store(const nds_kvstore *a, const nds_kvstore *b) {
            nds_json_equal(a->inst->spec, b->inst->spec);
 }
 
-int nds_kvstore_commit(nds_kvstore *const *kvs, nds_kv_op *ops, size_t n) {
-    if (n == 0) return 0;
-    const nds_kv_driver *d = kvs[0]->inst->driver;
-    if (!d->commit)
-        return nds_err(NDS_EUNSUPPORTED,
-                       "atomic commit needs a kvstore with multi-key commit (memory, lmdb); %s "
-                       "(driver %s) has "
-                       "none, so nothing was written",
-                       kvs[0]->url, d->name);
+/* Checks that every op's handle is on kvs[0]'s store. */
+static int check_one_store(nds_kvstore *const *kvs, size_t n) {
     for (size_t i = 1; i < n; i++)
         if (!same_store(kvs[0], kvs[i]))
             return nds_err(NDS_EUNSUPPORTED,
                            "an atomic commit must stay within one kvstore, but it spans %s and %s; "
-                           "nothing was "
-                           "written",
+                           "nothing was written",
                            kvs[0]->url, kvs[i]->url);
-    const char **relative = malloc(n * sizeof *relative);
-    if (!relative) return nds_err(NDS_ENOMEM, "out of memory");
-    int rc = 0;
-    size_t done = 0;
-    for (; done < n && !rc; done++) {
-        relative[done] = ops[done].key;
-        char *full = nds_asprintf("%s%s", kvs[done]->path, ops[done].key);
-        if (!full) rc = nds_err(NDS_ENOMEM, "out of memory");
-        ops[done].key = full;
+    return 0;
+}
+
+/* Replaces each op's key by its full key (handle path + key); *relative keeps the keys given. */
+static int to_full_keys(nds_kvstore *const *kvs, nds_kv_op *ops, size_t n, const char ***relative,
+                        size_t *done) {
+    *done = 0;
+    if (!(*relative = malloc((n ? n : 1) * sizeof **relative)))
+        return nds_err(NDS_ENOMEM, "out of memory");
+    for (; *done < n; (*done)++) {
+        char *full = nds_asprintf("%s%s", kvs[*done]->path, ops[*done].key);
+        if (!full) return nds_err(NDS_ENOMEM, "out of memory");
+        (*relative)[*done] = ops[*done].key;
+        ops[*done].key = full;
     }
-    if (!rc) rc = d->commit(kvs[0]->inst->state, ops, n);
+    return 0;
+}
+
+static void to_relative_keys(nds_kv_op *ops, const char **relative, size_t done) {
     for (size_t i = 0; i < done; i++) {
         free((char *)ops[i].key);
         ops[i].key = relative[i];
     }
     free(relative);
+}
+
+int nds_kvstore_commit(nds_kvstore *const *kvs, nds_kv_op *ops, size_t n) {
+    if (n == 0) return 0;
+    const nds_kv_driver *d = kvs[0]->inst->driver;
+    if (!d->commit)
+        return nds_err(NDS_EUNSUPPORTED,
+                       "atomic commit needs a kvstore with multi-key commit (memory, lmdb, or a "
+                       "versioned store: URL|versioned:); %s (driver %s) has none, so nothing was "
+                       "written",
+                       kvs[0]->url, d->name);
+    int rc = check_one_store(kvs, n);
+    if (rc) return rc;
+    const char **relative = NULL;
+    size_t done;
+    if (!(rc = to_full_keys(kvs, ops, n, &relative, &done)))
+        rc = d->commit(kvs[0]->inst->state, ops, n);
+    to_relative_keys(ops, relative, done);
+    return rc;
+}
+
+bool nds_kvstore_can_prepare(const nds_kvstore *kv) {
+    return kv->inst->driver->prepare != NULL;
+}
+
+static int refuse_prepare(const nds_kvstore *kv) {
+    return nds_err(NDS_EUNSUPPORTED,
+                   "prepared commits need a versioned store (URL|versioned:); %s (driver %s) has "
+                   "none",
+                   kv->url, kv->inst->driver->name);
+}
+
+int nds_kvstore_prepare(nds_kvstore *store, nds_kvstore *const *kvs, nds_kv_op *ops, size_t n,
+                        const nds_kv_side *side, size_t m, char *token, size_t cap) {
+    const nds_kv_driver *d = store->inst->driver;
+    if (!d->prepare) return refuse_prepare(store);
+    for (size_t i = 0; i < n; i++)
+        if (!same_store(store, kvs[i]))
+            return nds_err(NDS_EUNSUPPORTED,
+                           "a prepared set must stay within one kvstore, but it spans %s and %s",
+                           store->url, kvs[i]->url);
+    const char **relative = NULL;
+    size_t done;
+    int rc = to_full_keys(kvs, ops, n, &relative, &done);
+    if (!rc) rc = d->prepare(store->inst->state, ops, n, side, m, token, cap);
+    to_relative_keys(ops, relative, done);
+    return rc;
+}
+
+int nds_kvstore_prepared_read(nds_kvstore *kv, const char *token, nds_kv_prepared *out) {
+    if (!kv->inst->driver->prepared_read) return refuse_prepare(kv);
+    return kv->inst->driver->prepared_read(kv->inst->state, token, out);
+}
+
+void nds_kvstore_prepared_dispose(nds_kvstore *kv, nds_kv_prepared *p) {
+    if (kv->inst->driver->prepared_dispose) kv->inst->driver->prepared_dispose(kv->inst->state, p);
+}
+
+int nds_kvstore_commit_prepared(nds_kvstore *store, const char *const *tokens, size_t n,
+                                nds_kvstore *const *kvs, nds_kv_op *extra, size_t nextra,
+                                const char *message, const char *metadata) {
+    const nds_kv_driver *d = store->inst->driver;
+    if (!d->commit_prepared) return refuse_prepare(store);
+    for (size_t i = 0; i < nextra; i++)
+        if (!same_store(store, kvs[i]))
+            return nds_err(NDS_EUNSUPPORTED, "a commit must stay within one kvstore (%s, %s)",
+                           store->url, kvs[i]->url);
+    const char **relative = NULL;
+    size_t done;
+    int rc = to_full_keys(kvs, extra, nextra, &relative, &done);
+    if (!rc)
+        rc = d->commit_prepared(store->inst->state, tokens, n, extra, nextra, message, metadata);
+    to_relative_keys(extra, relative, done);
     return rc;
 }
 

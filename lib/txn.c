@@ -524,3 +524,103 @@ int nds_txn_commit(nds_txn *t) {
     pthread_mutex_unlock(&t->mu);
     return rc;
 }
+
+/* ---- prepare (a part of a version committed by nds_txn_commit_prepared) ---- */
+
+/* The store every staged chunk and key is on (the first one's; the driver checks the rest). */
+static nds_kvstore *prepare_store(nds_txn *t, nds_txn_chunk **chunks) {
+    if (t->nchunks) return nds_txn_base_kvstore(chunks[0]->a->kv);
+    return t->keys ? t->keys->kv : NULL;
+}
+
+/* A chunk written in part, for the committer: [u32 header length][header JSON][mask][elements]. */
+static int partial_payload(const nds_txn_chunk *c, nds_buf *out) {
+    const nds_array *a = c->a;
+    json_object *h = json_object_new_object(), *cell = json_object_new_array();
+    json_object_object_add(h, "array", json_object_new_string(nds_kvstore_path(nds_txn_base_kvstore(a->kv))));
+    json_object_object_add(h, "format", json_object_new_string(a->format->name));
+    json_object_object_add(h, "key", json_object_new_string(c->key));
+    for (size_t d = 0; d < a->meta.rank; d++)
+        json_object_array_add(cell, json_object_new_int64((int64_t)c->cell[d]));
+    json_object_object_add(h, "cell", cell);
+    json_object_object_add(h, "elems", json_object_new_int64((int64_t)a->chunk_elems));
+    json_object_object_add(h, "elem", json_object_new_int64((int64_t)a->elem));
+    const char *text = json_object_to_json_string_ext(h, JSON_C_TO_STRING_PLAIN);
+    uint8_t len[4];
+    nds_store_le32(len, (uint32_t)strlen(text));
+    int rc = nds_buf_append(out, len, 4);
+    if (!rc) rc = nds_buf_append(out, text, strlen(text));
+    if (!rc) rc = nds_buf_append(out, c->mask, a->chunk_elems);
+    if (!rc) rc = nds_buf_append(out, c->data, a->chunk_bytes);
+    json_object_put(h);
+    return rc ? nds_err(NDS_ENOMEM, "out of memory preparing %s", c->key) : 0;
+}
+
+/* Chunks written whole become puts (encoded now), chunks written in part side values. */
+static int prepare_chunk(nds_txn_chunk *c, nds_kv_op *op, nds_kvstore **kv, nds_buf *enc,
+                         bool *whole) {
+    nds_array *a = c->a;
+    *whole = every_element_written(c);
+    if (!*whole) return partial_payload(c, enc);
+    int all_fill = 0;
+    pthread_rwlock_rdlock(&a->meta_lock);
+    int rc = nds_array_encode_for_store(a, c->cell, c->key, c->data, enc, &all_fill);
+    pthread_rwlock_unlock(&a->meta_lock);
+    *op = (nds_kv_op){c->key, all_fill ? NULL : enc->data, all_fill ? 0 : enc->len,
+                      {NDS_GEN_NONE, {0}}, {NDS_GEN_NONE, {0}}};
+    *kv = nds_txn_base_kvstore(a->kv);
+    return rc;
+}
+
+static int prepare_all(nds_txn *t, nds_txn_chunk **chunks, nds_buf *enc, char *token, size_t cap) {
+    size_t nkeys = 0, nops = 0, nside = 0;
+    for (txn_key *k = t->keys; k; k = k->next) nkeys++;
+    nds_kv_op *ops = calloc(t->nchunks + nkeys + 1, sizeof *ops);
+    nds_kvstore **kvs = calloc(t->nchunks + nkeys + 1, sizeof *kvs);
+    nds_kv_side *side = calloc(t->nchunks + 1, sizeof *side);
+    char (*names)[32] = calloc(t->nchunks + 1, sizeof *names);
+    int rc = ops && kvs && side && names ? 0 : nds_err(NDS_ENOMEM, "out of memory");
+    for (txn_key *k = t->keys; !rc && k; k = k->next, nops++) {
+        ops[nops] = (nds_kv_op){k->key, k->deleted ? NULL : k->data, k->len, k->if_equal,
+                                {NDS_GEN_NONE, {0}}};
+        kvs[nops] = k->kv;
+    }
+    for (size_t i = 0; !rc && i < t->nchunks; i++) {
+        bool whole;
+        rc = prepare_chunk(chunks[i], &ops[nops], &kvs[nops], &enc[i], &whole);
+        if (rc || whole) {
+            nops += !rc;
+            continue;
+        }
+        snprintf(names[nside], sizeof names[nside], "chunk/%zu", nside);
+        side[nside] = (nds_kv_side){names[nside], enc[i].data, enc[i].len};
+        nside++;
+    }
+    nds_kvstore *store = prepare_store(t, chunks);
+    if (!rc && !store) rc = nds_err(NDS_EINVAL, "transaction: nothing staged to prepare");
+    if (!rc) rc = nds_kvstore_prepare(store, kvs, ops, nops, side, nside, token, cap);
+    free(ops), free(kvs), free(side), free(names);
+    return rc;
+}
+
+int nds_txn_prepare(nds_txn *t, char **token) {
+    int rc = nds_txn_check_open(t);
+    if (rc) return rc;
+    nds_txn_chunk **chunks = chunk_list(t);
+    nds_buf *enc = calloc(t->nchunks + 1, sizeof *enc);
+    char text[128] = "";
+    pthread_mutex_lock(&t->mu);
+    t->state = TXN_COMMITTING;
+    pthread_mutex_unlock(&t->mu);
+    rc = chunks && enc ? prepare_all(t, chunks, enc, text, sizeof text)
+                       : nds_err(NDS_ENOMEM, "out of memory preparing");
+    if (!rc && !(*token = nds_strdup(text))) rc = nds_err(NDS_ENOMEM, "out of memory");
+    for (size_t i = 0; enc && i < t->nchunks; i++) nds_buf_dispose(&enc[i]);
+    free(enc);
+    free(chunks);
+    pthread_mutex_lock(&t->mu);
+    t->state = rc ? TXN_POISONED : TXN_DONE;
+    if (!rc) discard(t);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}

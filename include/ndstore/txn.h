@@ -68,6 +68,27 @@ NDS_API size_t nds_txn_memory(const nds_txn *t);
 /** Stages a raw key write (e.g. a commit marker), applied with the transaction's commit (unconditional). */
 NDS_API int nds_txn_write_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *data, size_t len);
 
+/**
+ * Prepares the transaction instead of committing it, on a versioned store (URL|versioned:): every
+ * staged write is stored where no reader sees it (chunks written whole are encoded; chunks written
+ * in part keep their elements and mask, to be merged at commit) and *token (malloc'd text, free
+ * with nds_free) names the prepared part. Nothing is visible until nds_txn_commit_prepared commits
+ * it. Afterwards the transaction accepts only free. NDS_EUNSUPPORTED on other stores.
+ */
+NDS_API int nds_txn_prepare(nds_txn *t, char **token);
+/**
+ * Commits prepared parts (tokens from any processes, nds_txn_prepare) as one version of the
+ * versioned store kv is on: readers see every part or none. Parts are applied in token order; the
+ * chunks several parts wrote in part are merged element by element onto the chunk as the version
+ * holds it (so no part's elements are lost, whatever the order); arrays several parts created
+ * identically are created once. message and metadata (JSON object text) are recorded with the
+ * version; either may be NULL. @return 0; NDS_EINVAL for a token already committed or unknown
+ * (NDS_ENOTFOUND); NDS_ECONFLICT when a part's condition (e.g. an array created differently) fails
+ * (nothing written); or the storage error.
+ */
+NDS_API int nds_txn_commit_prepared(nds_kvstore *kv, const char *const *tokens, size_t n,
+                                    const char *message, const char *metadata);
+
 #ifdef __cplusplus
 }
 #endif

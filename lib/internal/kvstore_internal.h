@@ -45,6 +45,19 @@ void *nds_kvstore_driver_state(const nds_kvstore *kv, const nds_kv_driver *drive
 /** The context of the handle (never NULL). */
 nds_context *nds_kvstore_context(const nds_kvstore *kv);
 
+/** Whether kv's driver offers prepared commits (kv_driver.h prepare). */
+bool nds_kvstore_can_prepare(const nds_kvstore *kv);
+/** Prepares ops (each key relative to kvs[i], all on store's store) and side values; token (cap
+ *  bytes) gets the set's name. NDS_EUNSUPPORTED when the driver has no prepared commits. */
+int nds_kvstore_prepare(nds_kvstore *store, nds_kvstore *const *kvs, nds_kv_op *ops, size_t n,
+                        const nds_kv_side *side, size_t m, char *token, size_t cap);
+/** Reads a prepared set (keys are full keys); release with nds_kvstore_prepared_dispose. */
+int nds_kvstore_prepared_read(nds_kvstore *kv, const char *token, nds_kv_prepared *out);
+void nds_kvstore_prepared_dispose(nds_kvstore *kv, nds_kv_prepared *p);
+/** Commits prepared sets plus extra ops (keys relative to kvs[i]) as one version. */
+int nds_kvstore_commit_prepared(nds_kvstore *store, const char *const *tokens, size_t n,
+                                nds_kvstore *const *kvs, nds_kv_op *extra, size_t nextra,
+                                const char *message, const char *metadata);
 /** Whether the handle's driver offers two-phase writes (stage + publish, kv_driver.h). */
 bool nds_kvstore_can_stage(const nds_kvstore *kv);
 /** Whether kv's driver reads values straight into the caller's buffers (kv_driver.h read_into). */

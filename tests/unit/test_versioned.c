@@ -501,6 +501,136 @@ START_TEST(checkpoint_recipe_from_four_processes) {
 }
 END_TEST
 
+/* ---- prepared parts (one version from many processes) ---- */
+
+/* A process's part: creates (create + open) arrays layer0 and layer1 of [32, 48] in [16, 16] chunks
+ * inside one transaction, writes rows [8p, 8p + 8) (row splits inside chunks) and prepares; the
+ * token goes to dir/token<p>. */
+static int prepare_part(const char *base, const char *dir, int p) {
+    nds_txn_options o = NDS_TXN_OPTIONS_INIT;
+    o.mode = NDS_TXN_ATOMIC;
+    nds_txn *t;
+    if (nds_txn_begin(&t, &o)) return 2;
+    uint16_t rows[8 * 48];
+    for (int i = 0; i < 8 * 48; i++) rows[i] = (uint16_t)(p * 1000 + i);
+    nds_open_options oo = NDS_OPEN_OPTIONS_INIT;
+    oo.txn = t;
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.txn = t;
+    nds_array *arrays[2];
+    for (int k = 0; k < 2; k++) {
+        char spec[2048];
+        snprintf(spec, sizeof spec,
+                 "{\"driver\":\"zarr3\",\"kvstore\":\"%s|versioned:layer%d/\",\"create\":true,"
+                 "\"open\":true,\"schema\":{\"dtype\":\"uint16\",\"domain\":{\"shape\":[32,48]},"
+                 "\"chunk_layout\":{\"chunk\":{\"shape\":[16,16]}},\"codec\":\"zstd:1\"}}",
+                 base, k);
+        if (nds_array_open(&arrays[k], spec, &oo)) return 3;
+        nds_box b = {2, {(uint64_t)p * 8, 0}, {(uint64_t)p * 8 + 8, 48}, {1, 1}, 0};
+        if (nds_array_write(arrays[k], &b, rows, &io)) return 4;
+    }
+    char *token = NULL;
+    int rc = nds_txn_prepare(t, &token);
+    for (int k = 0; k < 2; k++) nds_array_free(arrays[k]);
+    nds_txn_free(t);
+    if (rc) {
+        fprintf(stderr, "prepare %d: %s\n", p, nds_error_last()->message);
+        return 5;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/token%d", dir, p);
+    nds_test_write_file(path, token, strlen(token));
+    nds_free(token);
+    return 0;
+}
+
+/* Runs n parts in processes; tokens[p] gets part p's token (malloc'd). */
+static void prepare_parts(const char *base, int n, char **tokens) {
+    const char *dir = temp_dir();
+    pid_t pids[8];
+    for (int p = 0; p < n; p++)
+        if ((pids[p] = fork()) == 0) _exit(prepare_part(base, dir, p));
+    for (int p = 0; p < n; p++) {
+        int status;
+        waitpid(pids[p], &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "part %d: status %d", p,
+                      status);
+        char path[1024], buf[128] = {0};
+        snprintf(path, sizeof path, "%s/token%d", dir, p);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_gt(fread(buf, 1, sizeof buf - 1, f), 0);
+        fclose(f);
+        tokens[p] = strdup(buf);
+    }
+}
+
+/* Rows [0, 8 * parts) of both layers hold every part's values (then fill up to extra_from). */
+static void check_layers(const char *base, int parts, int extra_from) {
+    for (int k = 0; k < 2; k++) {
+        char spec[1024];
+        snprintf(spec, sizeof spec, "%s|versioned:layer%d/|zarr3:", base, k);
+        nds_array *a;
+        NDS_OK(nds_array_open(&a, spec, NULL));
+        uint16_t all[32 * 48];
+        nds_box b = {2, {0, 0}, {32, 48}, {1, 1}, 0};
+        NDS_OK(nds_array_read(a, &b, all, NULL));
+        for (int i = 0; i < 8 * parts * 48; i++)
+            ck_assert_msg(all[i] == (uint16_t)((i / 48 / 8) * 1000 + i % (8 * 48)),
+                          "layer%d element %d: %u", k, i, all[i]);
+        for (int i = 8 * parts * 48; i < extra_from * 48; i++) ck_assert_uint_eq(all[i], 0);
+        nds_array_free(a);
+    }
+}
+
+START_TEST(prepared_parts_commit_as_one_version) {
+    const char *base = file_base();
+    char *tokens[4];
+    prepare_parts(base, 4, tokens);
+    ck_assert_uint_eq(latest_version(base), 0); /* nothing visible before the commit */
+    nds_kvstore *kv = open_kv("%s|versioned:", base);
+    const char *order[4] = {tokens[2], tokens[0], tokens[3], tokens[1]}; /* any order */
+    NDS_OK(nds_txn_commit_prepared(kv, order, 4, "step 100", "{\"step\":100}"));
+    ck_assert_uint_eq(latest_version(base), 1); /* arrays, chunks: one version */
+    check_layers(base, 4, 32);
+    /* A part is published once. */
+    ck_assert_int_eq(nds_txn_commit_prepared(kv, order, 1, NULL, NULL), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "already committed in version 1"));
+    ck_assert_int_eq(nds_txn_commit_prepared(kv, (const char *const[]){"0123"}, 1, NULL, NULL),
+                     NDS_EINVAL);
+    for (int p = 0; p < 4; p++) free(tokens[p]);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* Parts merge onto the chunk as the version holds it at commit: a plain write after the prepare,
+ * into other rows of the same chunks, is kept; parts never committed leave nothing visible. */
+START_TEST(prepared_parts_merge_onto_later_writes) {
+    const char *base = file_base();
+    char *tokens[3];
+    prepare_parts(base, 3, tokens); /* rows 0-23; rows 16-31 share chunks with part 2 */
+    nds_kvstore *kv = open_kv("%s|versioned:", base);
+    NDS_OK(nds_txn_commit_prepared(kv, (const char *const *)tokens, 2, NULL, NULL)); /* parts 0, 1 */
+    check_layers(base, 2, 16);
+    char spec[1024];
+    snprintf(spec, sizeof spec, "%s|versioned:layer0/|zarr3:", base);
+    nds_array *a;
+    NDS_OK(nds_array_open(&a, spec, NULL));
+    uint16_t later[8 * 48];
+    for (int i = 0; i < 8 * 48; i++) later[i] = 7;
+    nds_box rows = {2, {24, 0}, {32, 48}, {1, 1}, 0};
+    NDS_OK(nds_array_write(a, &rows, later, NULL)); /* after part 2 was prepared */
+    NDS_OK(nds_txn_commit_prepared(kv, (const char *const *)tokens + 2, 1, NULL, NULL));
+    uint16_t back[8 * 48];
+    NDS_OK(nds_array_read(a, &rows, back, NULL));
+    for (int i = 0; i < 8 * 48; i++) ck_assert_uint_eq(back[i], 7);
+    nds_array_free(a);
+    check_layers(base, 3, 24);
+    for (int p = 0; p < 3; p++) free(tokens[p]);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 /* ---- crashes ---- */
 
 enum { GROUP_KEYS = 5 };
@@ -661,6 +791,8 @@ int main(void) {
     tcase_add_test(tc, bad_specs_are_refused);
     tcase_add_test(tc, atomic_transaction_on_a_file_base);
     tcase_add_test(tc, checkpoint_recipe_from_four_processes);
+    tcase_add_test(tc, prepared_parts_commit_as_one_version);
+    tcase_add_test(tc, prepared_parts_merge_onto_later_writes);
     tcase_add_test(tc, sigkilled_writers_leave_whole_versions);
     suite_add_tcase(s, tc);
     return nds_test_run(s);

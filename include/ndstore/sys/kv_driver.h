@@ -48,6 +48,35 @@ typedef struct nds_kv_publish {
     int status;                    /**< 0 applied, NDS_ECONFLICT, or the error that stopped it */
 } nds_kv_publish;
 
+/** A value a prepared set keeps for its committer only, never committed as a key (the elements and
+ *  mask of a chunk written in part, merged into the chunk at commit). */
+typedef struct nds_kv_side {
+    const char *name;
+    const uint8_t *data;
+    size_t len;
+} nds_kv_side;
+
+/** Values up to this size come back with their bytes from prepared_read (metadata documents). */
+#define NDS_KV_PREPARED_SMALL ((size_t)64 << 10)
+
+/** One write of a prepared set, as prepared_read returns it. */
+typedef struct nds_kv_prepared_op {
+    const char *key;         /**< full key */
+    int is_delete;
+    const uint8_t *data;     /**< the value when len <= NDS_KV_PREPARED_SMALL, else NULL */
+    size_t len;
+    nds_generation if_equal; /**< its condition */
+} nds_kv_prepared_op;
+
+/** A prepared set read back (prepared_read); released with prepared_dispose. */
+typedef struct nds_kv_prepared {
+    nds_kv_prepared_op *ops;
+    size_t nops;
+    nds_kv_side *side;
+    size_t nside;
+    void *internal; /**< the driver's */
+} nds_kv_prepared;
+
 typedef struct nds_kv_driver {
     /** NDS_KV_DRIVER_VERSION; checked at registration. Members are only appended. */
     uint32_t version;
@@ -118,6 +147,22 @@ typedef struct nds_kv_driver {
      */
     int (*read_ranges)(void *state, const char *key, const nds_byte_range *ranges, size_t n,
                        nds_read_result *out);
+    /* ---- optional, all four or none (no version change: NULL = not provided) ---- */
+    /**
+     * Prepared commits (two-phase, across processes: the versioned adapter). prepare writes ops
+     * (full keys, with their conditions) and side values where no reader sees them and names them
+     * with a token (NUL-terminated text, at most cap bytes). prepared_read reads a set back.
+     * commit_prepared publishes the sets tokens[0..n) plus extra[0..nextra) (full keys; extra wins
+     * over a set's write of the same key) all or nothing, applying the sets in token order; a
+     * condition that fails is NDS_ECONFLICT (nothing written); a set already published is
+     * NDS_EINVAL. message and metadata (JSON object text) describe the commit; either may be NULL.
+     */
+    int (*prepare)(void *state, const nds_kv_op *ops, size_t n, const nds_kv_side *side,
+                   size_t m, char *token, size_t cap);
+    int (*prepared_read)(void *state, const char *token, nds_kv_prepared *out);
+    void (*prepared_dispose)(void *state, nds_kv_prepared *p);
+    int (*commit_prepared)(void *state, const char *const *tokens, size_t n, nds_kv_op *extra,
+                           size_t nextra, const char *message, const char *metadata);
 } nds_kv_driver;
 
 /** Registers a driver (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
