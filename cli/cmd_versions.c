@@ -275,18 +275,23 @@ static int probe_array(array_probe *p, const char *dir, bool *is_array) {
     static const char *const names[] = {"zarr.json", ".zarray", "attributes.json", "info"};
     *is_array = false;
     for (size_t n = 0; n < sizeof names / sizeof *names; n++) {
-        char key[4096];
-        snprintf(key, sizeof key, "%s%s", dir, names[n]);
-        for (int side = 0; side < 2; side++) {
+        char *key = NULL;
+        if (asprintf(&key, "%s%s", dir, names[n]) < 0) return cli_fail("out of memory");
+        bool found = false;
+        for (int side = 0; side < 2 && !found; side++) {
             nds_read_result r;
             nds_error_clear();
             int rc = nds_kvstore_read(p->at[side], key, NULL, &r);
-            if (rc) return cli_fail_nds(rc, nds_kvstore_url(p->at[side]));
-            bool found = r.state == NDS_READ_VALUE;
+            if (rc) {
+                free(key);
+                return cli_fail_nds(rc, nds_kvstore_url(p->at[side]));
+            }
+            found = r.state == NDS_READ_VALUE;
             if (found) *is_array = describes_array(names[n], &r.value);
             nds_read_result_dispose(&r);
-            if (found) return CLI_OK;
         }
+        free(key);
+        if (found) return CLI_OK;
     }
     return CLI_OK;
 }
@@ -313,7 +318,7 @@ typedef struct grouper {
     dir_level *stack;   /* from "" down to the first array, at most one level per '/' + 1 */
     size_t depth;
     array_line *lines;
-    size_t nlines;
+    size_t nlines, cap;
 } grouper;
 
 /* Pushes the directory key[0..len) after checking whether it is an array. */
@@ -325,6 +330,16 @@ static int push_dir(grouper *g, const char *key, size_t len) {
         free(dir);
         if (status == CLI_OK) g->stack[g->depth++] = (dir_level){len, -1};
         return status;
+    }
+    if (g->nlines == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 16;
+        array_line *lines = realloc(g->lines, cap * sizeof *lines);
+        if (!lines) {
+            free(dir);
+            return cli_fail("out of memory");
+        }
+        g->lines = lines;
+        g->cap = cap;
     }
     g->lines[g->nlines] = (array_line){.dir = dir};
     g->stack[g->depth++] = (dir_level){len, (long)g->nlines++};
@@ -397,6 +412,7 @@ static int diff_grouped(nds_kvstore *kv, const char *url, const uint64_t v[2]) {
     diff_keys d = {0};
     nds_error_clear();
     int rc = nds_versioned_diff(kv, v[0], v[1], collect_key, &d);
+    /* collect_key stops with CLI_FAIL (printed); library errors are negative. */
     int status = rc == CLI_FAIL ? CLI_FAIL : rc ? cli_fail_nds(rc, nds_kvstore_url(kv)) : CLI_OK;
     size_t max_depth = 1;
     for (size_t i = 0; i < d.n; i++) {
@@ -406,8 +422,7 @@ static int diff_grouped(nds_kvstore *kv, const char *url, const uint64_t v[2]) {
     }
     grouper g = {0};
     g.stack = calloc(max_depth, sizeof *g.stack);
-    g.lines = calloc(d.n ? d.n : 1, sizeof *g.lines); /* at most one array per directory per key */
-    if (status == CLI_OK && (!g.stack || !g.lines)) status = cli_fail("out of memory");
+    if (status == CLI_OK && !g.stack) status = cli_fail("out of memory");
     for (int side = 0; side < 2 && status == CLI_OK && d.n > 0; side++) {
         char *pinned = pinned_url(url, v[1 - side]);
         nds_error_clear();
