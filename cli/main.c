@@ -38,6 +38,7 @@ static const cli_command commands[] = {
     {"commit", "publish prepared parts as one version of a versioned store", cli_cmd_commit},
     {"log", "list the versions of a versioned store, newest first", cli_cmd_log},
     {"tag", "name a version of a versioned store (tags never move)", cli_cmd_tag},
+    {"diff", "show the keys and chunks that changed between two versions", cli_cmd_diff},
     {"demo", "multi-process writers on local files, checked element by element", cli_cmd_demo},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

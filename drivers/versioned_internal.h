@@ -332,4 +332,23 @@ int vs_tree_list(const vs_tree_io *io, const vs_root *root, const char *begin, c
 int vs_tree_apply(const vs_tree_io *io, const vs_root *root, const vs_op *ops, size_t n,
                   vs_root *out);
 
+/**
+ * Called by vs_tree_diff for each key whose entry differs: old_e NULL when the key was added in b,
+ * new_e NULL when it was removed, both when its version (generation) changed. Entries are valid
+ * during the call only. A non-zero return stops the diff and is returned.
+ */
+typedef int (*vs_diff_fn)(void *ctx, const char *key, const vs_entry *old_e, const vs_entry *new_e);
+/**
+ * Calls fn for every key whose entry differs between the trees a and b (any two versions: either
+ * order, empty roots, different heights), in key order. Subtrees both trees reference (same object
+ * and offset) are skipped unread, so copy-on-write versions cost the nodes on the paths to the
+ * changed keys plus the roots, not their size. An entry rewritten with equal bytes is a change (its
+ * version differs). @return 0, fn's non-zero return, or a load error
+ */
+int vs_tree_diff(const vs_tree_io *io, const vs_root *a, const vs_root *b, vs_diff_fn fn,
+                 void *ctx);
+/** vs_tree_diff restricted to keys k with begin <= k < end ("" end: no bound). */
+int vs_tree_diff_range(const vs_tree_io *io, const vs_root *a, const vs_root *b,
+                       const char *begin, const char *end, vs_diff_fn fn, void *ctx);
+
 #endif

@@ -458,6 +458,12 @@ int vs_store_list(vs_store *s, const vs_snapshot *snap, const char *begin, const
     return vs_tree_list(&io, &snap->root, begin, end, fn, ctx);
 }
 
+int vs_store_diff(vs_store *s, const vs_snapshot *a, const vs_snapshot *b, const char *begin,
+                  const char *end, vs_diff_fn fn, void *ctx) {
+    vs_tree_io io = read_io(s);
+    return vs_tree_diff_range(&io, &a->root, &b->root, begin, end, fn, ctx);
+}
+
 static void free_release(void *ctx, const uint8_t *data) {
     (void)ctx;
     free((void *)data);

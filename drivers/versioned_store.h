@@ -48,6 +48,10 @@ int vs_store_read_value(vs_store *s, const vs_entry *e, uint64_t offset, uint64_
 /** Lists snap's keys in [begin, end) ("" end: no bound) in key order. */
 int vs_store_list(vs_store *s, const vs_snapshot *snap, const char *begin, const char *end,
                   vs_entry_fn fn, void *ctx);
+/** The keys in [begin, end) ("" end: no bound) whose entries differ between a and b, in key
+ *  order (vs_tree_diff_range: shared subtrees are skipped unread). */
+int vs_store_diff(vs_store *s, const vs_snapshot *a, const vs_snapshot *b, const char *begin,
+                  const char *end, vs_diff_fn fn, void *ctx);
 
 /** One change of a commit: a put (data) or a delete, under a condition. */
 typedef struct vs_write {

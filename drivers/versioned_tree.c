@@ -1,7 +1,7 @@
 /* The versioned store's index: a copy-on-write B+tree over immutable nodes (versioned_internal.h).
  *
- * What: lookup of one key, listing of a key range in order, and a batch update that builds the next
- * version's tree from the previous one. Nodes are reached only through a vs_tree_io (load, release,
+ * What: lookup of one key, listing of a key range in order, a batch update that builds the next
+ * version's tree from the previous one, and a diff of two versions' trees (at the end of the file). Nodes are reached only through a vs_tree_io (load, release,
  * store, superseded), so the tree knows nothing of objects, envelopes or caches.
  *
  * How: an inner node's child i holds the keys in [first_key_i, first_key_{i+1}); the first child's
@@ -631,4 +631,186 @@ int vs_tree_apply(const vs_tree_io *io, const vs_root *root, const vs_op *ops, s
     }
     free(a.drops);
     return rc;
+}
+
+/* ---- diff ------------------------------------------------------------------------------------ */
+
+/* Two versions are compared by walking both trees in key order at once, each side a cursor: the
+ * path of loaded nodes from its root down to the item it is at (a child subtree or a leaf entry).
+ * When both sides are at the same child (same object and offset) the subtree is identical and both
+ * skip it unread; otherwise the side whose item starts first is opened (the higher one on a tie,
+ * so a subtree shared at different depths is met at the same place on both sides), and entries are
+ * compared when both sides are at one. Copy-on-write trees share every subtree a batch did not
+ * touch, so the loads are the nodes on the paths to changed keys, on both sides, plus the roots.
+ * A child's first key is only used as a lower bound of its keys (child 0's may be ""), so a tree
+ * with loose first keys still diffs correctly, just with more loads. */
+
+typedef struct diff_frame {
+    const vs_node *node;
+    size_t i; /* the item the cursor is at */
+} diff_frame;
+
+typedef struct diff_cursor {
+    const vs_tree_io *io;
+    const char *begin, *end; /* the range [begin, end) ("" end: no bound) */
+    bool at_root;            /* the root is the current item (not yet opened or skipped) */
+    vs_ref root_ref;
+    unsigned root_level;
+    size_t depth;
+    diff_frame frames[VS_MAX_LEVEL + 1];
+} diff_cursor;
+
+/* What a cursor is at: an entry, or a subtree (ref, level) whose keys are all >= lo. */
+typedef struct diff_item {
+    const vs_entry *entry; /* NULL for a subtree */
+    const vs_ref *ref;
+    unsigned level;
+    const char *lo;
+} diff_item;
+
+static void cursor_init(diff_cursor *c, const vs_tree_io *io, const vs_root *root,
+                        const char *begin, const char *end) {
+    c->io = io;
+    c->begin = begin;
+    c->end = end;
+    c->at_root = !root->empty;
+    c->root_ref = root->ref;
+    c->root_level = root->empty ? 0 : root->level;
+    c->depth = 0;
+}
+
+static void cursor_close(diff_cursor *c) {
+    while (c->depth > 0) c->io->release(c->io->ctx, c->frames[--c->depth].node);
+}
+
+/* Pops finished nodes, moving their parents past them. */
+static void cursor_settle(diff_cursor *c) {
+    while (c->depth > 0 && c->frames[c->depth - 1].i >= c->frames[c->depth - 1].node->n) {
+        c->io->release(c->io->ctx, c->frames[--c->depth].node);
+        if (c->depth > 0) c->frames[c->depth - 1].i++;
+    }
+}
+
+/* The current item; false at the end of the range. Items come in key order, so the first one at or
+ * past end ends the walk. */
+static bool cursor_item(const diff_cursor *c, diff_item *it) {
+    if (c->at_root) {
+        *it = (diff_item){NULL, &c->root_ref, c->root_level, ""};
+    } else if (c->depth == 0) {
+        return false;
+    } else {
+        const diff_frame *f = &c->frames[c->depth - 1];
+        if (f->node->level == 0) {
+            const vs_entry *e = &f->node->entries[f->i];
+            *it = (diff_item){e, NULL, 0, e->key};
+        } else {
+            const vs_child *ch = &f->node->children[f->i];
+            *it = (diff_item){NULL, &ch->ref, f->node->level - 1u, ch->first_key};
+        }
+    }
+    return c->end[0] == '\0' || strcmp(it->lo, c->end) < 0;
+}
+
+static void cursor_next(diff_cursor *c) {
+    if (c->at_root) {
+        c->at_root = false;
+        return;
+    }
+    c->frames[c->depth - 1].i++;
+    cursor_settle(c);
+}
+
+/* Loads the subtree the cursor is at and moves to its first item that can hold keys >= begin. */
+static int cursor_open(diff_cursor *c, const diff_item *it) {
+    const vs_node *node;
+    int rc = load_node(c->io, it->ref, it->level, &node);
+    if (rc) return rc;
+    if (c->depth == VS_MAX_LEVEL + 1) { /* unreachable: levels fall by one from a checked root */
+        c->io->release(c->io->ctx, node);
+        return corrupt_node(it->ref, "is deeper than the tree can be");
+    }
+    c->at_root = false;
+    bool before;
+    size_t first = node->level == 0 ? entry_lower_bound(node, c->begin)
+                                    : child_index(node, c->begin, &before);
+    c->frames[c->depth++] = (diff_frame){node, first};
+    cursor_settle(c);
+    return 0;
+}
+
+typedef struct diff_args {
+    diff_cursor a, b;
+    vs_diff_fn fn;
+    void *ctx;
+} diff_args;
+
+static bool same_node(const diff_item *x, const diff_item *y) {
+    return !x->entry && !y->entry && x->level == y->level && x->ref->offset == y->ref->offset &&
+           memcmp(x->ref->object.b, y->ref->object.b, VS_ID_SIZE) == 0;
+}
+
+/* One side alone at an item the other side lacks (or may lack: the side opens its subtree). */
+static int diff_one_side(diff_args *d, diff_cursor *c, const diff_item *it, bool is_old) {
+    if (!it->entry) return cursor_open(c, it);
+    int rc = is_old ? d->fn(d->ctx, it->entry->key, it->entry, NULL)
+                    : d->fn(d->ctx, it->entry->key, NULL, it->entry);
+    cursor_next(c);
+    return rc;
+}
+
+/* Both sides at entries. */
+static int diff_entries(diff_args *d, const diff_item *x, const diff_item *y) {
+    int cmp = strcmp(x->entry->key, y->entry->key);
+    if (cmp < 0) return diff_one_side(d, &d->a, x, true);
+    if (cmp > 0) return diff_one_side(d, &d->b, y, false);
+    int rc = 0;
+    if (x->entry->version != y->entry->version)
+        rc = d->fn(d->ctx, x->entry->key, x->entry, y->entry);
+    cursor_next(&d->a);
+    cursor_next(&d->b);
+    return rc;
+}
+
+/* One step of the walk; *done at the end of both sides. */
+static int diff_step(diff_args *d, bool *done) {
+    diff_item x, y;
+    bool hx = cursor_item(&d->a, &x), hy = cursor_item(&d->b, &y);
+    *done = !hx && !hy;
+    if (*done) return 0;
+    if (!hy) return diff_one_side(d, &d->a, &x, true);
+    if (!hx) return diff_one_side(d, &d->b, &y, false);
+    if (same_node(&x, &y)) {
+        cursor_next(&d->a);
+        cursor_next(&d->b);
+        return 0;
+    }
+    if (x.entry && y.entry) return diff_entries(d, &x, &y);
+    int cmp = strcmp(x.lo, y.lo);
+    /* An entry before a subtree's lower bound is in no later item of the other side. */
+    if (x.entry) return cmp < 0 ? diff_one_side(d, &d->a, &x, true) : cursor_open(&d->b, &y);
+    if (y.entry) return cmp > 0 ? diff_one_side(d, &d->b, &y, false) : cursor_open(&d->a, &x);
+    bool open_a = cmp < 0 || (cmp == 0 && x.level >= y.level);
+    return open_a ? cursor_open(&d->a, &x) : cursor_open(&d->b, &y);
+}
+
+int vs_tree_diff_range(const vs_tree_io *io, const vs_root *a, const vs_root *b,
+                       const char *begin, const char *end, vs_diff_fn fn, void *ctx) {
+    int rc = check_root(a);
+    if (rc == 0) rc = check_root(b);
+    if (rc) return rc;
+    begin = begin ? begin : "";
+    end = end ? end : "";
+    if (end[0] != '\0' && strcmp(begin, end) >= 0) return 0;
+    diff_args d = {.fn = fn, .ctx = ctx};
+    cursor_init(&d.a, io, a, begin, end);
+    cursor_init(&d.b, io, b, begin, end);
+    for (bool done = false; rc == 0 && !done;) rc = diff_step(&d, &done);
+    cursor_close(&d.a);
+    cursor_close(&d.b);
+    return rc;
+}
+
+int vs_tree_diff(const vs_tree_io *io, const vs_root *a, const vs_root *b, vs_diff_fn fn,
+                 void *ctx) {
+    return vs_tree_diff_range(io, a, b, "", "", fn, ctx);
 }

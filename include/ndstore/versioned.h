@@ -45,6 +45,29 @@ NDS_API int nds_versioned_log(nds_kvstore *kv, uint64_t newest, nds_version_fn f
  */
 NDS_API int nds_versioned_tag(nds_kvstore *kv, const char *name, uint64_t version);
 
+/** How a key differs between two versions. */
+typedef enum nds_diff_kind {
+    NDS_DIFF_ADDED,   /**< in the second version only */
+    NDS_DIFF_REMOVED, /**< in the first version only */
+    NDS_DIFF_CHANGED  /**< in both, written again in between (even with the same bytes) */
+} nds_diff_kind;
+
+/** Called once per differing key by nds_versioned_diff; key is relative to the handle's path and
+ *  borrowed for the call. A non-zero return stops the diff and is returned. */
+typedef int (*nds_diff_fn)(void *ctx, const char *key, nds_diff_kind kind);
+
+/**
+ * Calls fn, in key order, for every key under kv's path that differs between versions a and b (0
+ * for either: the version kv sees; a may be newer than b, which reports the way back). A key is
+ * changed when it was written between the two versions, whatever the bytes. The cost follows what
+ * changed, not the size of the versions: subtrees both versions share are not read.
+ * Thread: any (the handle is internally synchronised); fn runs on the calling thread.
+ * @return 0, fn's non-zero return, NDS_EINVAL when kv is not a versioned store, NDS_ENOTFOUND for
+ * a version that does not exist, or a read error (NDS_ECORRUPT naming the index object)
+ */
+NDS_API int nds_versioned_diff(nds_kvstore *kv, uint64_t a, uint64_t b, nds_diff_fn fn,
+                               void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,8 +2,9 @@
 # The versioned store from the command line, as a user runs it on local files: arrays created and
 # written through `file:///D/|versioned:`, `ndstore log`, `ndstore tag`, reading an old version by
 # number and by tag, atomic transactions on a file base (refused on a plain file store), writes to a
-# pinned version refused, `ls` of the store, and eight concurrent `ndstore write` processes into one
-# array whose row blocks split chunks: every element lands and every version in the log reads whole.
+# pinned version refused, `ls` of the store, eight concurrent `ndstore write` processes into one
+# array whose row blocks split chunks (every element lands and every version in the log reads whole),
+# and `ndstore diff` of an array written twice (grouped by array, --keys, --json).
 #
 # usage: tests/integration/versioned_test.sh BUILD_DIR   (or path/to/ndstore)
 # Needs /usr/bin/python3 (standard library only). Prints "FAIL: ..." per failed check and a final
@@ -102,6 +103,36 @@ for v in $versions; do
     "$BIN" ls "$S|versioned:@$v/" >/dev/null 2>&1 || unreadable=$((unreadable + 1))
 done
 check '[ "$unreadable" -eq 0 ] && [ -n "$versions" ]' "every version lists"
+
+# ndstore diff: an array written whole, then one chunk of it again: the diff names that chunk.
+latest() { "$BIN" log "$S" --json -n 1 | $PY -c 'import json,sys; print(json.loads(sys.stdin.readline())["version"])'; }
+D="$S|versioned:model/d/|zarr3:"
+nds create "$D" --shape 64,48 --chunks 16,16 --dtype uint16 --codec zstd:1
+created=$(latest)
+nds write "$D" --raw -i one.raw
+whole=$(latest)
+$PY -c 'import struct,sys; open(sys.argv[1],"wb").write(struct.pack("<256H",*range(256)))' patch.raw
+nds write "$D" --region "[16:32, 16:32]" --raw -i patch.raw
+patched=$(latest)
+nds diff "$S" "$whole" "$patched"
+check '[ "$RC" -eq 0 ] && [ "$OUT" = "model/d/: 1 chunk changed, 0 added, 0 removed (c/1/1)" ]' "diff names the one chunk written again ($OUT)"
+nds diff "$S" "$whole" "$patched" --keys
+check '[ "$RC" -eq 0 ] && [ "$OUT" = "M model/d/c/1/1" ]' "diff --keys ($OUT)"
+nds diff "$S" "$whole" "$patched" --json
+check '[ "$RC" -eq 0 ] && [ "$OUT" = "{\"key\":\"model/d/c/1/1\",\"change\":\"changed\"}" ]' "diff --json ($OUT)"
+nds diff "$S|versioned:model/d/" "$created" "$patched"
+check '[ "$RC" -eq 0 ] && [ "$OUT" = "./: 0 chunks changed, 12 added, 0 removed (c/0/0 c/0/1 c/0/2 c/1/0 c/1/1 c/1/2 c/2/0 c/2/1 ...)" ]' "diff under a path, at most 8 chunk names ($OUT)"
+nds diff "$S|versioned:model/" "$patched" "$created" --keys
+check '[ "$RC" -eq 0 ] && [ "$(printf "%s\n" "$OUT" | grep -c "^- d/c/")" -eq 12 ] && ! [[ "$OUT" == *"a/"* ]]' "diff the way back: chunks removed, other arrays out of the path"
+nds attrs "$D" --set '{"step":1}'
+nds diff "$S" "$patched" "$(latest)"
+check '[ "$RC" -eq 0 ] && [ "$OUT" = "M model/d/zarr.json" ]' "a metadata change is its own line ($OUT)"
+nds diff "$S" "$whole" "$whole"
+check '[ "$RC" -eq 0 ] && [ -z "$OUT" ]' "a version against itself: nothing"
+nds diff "$S" 1 100000
+check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"version 100000 does not exist"* ]]' "diff of a missing version"
+nds diff "$S" 0 1
+check '[ "$RC" -eq 2 ] && [[ "$ERR" == *"A: expected a version number"* ]]' "diff refuses version 0"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

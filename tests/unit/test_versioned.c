@@ -773,6 +773,69 @@ START_TEST(sigkilled_writers_leave_whole_versions) {
 }
 END_TEST
 
+/* Collects nds_versioned_diff's calls as "+key", "-key", "Mkey" joined by spaces. */
+typedef struct diff_text {
+    char text[512];
+    int stop_at; /* > 0: return 5 at that call */
+    int calls;
+} diff_text;
+
+static int diff_to_text(void *ctx, const char *key, nds_diff_kind kind) {
+    diff_text *d = ctx;
+    size_t used = strlen(d->text);
+    snprintf(d->text + used, sizeof d->text - used, "%s%c%s", used ? " " : "",
+             kind == NDS_DIFF_ADDED ? '+' : kind == NDS_DIFF_REMOVED ? '-' : 'M', key);
+    return ++d->calls == d->stop_at ? 5 : 0;
+}
+
+static const char *diff_of(nds_kvstore *kv, uint64_t a, uint64_t b) {
+    static diff_text d;
+    memset(&d, 0, sizeof d);
+    NDS_OK(nds_versioned_diff(kv, a, b, diff_to_text, &d));
+    return d.text;
+}
+
+/* Keys added, rewritten (same bytes too) and removed between versions, through a handle whose path
+ * narrows the diff (keys next to the path, "model" and "model0/z", stay out), both ways. */
+START_TEST(diff_between_versions_under_a_path) {
+    const char *base = memory_base();
+    nds_kvstore *kv = open_kv("%s|versioned:", base);
+    nds_kv_test_put(kv, "model/a", "1");          /* 1 */
+    nds_kv_test_put(kv, "model/b", "2");          /* 2 */
+    nds_kv_test_put(kv, "other/x", "x");          /* 3 */
+    nds_kv_test_put(kv, "model/a", "1");          /* 4: the same bytes again */
+    NDS_OK(nds_kvstore_delete(kv, "model/b", NULL)); /* 5 */
+    nds_kv_test_put(kv, "model/c/d", "3");        /* 6 */
+    nds_kv_test_put(kv, "model", "m");            /* 7 */
+    nds_kv_test_put(kv, "model0/z", "z");         /* 8 */
+    nds_kvstore *sub = open_kv("%s|versioned:model/", base);
+    ck_assert_str_eq(diff_of(sub, 3, 8), "Ma -b +c/d");
+    ck_assert_str_eq(diff_of(sub, 8, 3), "Ma +b -c/d");
+    ck_assert_str_eq(diff_of(sub, 2, 0), "Ma -b +c/d"); /* 0: the version the handle sees */
+    ck_assert_str_eq(diff_of(sub, 4, 5), "-b");
+    ck_assert_str_eq(diff_of(sub, 6, 8), "");
+    ck_assert_str_eq(diff_of(sub, 0, 0), "");
+    ck_assert_str_eq(diff_of(kv, 6, 8), "+model +model0/z");
+    ck_assert_str_eq(diff_of(kv, 2, 3), "+other/x");
+    /* A pinned handle's own version is its 0. */
+    nds_kvstore *at = open_kv("%s|versioned:@1/model/", base);
+    ck_assert_str_eq(diff_of(at, 0, 6), "Ma +c/d");
+    nds_kvstore_free(at);
+    /* fn's non-zero return stops the diff; bad versions and plain stores are errors. */
+    diff_text d = {.stop_at = 1};
+    ck_assert_int_eq(nds_versioned_diff(sub, 3, 8, diff_to_text, &d), 5);
+    ck_assert_str_eq(d.text, "Ma");
+    ck_assert_int_eq(nds_versioned_diff(sub, 3, 99, diff_to_text, &d), NDS_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "version 99 does not exist"));
+    nds_kvstore *plain = open_kv("%s", base);
+    ck_assert_int_eq(nds_versioned_diff(plain, 1, 2, diff_to_text, &d), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "not a versioned store"));
+    nds_kvstore_free(plain);
+    nds_kvstore_free(sub);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("versioned");
     suite_add_tcase(s, nds_kv_conformance_tcase("versioned-memory", versioned_memory_url));
@@ -794,6 +857,7 @@ int main(void) {
     tcase_add_test(tc, prepared_parts_commit_as_one_version);
     tcase_add_test(tc, prepared_parts_merge_onto_later_writes);
     tcase_add_test(tc, sigkilled_writers_leave_whole_versions);
+    tcase_add_test(tc, diff_between_versions_under_a_path);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }

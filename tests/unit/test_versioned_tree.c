@@ -1008,6 +1008,189 @@ START_TEST(big_items_and_even_splits) {
 }
 END_TEST
 
+/* ---- diff ------------------------------------------------------------------------------------ */
+
+/* One reported change: old and new versions (0 for a missing side). */
+typedef struct change {
+    char *key;
+    uint64_t old_v, new_v;
+    bool has_old, has_new;
+} change;
+
+typedef struct changes {
+    change *v;
+    size_t n, cap;
+    size_t stop_after; /* > 0: the callback returns 7 at that call */
+} changes;
+
+static void changes_push(changes *c, const char *key, const vs_entry *o, const vs_entry *n) {
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->v = realloc(c->v, c->cap * sizeof *c->v);
+    }
+    c->v[c->n++] = (change){strdup(key), o ? o->version : 0, n ? n->version : 0, o != NULL,
+                            n != NULL};
+}
+
+static int collect_change(void *ctx, const char *key, const vs_entry *o, const vs_entry *n) {
+    changes *c = ctx;
+    ck_assert(o || n);
+    if (o) ck_assert_str_eq(o->key, key);
+    if (n) ck_assert_str_eq(n->key, key);
+    changes_push(c, key, o, n);
+    return c->stop_after && c->n == c->stop_after ? 7 : 0;
+}
+
+static void changes_free(changes *c) {
+    for (size_t i = 0; i < c->n; i++) free(c->v[i].key);
+    free(c->v);
+    *c = (changes){0};
+}
+
+/* The reference diff of two models, restricted to [begin, end). */
+static changes model_diff(const model *a, const model *b, const char *begin, const char *end) {
+    changes want = {0};
+    size_t i = model_lower_bound(a, begin), j = model_lower_bound(b, begin);
+    while (i < a->n || j < b->n) {
+        int cmp = i == a->n ? 1 : j == b->n ? -1 : strcmp(a->e[i].key, b->e[j].key);
+        const char *key = cmp <= 0 ? a->e[i].key : b->e[j].key;
+        if (end[0] && strcmp(key, end) >= 0) break;
+        if (cmp < 0)
+            changes_push(&want, key, &a->e[i], NULL);
+        else if (cmp > 0)
+            changes_push(&want, key, NULL, &b->e[j]);
+        else if (a->e[i].version != b->e[j].version)
+            changes_push(&want, key, &a->e[i], &b->e[j]);
+        i += cmp <= 0;
+        j += cmp >= 0;
+    }
+    return want;
+}
+
+static void check_diff(const vs_tree_io *io, const mem_io *m, const vs_root *ra, const model *a,
+                       const vs_root *rb, const model *b, const char *begin, const char *end) {
+    changes got = {0}, want = model_diff(a, b, begin, end);
+    NDS_OK(vs_tree_diff_range(io, ra, rb, begin, end, collect_change, &got));
+    ck_assert_uint_eq(m->live, 0);
+    ck_assert_uint_eq(got.n, want.n);
+    for (size_t i = 0; i < got.n; i++) {
+        const change *g = &got.v[i], *w = &want.v[i];
+        ck_assert_str_eq(g->key, w->key);
+        ck_assert(g->has_old == w->has_old && g->has_new == w->has_new);
+        ck_assert_uint_eq(g->old_v, w->old_v);
+        ck_assert_uint_eq(g->new_v, w->new_v);
+    }
+    changes_free(&got);
+    changes_free(&want);
+}
+
+static model model_copy(const model *md) {
+    model c = {calloc(md->n + 1, sizeof *c.e), md->n, md->n + 1};
+    for (size_t i = 0; i < md->n; i++) entry_clone(&c.e[i], &md->e[i]);
+    return c;
+}
+
+/* Random versions (heights from one leaf up, deletes included): every pair, both ways and with
+ * itself and the empty tree, diffs like the models; so do random ranges; fn's return stops it. */
+START_TEST(diff_matches_reference) {
+    mem_io m;
+    vs_tree_io io = mem_io_make(&m);
+    enum { VERSIONS = 14 };
+    model md[VERSIONS + 1] = {{0}};
+    vs_root r[VERSIONS + 1] = {{.empty = true}};
+    unsigned max_level = 0;
+    for (int v = 1; v <= VERSIONS; v++) {
+        /* Big batches first (heights grow), then small ones (little changes between versions). */
+        size_t n = v <= 6 ? 1 + rnd() % 3000 : 1 + rnd() % 40;
+        batch b = random_batch(&md[v - 1], n, (uint64_t)v);
+        r[v] = apply_ok(&io, &r[v - 1], &b);
+        md[v] = model_copy(&md[v - 1]);
+        model_apply(&md[v], b.ops, b.n);
+        batch_dispose(&b);
+        if (r[v].level > max_level) max_level = r[v].level;
+    }
+    ck_assert_uint_ge(max_level, 1);
+    for (int x = 0; x <= VERSIONS; x++) {
+        for (int y = 0; y <= VERSIONS; y++) {
+            check_diff(&io, &m, &r[x], &md[x], &r[y], &md[y], "", "");
+            char *lo = random_key(3), *hi = random_key(3);
+            if (strcmp(lo, hi) > 0) {
+                char *t = lo;
+                lo = hi;
+                hi = t;
+            }
+            check_diff(&io, &m, &r[x], &md[x], &r[y], &md[y], lo, y % 3 ? hi : "");
+            check_diff(&io, &m, &r[x], &md[x], &r[y], &md[y], hi, lo); /* empty range */
+            free(lo);
+            free(hi);
+        }
+    }
+    /* A non-zero return of fn stops the walk and is returned. */
+    changes got = {.stop_after = 3};
+    ck_assert_int_eq(vs_tree_diff(&io, &r[0], &r[VERSIONS], collect_change, &got), 7);
+    ck_assert_uint_eq(got.n, 3);
+    ck_assert_uint_eq(m.live, 0);
+    changes_free(&got);
+    for (int v = 0; v <= VERSIONS; v++) model_free(&md[v]);
+    mem_io_free(&m);
+}
+END_TEST
+
+/* k changed keys among 100,000: the diff loads the paths to them on both sides and the roots, at
+ * most 2 * k * (level + 1) + 2 nodes; identical versions load at most the roots. A value rewritten
+ * with the same bytes is a change. */
+START_TEST(diff_loads_follow_changes) {
+    mem_io m;
+    vs_tree_io io = mem_io_make(&m);
+    model md = {0};
+    vs_root r = build_big(&io, &md, 100000);
+    ck_assert_uint_ge(r.level, 2);
+    counters_reset(&m);
+    check_diff(&io, &m, &r, &md, &r, &md, "", "");
+    ck_assert_uint_le(m.loads, 2);
+    static const size_t ks[] = {1, 2, 5, 10, 30, 100};
+    for (size_t t = 0; t < sizeof ks / sizeof *ks; t++) {
+        size_t k = ks[t];
+        char **keys = malloc(k * sizeof *keys);
+        for (size_t i = 0; i < k; i++) /* an existing key, or a new one between two */
+            keys[i] = big_key((rnd() % 100000) * 10 + (i % 2 ? 5 : 0));
+        batch b = batch_from_keys(keys, k, 30, (uint64_t)t + 2);
+        vs_root r2 = apply_ok(&io, &r, &b);
+        model md2 = model_copy(&md);
+        model_apply(&md2, b.ops, b.n);
+        batch_dispose(&b);
+        unsigned level = r.level > r2.level ? r.level : r2.level;
+        counters_reset(&m);
+        check_diff(&io, &m, &r, &md, &r2, &md2, "", "");
+        ck_assert_uint_le(m.loads, 2 * k * (level + 1u) + 2);
+        counters_reset(&m);
+        check_diff(&io, &m, &r2, &md2, &r, &md, "", "");
+        ck_assert_uint_le(m.loads, 2 * k * (level + 1u) + 2);
+        counters_reset(&m);
+        check_diff(&io, &m, &r2, &md2, &r2, &md2, "", "");
+        ck_assert_uint_le(m.loads, 2);
+        model_free(&md2);
+    }
+    /* The same bytes under a new version. */
+    vs_entry same;
+    entry_clone(&same, &md.e[500]);
+    same.version = 99;
+    vs_op op = {same.key, false, &same};
+    vs_root r3;
+    NDS_OK(vs_tree_apply(&io, &r, &op, 1, &r3));
+    changes got = {0};
+    NDS_OK(vs_tree_diff(&io, &r, &r3, collect_change, &got));
+    ck_assert_uint_eq(got.n, 1);
+    ck_assert_str_eq(got.v[0].key, same.key);
+    ck_assert(got.v[0].has_old && got.v[0].has_new);
+    ck_assert_uint_eq(got.v[0].new_v, 99);
+    changes_free(&got);
+    entry_free(&same);
+    model_free(&md);
+    mem_io_free(&m);
+}
+END_TEST
+
 /* One case per test, so CK_RUN_CASE can pick one. */
 static void add(Suite *s, const char *name, const TTest *test) {
     TCase *tc = tcase_create(name);
@@ -1029,5 +1212,7 @@ int main(void) {
     add(s, "ops", unsorted_or_duplicate_ops);
     add(s, "io_failures", io_failures_clean_up);
     add(s, "splits", big_items_and_even_splits);
+    add(s, "diff", diff_matches_reference);
+    add(s, "diff_loads", diff_loads_follow_changes);
     return nds_test_run(s);
 }
