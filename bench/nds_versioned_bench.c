@@ -1,14 +1,18 @@
 /* nds_versioned_bench: the versioned store's costs that checkpoints depend on (issue 18, item 6),
- * through the public API only; bench/versioned_bench.py runs it and prints the table.
+ * through the public API (and the engine's multi-key commit, see commit_keys);
+ * bench/versioned_bench.py runs it and prints the table.
  *
  * usage: nds_versioned_bench DIR [--keys N] [--batch N] [--lookups N] [--arrays N] [--commit-keys N]
  *        DIR must be empty or missing; the stores go to DIR/commit/, DIR/big/ and DIR/arrays/.
  * Measurements, each printed as one JSON line {"what":...} when it is done:
- *   commit       one atomic transaction of --commit-keys raw keys (4 KiB values: data objects) into
- *                an empty store on file://; the objects it added under data/, index/, commits/ and
- *                whether it wrote the head hint, and its time.
+ *   commit       one multi-key commit (nds_kvstore_commit, what an atomic transaction ends in) of
+ *                --commit-keys raw keys (4 KiB values: data objects) into an empty store on
+ *                file://; the objects it added under data/, index/, commits/ and whether the head
+ *                hint exists, and its time.
+ *   staging      --commit-keys, then 10x as many raw keys staged in a transaction with
+ *                nds_txn_write_key (then aborted): the public path's cost per key.
  *   build        --keys keys (600-byte values, past the 512-byte inline limit, so every lookup also
- *                reads its value from a data object) written in transactions of --batch keys each;
+ *                reads its value from a data object) written in multi-key commits of --batch keys;
  *                commit j writes the keys i with i % commits == j, so every commit spreads over the
  *                whole key space (as a checkpoint step rewrites every array).
  *   lookup_cold  --lookups random keys, each from a NEW handle (its node cache empty; files still in
@@ -21,8 +25,8 @@
  *   commit_one   one key committed into the store of --keys keys: objects added and time.
  *   arrays       --arrays zarr v3 arrays (uint16 64x64, one chunk, zstd-1) created and written inside
  *                one NDS_TXN_ATOMIC transaction (opened with nds_open_options.txn) on file://, one
- *                commit: total and per-array time (opens, writes, commit), versions and objects added.
- * Every value read back is compared with what was written. Exit status 0, 1 on failure (one line on
+ *                commit: total and per-array time (opens, writes, commit) and the objects added.
+ * Every value a lookup reads, and a few of the arrays read back, are compared with what was written. Exit status 0, 1 on failure (one line on
  * stderr), 2 on bad usage.
  */
 #include <inttypes.h>
@@ -32,6 +36,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "ndstore/ndstore.h"
+#include "ndstore/sys/kv_driver.h"
 
 typedef struct bench_args {
     const char *dir;
@@ -113,23 +118,54 @@ static void print_added(const object_counts *before, const object_counts *after)
 
 /* ---- writing keys -------------------------------------------------------------------------------- */
 
-/* Writes keys first, first + step, ... (count of them) in one atomic transaction: one version. */
+/* The multi-key commit of the engine (lib/internal/kvstore_internal.h), what an atomic transaction
+ * ends in. The one call here outside the public headers: the public way to commit raw keys,
+ * nds_txn_write_key, finds each staged key by a linear search (O(n^2) for n keys: measured by
+ * measure_staging), which would take minutes for the 100,000-key commits of build_store. */
+int nds_kvstore_commit(nds_kvstore *const *kvs, nds_kv_op *ops, size_t n);
+
+/* Writes keys first, first + step, ... (count of them) in one multi-key commit: one version. */
 static int commit_keys(nds_kvstore *kv, uint64_t first, uint64_t step, uint64_t count, size_t len) {
-    nds_txn *t = NULL;
-    uint8_t *value = malloc(len);
-    if (!value) return fail("out of memory", NDS_ENOMEM);
-    int rc = nds_txn_begin(&t, &(nds_txn_options){NDS_TXN_OPTIONS_VERSION, NDS_TXN_ATOMIC, 0});
-    char key[64];
+    nds_kv_op *ops = calloc(count, sizeof *ops);
+    nds_kvstore **kvs = calloc(count, sizeof *kvs);
+    char *keys = malloc(count * 32);
+    uint8_t *values = malloc(count * len);
+    int rc = ops && kvs && keys && values ? 0 : NDS_ENOMEM;
     for (uint64_t n = 0; n < count && !rc; n++) {
         uint64_t i = first + n * step;
-        key_name(key, sizeof key, i);
-        fill_value(value, len, i);
-        rc = nds_txn_write_key(t, kv, key, value, len);
+        key_name(keys + n * 32, 32, i);
+        fill_value(values + n * len, len, i);
+        ops[n] = (nds_kv_op){keys + n * 32, values + n * len, len, {NDS_GEN_NONE, {0}},
+                             {NDS_GEN_NONE, {0}}};
+        kvs[n] = kv;
     }
-    if (!rc) rc = nds_txn_commit(t);
-    nds_txn_free(t);
-    free(value);
+    if (!rc) rc = nds_kvstore_commit(kvs, ops, count);
+    free(ops), free(kvs), free(keys), free(values);
     return rc ? fail("commit", rc) : 0;
+}
+
+/* Staging count raw keys in a transaction (nds_txn_write_key), then aborting: the public path's
+ * cost before any commit. */
+static int measure_staging(const char *base_url, uint64_t count) {
+    nds_kvstore *kv = NULL;
+    nds_txn *t = NULL;
+    char spec[1200], key[32];
+    uint8_t value[16] = {0};
+    snprintf(spec, sizeof spec, "%s|versioned:", base_url);
+    int rc = nds_kvstore_open(&kv, spec, NULL);
+    double t0 = now();
+    if (!rc) rc = nds_txn_begin(&t, &(nds_txn_options){NDS_TXN_OPTIONS_VERSION, NDS_TXN_ATOMIC, 0});
+    for (uint64_t i = 0; i < count && !rc; i++) {
+        key_name(key, sizeof key, i);
+        rc = nds_txn_write_key(t, kv, key, value, sizeof value);
+    }
+    double secs = now() - t0;
+    nds_txn_free(t);
+    nds_kvstore_free(kv);
+    if (rc) return fail("staging", rc);
+    printf("{\"what\":\"staging\",\"keys\":%" PRIu64 ",\"seconds\":%.6f}\n", count, secs);
+    fflush(stdout);
+    return 0;
 }
 
 static int open_versioned(const char *base_url, nds_kvstore **kv) {
@@ -404,6 +440,8 @@ int main(int argc, char **argv) {
     snprintf(arrays_url, sizeof arrays_url, "file://%s/arrays/", a.dir);
     mkdir(a.dir, 0777);
     if (measure_commit("commit", commit_url, 0, a.commit_keys, COMMIT_VALUE, 0)) return 1;
+    if (measure_staging(commit_url, a.commit_keys) || measure_staging(commit_url, a.commit_keys * 10))
+        return 1;
     if (build_store(big_url, a.keys, a.batch)) return 1;
     if (measure_lookups(big_url, a.keys, a.lookups)) return 1;
     if (measure_commit("commit_one", big_url, a.keys, 1, SMALL_VALUE, a.keys)) return 1;
