@@ -184,7 +184,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix='nds-versioned-bench-', dir=args.tmp)
     try:
         print('versioned store (issue 18) on file://: whole `ndstore` processes (medians of %d, alternating)'
-              ' and bench/nds_versioned_bench' % args.reps)
+              ' and bench/nds_versioned_bench%s' % (args.reps, ' (--quick: a smoke run, the numbers mean nothing)'
+                                                     if args.quick else ''))
         print('| measurement | result | target | |')
         print('|---|---|---|---|')
         for row in read_rows(args, tmp) + engine_rows(args, tmp):
