@@ -2,8 +2,10 @@
  * through the public API (and the engine's multi-key commit, see commit_keys);
  * bench/versioned_bench.py runs it and prints the table.
  *
- * usage: nds_versioned_bench DIR [--keys N] [--batch N] [--lookups N] [--arrays N] [--commit-keys N]
- *        DIR must be empty or missing; the stores go to DIR/commit/, DIR/big/ and DIR/arrays/.
+ * usage: nds_versioned_bench DIR [--keys N] [--batch N] [--lookups N] [--arrays N]
+ *                                [--commit-keys N]
+ *        DIR (absolute) must be empty or missing; the stores go to DIR/commit/, DIR/big/ and
+ *        DIR/arrays/.
  * Measurements, each printed as one JSON line {"what":...} when it is done:
  *   commit       one multi-key commit (nds_kvstore_commit, what an atomic transaction ends in) of
  *                --commit-keys raw keys (4 KiB values: data objects) into an empty store on
@@ -15,19 +17,21 @@
  *                reads its value from a data object) written in multi-key commits of --batch keys;
  *                commit j writes the keys i with i % commits == j, so every commit spreads over the
  *                whole key space (as a checkpoint step rewrites every array).
- *   lookup_cold  --lookups random keys, each from a NEW handle (its node cache empty; files still in
- *                the page cache) on {"driver":"versioned","base":{"driver":"faulty","base":"file://
- *                DIR/big/"}}: the base reads each lookup made (calls.read of the faulty base, from
- *                nds_kvstore_spec before and after; the handle's open is outside the count) and the
- *                time of the lookup alone. The tree's height is read from the latest commit object.
+ *   lookup_cold  --lookups random keys, each from a NEW handle (its node cache empty; files still
+ *                in the page cache) on the versioned store over a faulty wrapper of the base
+ *                ({"driver":"versioned","base":{"driver":"faulty","base":"file://DIR/big/"}}):
+ *                the base reads each lookup made (calls.read of the faulty base, from
+ *                nds_kvstore_spec before and after; the handle's open is outside the count) and
+ *                the time of the lookup alone. The tree's height comes from the latest commit.
  *   lookup_warm  the same keys on one handle, each looked up once to fill the cache, then timed and
  *                counted again.
  *   commit_one   one key committed into the store of --keys keys: objects added and time.
- *   arrays       --arrays zarr v3 arrays (uint16 64x64, one chunk, zstd-1) created and written inside
- *                one NDS_TXN_ATOMIC transaction (opened with nds_open_options.txn) on file://, one
- *                commit: total and per-array time (opens, writes, commit) and the objects added.
- * Every value a lookup reads, and a few of the arrays read back, are compared with what was written. Exit status 0, 1 on failure (one line on
- * stderr), 2 on bad usage.
+ *   arrays       --arrays zarr v3 arrays (uint16 64x64, one chunk, zstd-1) created and written
+ *                inside one NDS_TXN_ATOMIC transaction (opened with nds_open_options.txn) on
+ *                file://, one commit: total and per-array time (opens, writes, commit) and the
+ *                objects added.
+ * Every value a lookup reads, and a few of the arrays read back, are compared with what was
+ * written. Exit status 0, 1 on failure (one line on stderr), 2 on bad usage.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -74,9 +78,7 @@ static uint64_t next_random(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-static void key_name(char *buf, size_t cap, uint64_t i) {
-    snprintf(buf, cap, "k/%09" PRIu64, i);
-}
+static void key_name(char *buf, size_t cap, uint64_t i) { snprintf(buf, cap, "k/%09" PRIu64, i); }
 
 /* A value that names its key, so a lookup that returned another key's bytes is caught. */
 static void fill_value(uint8_t *buf, size_t len, uint64_t i) {
@@ -87,15 +89,19 @@ static void fill_value(uint8_t *buf, size_t len, uint64_t i) {
     }
 }
 
-/* ---- counting objects ---------------------------------------------------------------------------- */
+/* ---- counting objects ------------------------------------------------------------------------ */
 
 static int count_one(void *ctx, const char *key, uint64_t size) {
     (void)size;
     object_counts *c = ctx;
-    if (!strncmp(key, "data/", 5)) c->data++;
-    else if (!strncmp(key, "index/", 6)) c->index++;
-    else if (!strncmp(key, "commits/", 8)) c->commits++;
-    else if (!strcmp(key, "head")) c->head++;
+    if (!strncmp(key, "data/", 5))
+        c->data++;
+    else if (!strncmp(key, "index/", 6))
+        c->index++;
+    else if (!strncmp(key, "commits/", 8))
+        c->commits++;
+    else if (!strcmp(key, "head"))
+        c->head++;
     return 0;
 }
 
@@ -116,7 +122,7 @@ static void print_added(const object_counts *before, const object_counts *after)
            after->commits - before->commits, after->head ? "true" : "false");
 }
 
-/* ---- writing keys -------------------------------------------------------------------------------- */
+/* ---- writing keys ---------------------------------------------------------------------------- */
 
 /* The multi-key commit of the engine (lib/internal/kvstore_internal.h), what an atomic transaction
  * ends in. The one call here outside the public headers: the public way to commit raw keys,
@@ -135,8 +141,8 @@ static int commit_keys(nds_kvstore *kv, uint64_t first, uint64_t step, uint64_t 
         uint64_t i = first + n * step;
         key_name(keys + n * 32, 32, i);
         fill_value(values + n * len, len, i);
-        ops[n] = (nds_kv_op){keys + n * 32, values + n * len, len, {NDS_GEN_NONE, {0}},
-                             {NDS_GEN_NONE, {0}}};
+        ops[n] = (nds_kv_op){
+            keys + n * 32, values + n * len, len, {NDS_GEN_NONE, {0}}, {NDS_GEN_NONE, {0}}};
         kvs[n] = kv;
     }
     if (!rc) rc = nds_kvstore_commit(kvs, ops, count);
@@ -216,7 +222,7 @@ static int build_store(const char *base_url, uint64_t keys, uint64_t batch) {
     return 0;
 }
 
-/* ---- lookups ------------------------------------------------------------------------------------- */
+/* ---- lookups --------------------------------------------------------------------------------- */
 
 /* The faulty base's count of read calls, from the versioned handle's spec. */
 static int base_reads(nds_kvstore *kv, uint64_t *reads) {
@@ -248,7 +254,8 @@ static int tree_height(const char *base_url, unsigned *height) {
     const char *root = r.state == NDS_READ_VALUE && r.value.len > 16
                            ? memmem(text + 16, r.value.len - 16, "\"root\"", 6)
                            : NULL;
-    const char *level = root ? memmem(root, r.value.len - (size_t)(root - text), "\"level\"", 7) : NULL;
+    const char *level =
+        root ? memmem(root, r.value.len - (size_t)(root - text), "\"level\"", 7) : NULL;
     unsigned lv = 0;
     int ok = level && sscanf(level + 7, " : %u", &lv) == 1;
     nds_read_result_dispose(&r);
@@ -289,7 +296,8 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void print_lookups(const char *what, unsigned height, uint64_t n, uint64_t *reads, double *secs) {
+static void print_lookups(const char *what, unsigned height, uint64_t n, uint64_t *reads,
+                          double *secs) {
     uint64_t total = 0;
     double time = 0;
     for (uint64_t i = 0; i < n; i++) total += reads[i], time += secs[i];
@@ -306,20 +314,24 @@ static void print_lookups(const char *what, unsigned height, uint64_t n, uint64_
 static int measure_lookups(const char *base_url, uint64_t keys, uint64_t n) {
     char spec[4096];
     snprintf(spec, sizeof spec,
-             "{\"driver\":\"versioned\",\"base\":{\"driver\":\"faulty\",\"base\":\"%s\"}}", base_url);
+             "{\"driver\":\"versioned\",\"base\":{\"driver\":\"faulty\",\"base\":\"%s\"}}",
+             base_url);
     unsigned height = 0;
     if (tree_height(base_url, &height)) return 1;
     uint64_t *which = malloc(n * sizeof *which), *reads = malloc(n * sizeof *reads);
     double *secs = malloc(n * sizeof *secs);
-    if (!which || !reads || !secs) return free(which), free(reads), free(secs), fail("memory", NDS_ENOMEM);
+    if (!which || !reads || !secs)
+        return free(which), free(reads), free(secs), fail("memory", NDS_ENOMEM);
     uint64_t state = 42;
     for (uint64_t i = 0; i < n; i++) which[i] = next_random(&state) % keys;
     int rc = 0;
     for (uint64_t i = 0; i < n && !rc; i++) { /* cold: a new handle, an empty node cache */
         nds_kvstore *kv = NULL;
         rc = nds_kvstore_open(&kv, spec, NULL);
-        if (rc) rc = fail(spec, rc);
-        else rc = lookup(kv, which[i], &secs[i], &reads[i]);
+        if (rc)
+            rc = fail(spec, rc);
+        else
+            rc = lookup(kv, which[i], &secs[i], &reads[i]);
         nds_kvstore_free(kv);
     }
     if (!rc) print_lookups("lookup_cold", height, n, reads, secs);
@@ -333,7 +345,7 @@ static int measure_lookups(const char *base_url, uint64_t keys, uint64_t n) {
     return rc;
 }
 
-/* ---- many arrays in one transaction -------------------------------------------------------------- */
+/* ---- many arrays in one transaction ---------------------------------------------------------- */
 
 static int open_array_in(nds_txn *t, const char *base_url, uint64_t i, nds_array **out) {
     char spec[4096];
@@ -405,7 +417,7 @@ static int measure_arrays(const char *base_url, uint64_t n) {
     return 0;
 }
 
-/* ---- main ---------------------------------------------------------------------------------------- */
+/* ---- main ------------------------------------------------------------------------------------ */
 
 static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){NULL, 1000000, 100000, 1000, 1000, 1000};
@@ -440,7 +452,8 @@ int main(int argc, char **argv) {
     snprintf(arrays_url, sizeof arrays_url, "file://%s/arrays/", a.dir);
     mkdir(a.dir, 0777);
     if (measure_commit("commit", commit_url, 0, a.commit_keys, COMMIT_VALUE, 0)) return 1;
-    if (measure_staging(commit_url, a.commit_keys) || measure_staging(commit_url, a.commit_keys * 10))
+    if (measure_staging(commit_url, a.commit_keys) ||
+        measure_staging(commit_url, a.commit_keys * 10))
         return 1;
     if (build_store(big_url, a.keys, a.batch)) return 1;
     if (measure_lookups(big_url, a.keys, a.lookups)) return 1;

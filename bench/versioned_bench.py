@@ -118,8 +118,10 @@ def objects_o1(m, data_max=1):
 def staging_row(small, large):
     """Staging raw keys in a transaction (nds_txn_write_key): linear, or worse?"""
     growth = (large['seconds'] / small['seconds']) / (large['keys'] / small['keys'])
-    return ('staging %d vs %d raw keys in a transaction (nds_txn_write_key, no commit)' % (small['keys'], large['keys']),
-            '%.1f vs %.1f ms (%.0fx the time per key)' % (small['seconds'] * 1e3, large['seconds'] * 1e3, growth),
+    return ('staging %d vs %d raw keys in a transaction (nds_txn_write_key, no commit)'
+            % (small['keys'], large['keys']),
+            '%.1f vs %.1f ms (%.0fx the time per key)'
+            % (small['seconds'] * 1e3, large['seconds'] * 1e3, growth),
             'linear (about 1x the time per key)', 'met' if growth < 2 else 'MISSED (quadratic)')
 
 
@@ -141,10 +143,12 @@ def engine_rows(args, tmp):
     h = cold['height']
     rows = [
         ('commit of %d keys (%d B values) into an empty store: objects added' % (c['keys'], c['value_bytes']),
-         objects(c), 'O(1): 1 data (per 64 MiB), 1 index, 1 commit + head', 'met' if objects_o1(c) else 'MISSED'),
+         objects(c), 'O(1): 1 data (per 64 MiB), 1 index, 1 commit + head',
+         'met' if objects_o1(c) else 'MISSED'),
         ('commit of %d keys: time (fsynced)' % c['keys'], '%.1f ms' % (c['seconds'] * 1e3), '-', '-'),
         staging_row(*staging),
-        ('building the large version: %d keys in %d commits of %d' % (b['keys'], b['commits'], b['keys'] // b['commits']),
+        ('building the large version: %d keys in %d commits of %d'
+         % (b['keys'], b['commits'], b['keys'] // b['commits']),
          '%.1f s (%.0f ms per commit)' % (b['seconds'], b['seconds'] * 1e3 / b['commits']), '-', '-'),
         ('commit of 1 key into a store of %d keys: objects added' % one['store_keys'], objects(one),
          'O(1): 1 data, 1 index, 1 commit + head', 'met' if objects_o1(one) else 'MISSED'),
@@ -183,9 +187,9 @@ def main():
         args.reps = 1
     tmp = tempfile.mkdtemp(prefix='nds-versioned-bench-', dir=args.tmp)
     try:
+        smoke = ' (--quick: a smoke run, the numbers mean nothing)' if args.quick else ''
         print('versioned store (issue 18) on file://: whole `ndstore` processes (medians of %d, alternating)'
-              ' and bench/nds_versioned_bench%s' % (args.reps, ' (--quick: a smoke run, the numbers mean nothing)'
-                                                     if args.quick else ''))
+              ' and bench/nds_versioned_bench%s' % (args.reps, smoke))
         print('| measurement | result | target | |')
         print('|---|---|---|---|')
         for row in read_rows(args, tmp) + engine_rows(args, tmp):
