@@ -12,7 +12,7 @@
 # Needs /usr/bin/python3 with numpy and zarr (Debian's python3-zarr). Arrays go to a temporary
 # directory under $TMPDIR (default /tmp), removed at the end; nothing is written to the repository.
 # Full run: about 10 minutes on 2 cores, 2.5 GB of memory and 3.6 GB of disk at peak; --quick: about
-# 15 seconds.
+# 20 seconds.
 set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
