@@ -1,25 +1,25 @@
 #!/bin/sh
 # ndstore vs zarr-python vs this machine's physical limit (issue 6), in one run: first the command
-# line as users run it, whole processes against zarr-python + NumPy (bench/cli_bench.py); then full write, full
+# line as users run it, whole processes against zarr-python + NumPy (bench/cli_bench.py); the versioned
+# store's rows (bench/versioned_bench.py); then full write, full
 # read and random region reads of three array layouts x four compressors, peak RSS of every phase,
 # thread scaling, and the memory of `ndstore cp` of a 2 GiB array. See docs/performance.md and
 # bench/bench.py.
 #
 # usage: bench/run.sh [BUILD_DIR] [--reps N] [--only NAME[,NAME..]] [--quick] [--seconds X]
-#        BUILD_DIR defaults to build/; the targets nds_bench, nds_limit and ndstore_cli (the CLI)
-#        are (re)built
-#        there.
+#        BUILD_DIR defaults to build/; the targets nds_bench, nds_limit, nds_versioned_bench and ndstore_cli
+#        (the CLI) are (re)built there.
 # Needs /usr/bin/python3 with numpy and zarr (Debian's python3-zarr). Arrays go to a temporary
 # directory under $TMPDIR (default /tmp), removed at the end; nothing is written to the repository.
 # Full run: about 10 minutes on 2 cores, 2.5 GB of memory and 3.6 GB of disk at peak; --quick: about
-# 15 seconds.
+# 20 seconds.
 set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=build
 case "${1:-}" in ''|-*) ;; *) BUILD=$1; shift ;; esac
 
-cmake --build "$BUILD" --target nds_bench nds_limit ndstore_cli -j2 >/dev/null
+cmake --build "$BUILD" --target nds_bench nds_limit nds_versioned_bench ndstore_cli -j2 >/dev/null
 BUILD=$(cd "$BUILD" && pwd)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/nds-bench-XXXXXX")
@@ -39,6 +39,9 @@ for a in "$@"; do [ "$a" = --quick ] && cli_args=--quick; done
 echo
 echo "## What users run"
 /usr/bin/python3 "$HERE/cli_bench.py" "$BUILD/ndstore" --tmp "$TMP" $cli_args
+echo
+echo "## Versioned store (issue 18)"
+/usr/bin/python3 "$HERE/versioned_bench.py" "$BUILD" --tmp "$TMP" $([ "$cli_args" = --quick ] && echo --quick)
 echo
 /usr/bin/python3 "$HERE/bench.py" --build "$BUILD" --tmp "$TMP" "$@"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
