@@ -37,6 +37,7 @@ typedef struct txn_key {
     bool settled; /* the store already holds exactly this value (another process created the same
                      metadata): left out of the commit, not a conflict */
     struct txn_key *next;
+    struct txn_key *by_id; /* hash chain of key_buckets */
 } txn_key;
 
 struct nds_txn {
@@ -47,6 +48,7 @@ struct nds_txn {
     nds_txn_chunk **buckets; /* hash of (array, key) */
     size_t nchunks;
     txn_key *keys, **keys_tail;
+    txn_key **key_buckets; /* keys by id hash: staging many keys stays linear */
 };
 
 static size_t chunk_hash(const void *a, const char *key) {
@@ -58,13 +60,16 @@ static size_t chunk_hash(const void *a, const char *key) {
 int nds_txn_begin(nds_txn **out, const nds_txn_options *opts) {
     nds_txn *t = calloc(1, sizeof *t);
     if (t) t->buckets = calloc(TXN_BUCKETS, sizeof *t->buckets);
-    if (!t || !t->buckets) {
+    if (t) t->key_buckets = calloc(TXN_BUCKETS, sizeof *t->key_buckets);
+    if (!t || !t->buckets || !t->key_buckets) {
+        if (t) free(t->buckets), free(t->key_buckets);
         free(t);
         return nds_err(NDS_ENOMEM, "out of memory starting a transaction");
     }
     t->mode = opts ? opts->mode : NDS_TXN_ISOLATED;
     if (t->mode != NDS_TXN_ISOLATED && t->mode != NDS_TXN_ATOMIC) {
         free(t->buckets);
+        free(t->key_buckets);
         free(t);
         return nds_err(NDS_EINVAL, "transaction mode %d is neither isolated nor atomic",
                        (int)opts->mode);
@@ -90,6 +95,7 @@ static void discard(nds_txn *t) {
         free(k->key), free(k->id), free(k->data), free(k);
     }
     t->keys_tail = &t->keys;
+    memset(t->key_buckets, 0, TXN_BUCKETS * sizeof *t->key_buckets);
     t->nchunks = 0;
     t->memory = 0;
 }
@@ -106,6 +112,7 @@ void nds_txn_free(nds_txn *t) {
     discard(t);
     pthread_mutex_destroy(&t->mu);
     free(t->buckets);
+    free(t->key_buckets);
     free(t);
 }
 
@@ -209,8 +216,14 @@ void nds_txn_overlay(const nds_txn_chunk *c, uint8_t *chunk, size_t elems, size_
     }
 }
 
+static size_t key_hash(const char *id) {
+    uint64_t h = 1469598103934665603ull;
+    while (*id) h = (h ^ (uint8_t)*id++) * 1099511628211ull;
+    return (size_t)(h % TXN_BUCKETS);
+}
+
 static txn_key *find_key(nds_txn *t, const char *id) {
-    for (txn_key *k = t->keys; k; k = k->next)
+    for (txn_key *k = t->key_buckets[key_hash(id)]; k; k = k->by_id)
         if (strcmp(k->id, id) == 0) return k;
     return NULL;
 }
@@ -257,6 +270,8 @@ int nds_txn_stage_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *
         k->kv = nds_kvstore_ref(kv);
         *t->keys_tail = k;
         t->keys_tail = &k->next;
+        k->by_id = t->key_buckets[key_hash(k->id)];
+        t->key_buckets[key_hash(k->id)] = k;
     } else if (rc && fresh && k) {
         free(k->key), free(k->id), free(k->data), free(k);
     }
