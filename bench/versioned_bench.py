@@ -121,7 +121,7 @@ def staging_row(small, large):
     growth = (large['seconds'] / small['seconds']) / (large['keys'] / small['keys'])
     return ('staging %d vs %d raw keys in a transaction (nds_txn_write_key, no commit)'
             % (small['keys'], large['keys']),
-            '%.1f vs %.1f ms (%.0fx the time per key)'
+            '%.1f vs %.1f ms (%.1fx the time per key)'
             % (small['seconds'] * 1e3, large['seconds'] * 1e3, growth),
             'linear (about 1x the time per key)', 'met' if growth < 2 else 'MISSED (superlinear)')
 

@@ -17,8 +17,8 @@
  *
  * Threading: internally synchronised (the handle's view under mu; the engine's own locks).
  * Ownership: the state owns its engine and base handle; staged values own copies of their bytes.
- * Omits: read_into / read_ranges (values are checked by block checksums, so reads go through the
- * engine); a base without create-only writes is refused.
+ * read_into reads whole checksum blocks straight into the caller's buffers (the base's read_into)
+ * and checks them there. Omits: read_ranges; a base without create-only writes is refused.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -293,6 +293,35 @@ static int vk_read(void *state, const char *key, const nds_read_options *opts,
         out->state = NDS_READ_VALUE;
         rc = vs_store_read_value(st->store, &e, off, len, &out->value);
     }
+    vs_entry_dispose(&e);
+    return rc;
+}
+
+
+static int vk_read_into(void *state, const char *key, uint64_t offset, const struct iovec *iov,
+                        size_t iovcnt, nds_read_result *out) {
+    vk_state *st = state;
+    memset(out, 0, sizeof *out);
+    vs_snapshot view = view_get(st);
+    vs_entry e;
+    bool found;
+    int rc = vs_store_lookup(st->store, &view, key, &e, &found);
+    if (rc) return rc;
+    if (!found) {
+        out->state = NDS_READ_MISSING;
+        out->generation.kind = NDS_GEN_ABSENT;
+        return 0;
+    }
+    uint64_t len = 0, total = e.is_inline ? e.len : e.value.length;
+    for (size_t i = 0; i < iovcnt; i++) len += iov[i].iov_len;
+    out->state = NDS_READ_VALUE;
+    out->total_size = total;
+    vs_generation(e.version, &out->generation);
+    if (offset > total || len > total - offset)
+        rc = nds_err(NDS_ERANGE, "versioned store %s: %s holds %" PRIu64 " bytes, not %" PRIu64
+                     " from %" PRIu64, vs_store_url(st->store), key, total, len, offset);
+    else
+        rc = vs_store_read_into(st->store, &e, offset, iov, iovcnt);
     vs_entry_dispose(&e);
     return rc;
 }
@@ -572,6 +601,7 @@ const nds_kv_driver nds_kv_driver_versioned = {
     .stage = vk_stage,
     .publish = vk_publish,
     .discard = vk_discard,
+    .read_into = vk_read_into,
     .prepare = vk_prepare,
     .prepared_read = vk_prepared_read,
     .prepared_dispose = vk_prepared_dispose,

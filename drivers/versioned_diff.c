@@ -29,21 +29,6 @@ static int relay(void *ctx, const char *key, const vs_entry *old_e, const vs_ent
     return r->fn(r->ctx, key + r->path_len, kind);
 }
 
-/* The smallest key above every key starting with path ("" when there is none: no bound). */
-static char *path_successor(const char *path) {
-    char *p = nds_strdup(path);
-    if (!p) return NULL;
-    for (size_t n = strlen(p); n > 0; n--) {
-        if ((unsigned char)p[n - 1] != 0xff) {
-            p[n - 1]++;
-            p[n] = '\0';
-            return p;
-        }
-    }
-    p[0] = '\0';
-    return p;
-}
-
 /* Version v of the store, or the handle's view for 0. */
 static int snapshot_of(vs_store *s, const vs_snapshot *view, uint64_t v, vs_snapshot *out) {
     if (v == 0) {
@@ -62,7 +47,7 @@ int nds_versioned_diff(nds_kvstore *kv, uint64_t a, uint64_t b, nds_diff_fn fn, 
     if (rc == 0) rc = snapshot_of(s, &view, b, &sb);
     if (rc) return rc;
     const char *path = nds_kvstore_path(kv);
-    char *end = path_successor(path);
+    char *end = nds_prefix_successor(path);
     if (!end) return nds_err(NDS_ENOMEM, "versioned diff of %s: out of memory", nds_kvstore_url(kv));
     diff_relay r = {strlen(path), fn, ctx};
     rc = vs_store_diff(s, &sa, &sb, path, end, relay, &r);

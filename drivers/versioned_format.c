@@ -815,21 +815,26 @@ static int build_commit(const vs_commit *c, json_object *o) {
     return ok ? 0 : nds_err(NDS_ENOMEM, "versioned: out of memory encoding a commit");
 }
 
+/* Appends o (built with status rc) as an envelope of kind k, and drops o. */
+static int append_json(json_object *o, int rc, vs_kind k, nds_buf *out) {
+    if (rc == 0) {
+        size_t len;
+        const char *text = json_object_to_json_string_length(
+            o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        rc = text ? vs_envelope_append(out, k, (const uint8_t *)text, len, NULL)
+                  : nds_err(NDS_ENOMEM, "versioned: out of memory encoding %s", kind_name(k));
+    }
+    json_object_put(o);
+    return rc;
+}
+
 int vs_commit_encode(const vs_commit *c, nds_buf *out) {
     int rc = commit_check_for_encode(c);
     if (rc) return rc;
     json_object *o = json_object_new_object();
     if (!o) return nds_err(NDS_ENOMEM, "versioned: out of memory encoding a commit");
     rc = build_commit(c, o);
-    if (rc == 0) {
-        size_t len;
-        const char *text = json_object_to_json_string_length(
-            o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-        rc = text ? vs_envelope_append(out, VS_KIND_COMMIT, (const uint8_t *)text, len, NULL)
-                  : nds_err(NDS_ENOMEM, "versioned: out of memory encoding a commit");
-    }
-    json_object_put(o);
-    return rc;
+    return append_json(o, rc, VS_KIND_COMMIT, out);
 }
 
 /* ---- commits and tags: strict JSON reading --------------------------------------------------- */
@@ -1184,16 +1189,7 @@ static int build_prepared(const vs_prepared *p, json_object *o) {
 int vs_prepared_encode(const vs_prepared *p, nds_buf *out) {
     json_object *o = json_object_new_object();
     if (!o) return nds_err(NDS_ENOMEM, "versioned: out of memory encoding a prepared set");
-    int rc = build_prepared(p, o);
-    if (rc == 0) {
-        size_t len;
-        const char *text = json_object_to_json_string_length(
-            o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-        rc = text ? vs_envelope_append(out, VS_KIND_PREPARED, (const uint8_t *)text, len, NULL)
-                  : nds_err(NDS_ENOMEM, "versioned: out of memory encoding a prepared set");
-    }
-    json_object_put(o);
-    return rc;
+    return append_json(o, build_prepared(p, o), VS_KIND_PREPARED, out);
 }
 
 static int get_key_string(json_object *e, const char *member, const char *doc, char **out) {

@@ -24,6 +24,8 @@
 #include <time.h>
 
 #include "versioned_store.h"
+#include "internal/crc32c.h"
+#include "internal/kvstore_internal.h"
 #include "internal/error.h"
 #include "internal/util.h"
 
@@ -526,6 +528,80 @@ int vs_store_read_value(vs_store *s, const vs_entry *e, uint64_t offset, uint64_
         }
     }
     nds_read_result_dispose(&blocks);
+    return rc;
+}
+
+
+/* Checks the bytes in iov (blocks first.. of a value of value_len bytes, back to back) against
+ * the value's block table (NULL for a one-block value: then against crc). */
+static int verify_iov_blocks(const struct iovec *iov, size_t iovcnt, uint64_t first,
+                             uint64_t value_len, const uint8_t *table, uint32_t crc,
+                             const char *where) {
+    uint64_t block = first, left_in_block = 0;
+    uint32_t run = 0;
+    for (size_t i = 0; i < iovcnt; i++) {
+        const uint8_t *p = iov[i].iov_base;
+        size_t n = iov[i].iov_len;
+        while (n > 0) {
+            if (left_in_block == 0) {
+                uint64_t start = block * VS_BLOCK_SIZE;
+                left_in_block = value_len - start < VS_BLOCK_SIZE ? value_len - start : VS_BLOCK_SIZE;
+                run = 0;
+            }
+            size_t take = n < left_in_block ? n : (size_t)left_in_block;
+            run = nds_crc32c_extend(run, p, take);
+            p += take, n -= take, left_in_block -= take;
+            if (left_in_block == 0) {
+                uint32_t want = table ? nds_load_le32(table + 4 * block) : crc;
+                if (run != want)
+                    return nds_err(NDS_ECORRUPT,
+                                   "%s: block %" PRIu64 " checksum mismatch (stored 0x%08x, "
+                                   "computed 0x%08x)",
+                                   where, block, want, run);
+                block++;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Copies bytes into iov. */
+static void copy_to_iov(const uint8_t *p, const struct iovec *iov, size_t iovcnt) {
+    for (size_t i = 0; i < iovcnt; p += iov[i].iov_len, i++) memcpy(iov[i].iov_base, p, iov[i].iov_len);
+}
+
+int vs_store_read_into(vs_store *s, const vs_entry *e, uint64_t offset, const struct iovec *iov,
+                       size_t iovcnt) {
+    uint64_t len = 0;
+    for (size_t i = 0; i < iovcnt; i++) len += iov[i].iov_len;
+    if (len == 0) return 0;
+    uint64_t vlen = e->is_inline ? e->len : e->value.length;
+    uint64_t first = offset / VS_BLOCK_SIZE, last = (offset + len - 1) / VS_BLOCK_SIZE;
+    uint64_t end = (last + 1) * VS_BLOCK_SIZE < vlen ? (last + 1) * VS_BLOCK_SIZE : vlen;
+    bool whole_blocks = offset == first * VS_BLOCK_SIZE && offset + len == end;
+    if (e->is_inline || !whole_blocks || !nds_kvstore_can_read_into(s->base)) {
+        nds_bytes b; /* through a buffer: inline, or a range that splits a block */
+        int rc = vs_store_read_value(s, e, offset, len, &b);
+        if (!rc) copy_to_iov(b.data, iov, iovcnt);
+        nds_bytes_release(&b);
+        return rc;
+    }
+    char key[VS_OBJECT_KEY_MAX], where[VS_OBJECT_KEY_MAX + VS_KEY_MAX + 600];
+    vs_object_key(VS_DATA_PREFIX, &e->value.object, key);
+    snprintf(where, sizeof where, "versioned store %s: key %s of version %" PRIu64 " (in %s)",
+             s->url, e->key, e->version, key);
+    uint64_t table_len = vs_value_table_size(vlen);
+    nds_read_result t = {0}, r = {0};
+    int rc = table_len ? read_object_range(s, key, e->value.offset + vlen, table_len, where, &t) : 0;
+    if (!rc && table_len) rc = vs_value_table_verify(t.value.data, vlen, e->value.crc, where);
+    if (!rc) rc = nds_kvstore_read_into(s->base, key, e->value.offset + offset, iov, iovcnt, &r);
+    if (rc == NDS_ERANGE || (!rc && r.state != NDS_READ_VALUE))
+        rc = nds_err(NDS_ECORRUPT, "%s: the data object is missing or shorter than the value",
+                     where);
+    if (!rc)
+        rc = verify_iov_blocks(iov, iovcnt, first, vlen, table_len ? t.value.data : NULL,
+                               e->value.crc, where);
+    if (table_len) nds_read_result_dispose(&t);
     return rc;
 }
 

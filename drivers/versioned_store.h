@@ -45,6 +45,11 @@ int vs_store_lookup(vs_store *s, const vs_snapshot *snap, const char *key, vs_en
  *  version name it in errors. */
 int vs_store_read_value(vs_store *s, const vs_entry *e, uint64_t offset, uint64_t len,
                         nds_bytes *out);
+/** Reads bytes [offset, offset + the iov lengths) of e's value straight into iov when the range
+ *  covers whole checksum blocks and the base can (read_into), else through a buffer; checked
+ *  against the value's checksums either way. */
+int vs_store_read_into(vs_store *s, const vs_entry *e, uint64_t offset, const struct iovec *iov,
+                       size_t iovcnt);
 /** Lists snap's keys in [begin, end) ("" end: no bound) in key order. */
 int vs_store_list(vs_store *s, const vs_snapshot *snap, const char *begin, const char *end,
                   vs_entry_fn fn, void *ctx);

@@ -516,27 +516,11 @@ static char *range_prefix(const char *begin, const char *end) {
     return p;
 }
 
-/* The smallest key above every key that starts with prefix ("" when there is none: unbounded), so
- * an unbounded range of a handle never reaches beyond its prefix. */
-static char *prefix_successor(const char *prefix) {
-    char *p = nds_strdup(prefix);
-    if (!p) return NULL;
-    for (size_t n = strlen(p); n > 0; n--) {
-        if ((unsigned char)p[n - 1] != 0xff) {
-            p[n - 1]++;
-            p[n] = '\0';
-            return p;
-        }
-    }
-    p[0] = '\0';
-    return p;
-}
-
 int nds_kvstore_delete_range(nds_kvstore *kv, const char *begin, const char *end) {
     if (kv->inst->driver->capabilities & NDS_KV_CAP_READ_ONLY)
         return nds_err(NDS_EREADONLY, "%s is read-only", kv->url);
     char *fb = nds_asprintf("%s%s", kv->path, begin);
-    char *fe = end[0] ? nds_asprintf("%s%s", kv->path, end) : prefix_successor(kv->path);
+    char *fe = end[0] ? nds_asprintf("%s%s", kv->path, end) : nds_prefix_successor(kv->path);
     int rc = 0;
     if (!fb || !fe)
         rc = nds_err(NDS_ENOMEM, "out of memory");

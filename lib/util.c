@@ -127,3 +127,17 @@ uint64_t nds_random_u64(void) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
+
+char *nds_prefix_successor(const char *prefix) {
+    char *p = nds_strdup(prefix);
+    if (!p) return NULL;
+    for (size_t n = strlen(p); n > 0; n--) {
+        if ((unsigned char)p[n - 1] != 0xff) {
+            p[n - 1]++;
+            p[n] = '\0';
+            return p;
+        }
+    }
+    p[0] = '\0';
+    return p;
+}

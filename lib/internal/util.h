@@ -40,6 +40,9 @@ bool nds_product_u64(const uint64_t *v, size_t n, uint64_t *out);
 
 /** malloc'd copy of s (NULL on failure or NULL s). */
 char *nds_strdup(const char *s);
+/** The smallest key above every key that starts with prefix (malloc'd; "" when there is none: no
+ *  bound), for turning a prefix into a key range. NULL when out of memory. */
+char *nds_prefix_successor(const char *prefix);
 /** malloc'd printf result, or NULL. */
 char *nds_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /**

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -315,6 +316,52 @@ START_TEST(corrupt_values_are_caught_block_by_block) {
     NDS_OK(read_status(kv, "big", (3 << 20) + 1, 1000)); /* and block 3 */
     free(data);
     free(big);
+    nds_kvstore_free(kv);
+    nds_kvstore_free(b);
+}
+END_TEST
+
+
+/* read_into: whole blocks land in the caller's buffers and are checked there; other ranges go
+ * through a buffer; a corrupt block is an error either way. */
+START_TEST(read_into_checks_blocks_in_place) {
+    const char *base = _i ? memory_base() : file_base();
+    nds_kvstore *kv = open_kv("%s|versioned:", base), *b = open_kv("%s", base);
+    size_t n = 3 * (1u << 20) + 777;
+    uint8_t *big = malloc(n), *got = malloc(n);
+    for (size_t i = 0; i < n; i++) big[i] = (uint8_t)(i * 13 + (i >> 9));
+    NDS_OK(nds_kvstore_write(kv, "big", big, n, NULL, NULL));
+    NDS_OK(nds_kvstore_write(kv, "small", big, 100, NULL, NULL));
+    ck_assert(nds_kvstore_can_read_into(kv));
+    const uint64_t ranges[][2] = {{0, 3 * (1u << 20) + 777}, {1u << 20, 2u << 20}, {5, 1000},
+                                  {(3u << 20), 777}, {(1u << 20) - 3, 10}};
+    for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++) {
+        size_t half = (size_t)ranges[r][1] / 2;
+        struct iovec iov[2] = {{got, half}, {got + half, (size_t)ranges[r][1] - half}};
+        nds_read_result res;
+        NDS_OK(nds_kvstore_read_into(kv, "big", ranges[r][0], iov, 2, &res));
+        ck_assert_int_eq(res.state, NDS_READ_VALUE);
+        ck_assert_uint_eq(res.total_size, n);
+        ck_assert_int_eq(memcmp(got, big + ranges[r][0], (size_t)ranges[r][1]), 0);
+    }
+    struct iovec one = {got, 100};
+    nds_read_result res;
+    NDS_OK(nds_kvstore_read_into(kv, "small", 0, &one, 1, &res));
+    ck_assert_int_eq(memcmp(got, big, 100), 0);
+    struct iovec past = {got, 10};
+    ck_assert_int_eq(nds_kvstore_read_into(kv, "small", 95, &past, 1, &res), NDS_ERANGE);
+    NDS_OK(nds_kvstore_read_into(kv, "missing", 0, &past, 1, &res));
+    ck_assert_int_eq(res.state, NDS_READ_MISSING);
+    char *data = only_object(b, "data/");
+    flip_byte(b, data, 16 + (1u << 20) + 5); /* block 1 */
+    struct iovec all = {got, n};
+    ck_assert_int_eq(nds_kvstore_read_into(kv, "big", 0, &all, 1, &res), NDS_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "block 1"));
+    struct iovec block2 = {got, 1u << 20};
+    NDS_OK(nds_kvstore_read_into(kv, "big", 2u << 20, &block2, 1, &res));
+    free(data);
+    free(big);
+    free(got);
     nds_kvstore_free(kv);
     nds_kvstore_free(b);
 }
@@ -848,6 +895,7 @@ int main(void) {
     tcase_add_loop_test(tc, racing_handles_lose_nothing, 0, 2);
     tcase_add_test(tc, processes_commit_without_losing_any);
     tcase_add_test(tc, corrupt_values_are_caught_block_by_block);
+    tcase_add_loop_test(tc, read_into_checks_blocks_in_place, 0, 2);
     tcase_add_test(tc, corrupt_index_and_commit_are_errors);
     tcase_add_test(tc, head_hint_is_only_a_hint);
     tcase_add_test(tc, tags_name_versions_and_never_move);
