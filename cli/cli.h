@@ -52,6 +52,7 @@ int cli_cmd_attrs(int argc, char **argv);
 int cli_cmd_group(int argc, char **argv);
 int cli_cmd_checkpoint(int argc, char **argv);
 int cli_cmd_commit(int argc, char **argv);
+int cli_cmd_gc(int argc, char **argv);
 int cli_cmd_log(int argc, char **argv);
 int cli_cmd_tag(int argc, char **argv);
 int cli_cmd_diff(int argc, char **argv);

@@ -36,6 +36,7 @@ static const cli_command commands[] = {
     {"group", "create a group (and its parents)", cli_cmd_group},
     {"checkpoint", "mark a checkpoint complete, or check whether it is", cli_cmd_checkpoint},
     {"commit", "publish prepared parts as one version of a versioned store", cli_cmd_commit},
+    {"gc", "delete what no kept version of a versioned store references", cli_cmd_gc},
     {"log", "list the versions of a versioned store, newest first", cli_cmd_log},
     {"tag", "name a version of a versioned store (tags never move)", cli_cmd_tag},
     {"diff", "show the keys and chunks that changed between two versions", cli_cmd_diff},

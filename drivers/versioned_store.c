@@ -193,8 +193,8 @@ static int read_object_range(vs_store *s, const char *key, uint64_t offset, uint
     if (rc) return nds_err_prefix(rc, "versioned store %s: %s: reading %s", s->url, why, key);
     if (r->state == NDS_READ_MISSING)
         return nds_err(NDS_ECORRUPT,
-                       "versioned store %s: %s: object %s is missing (lost, or deleted while still "
-                       "referenced)",
+                       "versioned store %s: %s: object %s is missing (collected with its version by "
+                       "gc, lost, or deleted while still referenced)",
                        s->url, why, key);
     return 0;
 }
@@ -669,8 +669,6 @@ typedef struct batch {
     size_t n;
     size_t *order;        /* indices of w in key order */
     vs_entry *entries;    /* per w: the entry a put installs (version set per attempt) */
-    vs_object_count *objects;
-    size_t nobjects;
 } batch;
 
 static int by_key(const void *x, const void *y, void *ctx) {
@@ -778,7 +776,6 @@ static int write_values(vs_store *s, batch *b) {
         e->key = (char *)w->key;
         if (w->ref) {
             e->value = *w->ref;
-            rc = count_object(&b->objects, &b->nobjects, &w->ref->object, VS_OBJECT_DATA, 1);
         } else if (w->len <= VS_INLINE_MAX) {
             e->is_inline = true;
             e->data = (uint8_t *)w->data;
@@ -788,9 +785,6 @@ static int write_values(vs_store *s, batch *b) {
         }
     }
     if (!rc) rc = dw_flush(&d);
-    for (size_t i = 0; !rc && i < d.nobjects; i++)
-        rc = count_object(&b->objects, &b->nobjects, &d.objects[i].object, VS_OBJECT_DATA,
-                          d.objects[i].items);
     nds_buf_dispose(&d.buf);
     free(d.objects);
     return rc;
@@ -833,9 +827,9 @@ static size_t make_ops(batch *b, uint64_t v, vs_op *ops) {
     return n;
 }
 
-static int encode_commit(const batch *b, const attempt *a, const vs_snapshot *parent,
-                         const vs_root *root, bool has_sup, const vs_ref *sup,
-                         const vs_commit_options *o, nds_buf *out) {
+static int encode_commit(const vs_op *ops, size_t nops, const attempt *a,
+                         const vs_snapshot *parent, const vs_root *root, bool has_sup,
+                         const vs_ref *sup, const vs_commit_options *o, nds_buf *out) {
     vs_commit c = {.version = parent->version + 1,
                    .parent = parent->version,
                    .time_ns = wall_ns(),
@@ -846,15 +840,17 @@ static int encode_commit(const batch *b, const attempt *a, const vs_snapshot *pa
                    .tokens = (vs_id *)o->tokens,
                    .ntokens = o->ntokens};
     if (has_sup) c.superseded = *sup;
-    size_t n = b->nobjects + (a->index.len ? 1 : 0);
-    c.objects = malloc((n ? n : 1) * sizeof *c.objects);
-    if (!c.objects) return nds_err(NDS_ENOMEM, "out of memory");
-    if (b->nobjects) memcpy(c.objects, b->objects, b->nobjects * sizeof *c.objects);
-    if (a->index.len)
-        c.objects[b->nobjects] = (vs_object_count){a->index_id, VS_OBJECT_INDEX,
-                                                   a->nodes + (has_sup ? 1 : 0)};
-    c.nobjects = n;
-    int rc = vs_commit_encode(&c, out);
+    /* The data objects this version references values in (counted from the writes that apply, so
+     * a value whose condition failed is not counted), and the new index object (its superseded
+     * list dies with it). */
+    int rc = 0;
+    for (size_t i = 0; !rc && i < nops; i++)
+        if (!ops[i].is_delete && !ops[i].entry->is_inline)
+            rc = count_object(&c.objects, &c.nobjects, &ops[i].entry->value.object,
+                              VS_OBJECT_DATA, 1);
+    if (!rc && a->index.len)
+        rc = count_object(&c.objects, &c.nobjects, &a->index_id, VS_OBJECT_INDEX, a->nodes);
+    if (!rc) rc = vs_commit_encode(&c, out);
     free(c.objects);
     return rc;
 }
@@ -884,7 +880,7 @@ static int try_commit(vs_store *s, batch *b, vs_op *ops, size_t nops, vs_snapsho
         rc = write_create_only(s, index_key, &a.index);
         if (rc) rc = nds_err_prefix(rc, "versioned store %s: writing %s", s->url, index_key);
     }
-    if (!rc) rc = encode_commit(b, &a, snap, &root, has_sup, &sup, o, &commit);
+    if (!rc) rc = encode_commit(ops, nops, &a, snap, &root, has_sup, &sup, o, &commit);
     if (!rc) {
         vs_commit_key(snap->version + 1, commit_key);
         rc = write_create_only(s, commit_key, &commit);
@@ -945,7 +941,7 @@ static int commit_loop(vs_store *s, batch *b, vs_snapshot *snap, const vs_commit
 int vs_store_commit(vs_store *s, vs_snapshot *snap, vs_write *w, size_t n,
                     const vs_commit_options *o) {
     if (n == 0) return 0;
-    batch b = {w, n, calloc(n, sizeof(size_t)), calloc(n, sizeof(vs_entry)), NULL, 0};
+    batch b = {w, n, calloc(n, sizeof(size_t)), calloc(n, sizeof(vs_entry))};
     vs_op *ops = calloc(n, sizeof *ops);
     int rc = (!b.order || !b.entries || !ops) ? nds_err(NDS_ENOMEM, "out of memory") : 0;
     if (!rc) rc = check_keys(s, &b);
@@ -957,7 +953,6 @@ int vs_store_commit(vs_store *s, vs_snapshot *snap, vs_write *w, size_t n,
     }
     free(b.order);
     free(b.entries);
-    free(b.objects);
     free(ops);
     return rc;
 }

@@ -68,6 +68,39 @@ typedef int (*nds_diff_fn)(void *ctx, const char *key, nds_diff_kind kind);
 NDS_API int nds_versioned_diff(nds_kvstore *kv, uint64_t a, uint64_t b, nds_diff_fn fn,
                                void *ctx);
 
+#define NDS_GC_OPTIONS_VERSION 1
+/** What nds_versioned_gc keeps. Start from NDS_GC_OPTIONS_INIT; give keep_last or older_than_ms
+ *  (or both: a version either keeps is kept). The latest version and tagged versions are always kept. */
+typedef struct nds_gc_options {
+    int version;
+    uint64_t keep_last;    /**< keep the newest N versions (0: not this rule) */
+    int64_t older_than_ms; /**< keep versions committed less than this ago (-1: not this rule) */
+    int64_t grace_ms;      /**< never delete what became garbage less than this ago, nor an
+                                unreferenced object seen by a run less than this ago (a writer may
+                                be about to commit it); default 6 hours */
+    int dry_run;           /**< count, delete nothing */
+} nds_gc_options;
+#define NDS_GC_OPTIONS_INIT {NDS_GC_OPTIONS_VERSION, 0, -1, 6 * 3600 * 1000, 0}
+
+/** What a collection did. */
+typedef struct nds_gc_result {
+    uint64_t versions_kept;      /**< versions whose objects are all kept */
+    uint64_t versions_collected; /**< versions no longer kept (their commits stay in the log) */
+    uint64_t objects_deleted;
+    uint64_t bytes_deleted;
+    uint64_t objects_pending;    /**< unreferenced objects seen now, deleted by a run after the
+                                      grace period if still unreferenced */
+} nds_gc_result;
+
+/**
+ * Deletes what no kept version references: objects whose every item later versions superseded,
+ * when no kept version lies between their creation and that, and the objects of writers that never
+ * committed (killed, lost races, prepared parts never committed), in two runs at least grace_ms
+ * apart. Versions not kept stay in the log but can no longer be read. Cost: one read per version
+ * of the history plus listings of the objects, never the trees.
+ */
+NDS_API int nds_versioned_gc(nds_kvstore *kv, const nds_gc_options *opts, nds_gc_result *out);
+
 #ifdef __cplusplus
 }
 #endif
