@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +36,15 @@ static const char *gcs_url(void) {
     static char urls[16][96];
     char *u = urls[n++ % 16];
     snprintf(u, 96, "gs://" BUCKET "/t%ld-%d/", (long)getpid(), n);
+    return u;
+}
+
+/* The versioned adapter over a fresh gcs prefix (create-only: ifGenerationMatch=0). */
+static const char *versioned_gcs_url(void) {
+    static int n;
+    static char urls[16][128];
+    char *u = urls[n++ % 16];
+    snprintf(u, 128, "gs://" BUCKET "/v%ld-%d/|versioned:", (long)getpid(), n);
     return u;
 }
 
@@ -558,15 +568,45 @@ START_TEST(hostile_stall_meets_deadline) {
 }
 END_TEST
 
+
+/* 4 processes x 10 increments of one counter through the versioned adapter on gcs. */
+START_TEST(versioned_processes_lose_no_increment) {
+    const char *url = versioned_gcs_url();
+    enum { PROCS = 4, ROUNDS = 10 };
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        if ((pids[p] = fork()) == 0) {
+            nds_kvstore *kv = NULL;
+            if (nds_kvstore_open(&kv, url, NULL)) _exit(2);
+            for (int i = 0; i < ROUNDS; i++) nds_kv_test_increment(kv, "counter");
+            nds_kvstore_free(kv);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int status;
+        waitpid(pids[p], &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "process %d: %d", p, status);
+    }
+    nds_kvstore *kv = open_spec(url);
+    char *c = nds_kv_test_get(kv, "counter", NULL);
+    ck_assert_str_eq(c, "40");
+    free(c);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 static Suite *gcs_suite(void) {
     Suite *s = suite_create("kv_gcs");
     suite_add_tcase(s, nds_kv_conformance_tcase("gcs", gcs_url));
+    suite_add_tcase(s, nds_kv_conformance_tcase("versioned-gcs", versioned_gcs_url));
     TCase *tc = tcase_create("gcs");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, url_spec_and_capabilities);
     tcase_add_test(tc, bad_specs_and_urls);
     tcase_add_test(tc, errors_name_key_status_and_reason);
     tcase_add_test(tc, multipart_values_roundtrip);
+    tcase_add_test(tc, versioned_processes_lose_no_increment);
     suite_add_tcase(s, tc);
     /* Fault rules are server-wide: these run one at a time (Check runs tests in order). */
     TCase *faults = tcase_create("faults");
