@@ -126,7 +126,7 @@ static int read_part(const char *base, int r) {
     int wrong = 0;
     for (size_t t = 0; t < TENSORS; t++) {
         const tensor *m = &model[t];
-        char spec[1024];
+        char spec[4096];
         snprintf(spec, sizeof spec, "%s|versioned:ckpt/%s/|zarr3:", base, m->name);
         nds_array *a;
         if (nds_array_open(&a, spec, NULL)) return 1000;
