@@ -1038,6 +1038,21 @@ static void commit_round(const char *url, const char *dir, unsigned seed, kill_p
     for (;;) pause();
 }
 
+/* A writer that does not coordinate with the round: plain commits of key "noise" until killed, so
+ * the committer races for each version number it takes. */
+static void commit_noise(const char *url) {
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, url, NULL)) _exit(11);
+    for (unsigned long n = 0;; n++) {
+        char value[32];
+        int len = snprintf(value, sizeof value, "%lu", n);
+        nds_kv_op op = {"noise", (const uint8_t *)value, (size_t)len, {NDS_GEN_NONE, {0}}, {0}};
+        int rc = nds_kvstore_commit(&kv, &op, 1);
+        if (rc && rc != NDS_ECONFLICT) _exit(12);
+        usleep(500);
+    }
+}
+
 /* Reaps pid, killing it first unless it is dead already; it must have died of SIGKILL (its own
  * timer's or ours: it never exits by itself). */
 static void kill_child(pid_t pid, const char *who) {
@@ -1108,7 +1123,8 @@ static void check_round_rows(const char *base, uint64_t v, int round) {
 
 static int check_visible_key(void *ctx, const char *key, uint64_t size) {
     (void)size;
-    bool ok = strcmp(key, "after") == 0 || strncmp(key, "layer0/", 7) == 0 ||
+    bool ok = strcmp(key, "after") == 0 || strcmp(key, "noise") == 0 ||
+              strncmp(key, "layer0/", 7) == 0 ||
               strncmp(key, "layer1/", 7) == 0;
     if (!ok) (*(int *)ctx)++;
     return 0;
@@ -1198,11 +1214,11 @@ static void mean_in(double *mean, int *n, double x) {
 }
 
 /* A kill: one in four at a random moment before the work (or, for the committer, as soon as it
- * could begin), the others a random time into it of up to 1.3 times its usual length (so some
+ * could begin), the others a random time into it of up to stretch times its usual length (so some
  * land after it). */
-static kill_plan plan_kill(double before, double work) {
+static kill_plan plan_kill(double before, double work, double stretch) {
     if (random() % 4 == 0) return (kill_plan){KILL_AT_START, before * random_fraction()};
-    return (kill_plan){KILL_IN_WORK, 1.3 * work * random_fraction()};
+    return (kill_plan){KILL_IN_WORK, stretch * work * random_fraction()};
 }
 
 static bool all_tokens(const char *dir) {
@@ -1239,7 +1255,7 @@ static void time_prepares(const char *dir, kill_timing *tm) {
     }
 }
 
-/* One round: KILL_PARTS preparers and a committer, all killed. Even rounds kill the parts at
+/* One round: KILL_PARTS preparers, a committer and an uncoordinated writer, all killed. Even rounds kill the parts at
  * random moments before or inside their prepares (the committer, waiting for tokens, after);
  * odd rounds let the parts finish and kill the committer before or inside its commit. Round 0
  * measures. Returns the round's directory (its markers and tokens). */
@@ -1251,13 +1267,15 @@ static const char *kill_round(const char *base, const char *url, int round, kill
     kill_plan none = {KILL_AFTER, 0}, cplan = none;
     bool commit_at_once = false; /* the parent kills the committer once the tokens are there */
     if (kill_committer) {
-        cplan = plan_kill(1, tm->commit);
+        cplan = plan_kill(1, tm->commit, 1.6); /* commits vary more: they race */
         commit_at_once = cplan.when == KILL_AT_START;
         if (commit_at_once) cplan = none;
     }
+    pid_t noise = fork();
+    if (noise == 0) commit_noise(url);
     if ((committer = fork()) == 0) commit_round(url, dir, (unsigned)round, cplan);
     for (int p = 0; p < KILL_PARTS; p++) {
-        kill_plan plan = kill_parts ? plan_kill(tm->before_prepare, tm->prepare) : none;
+        kill_plan plan = kill_parts ? plan_kill(tm->before_prepare, tm->prepare, 1.3) : none;
         if ((parts[p] = fork()) == 0) prepare_round_part(base, dir, round, p, plan);
     }
     for (int p = 0; p < KILL_PARTS; p++) {
@@ -1288,7 +1306,8 @@ static const char *kill_round(const char *base, const char *url, int round, kill
         for (int p = 0; p < KILL_PARTS; p++) kill_child(parts[p], "a part");
         k->prepare_after += KILL_PARTS;
     }
-    k->kills += KILL_PARTS + 1;
+    kill_child(noise, "the uncoordinated writer");
+    k->kills += KILL_PARTS + 2;
     return dir;
 }
 
@@ -1383,8 +1402,9 @@ static void commit_again(const char *url, const char *dir, const char **tokens, 
     nds_kvstore_free(kv);
 }
 
-/* 44 rounds of 4 preparing processes and a committer, all 220 killed with SIGKILL at random
- * moments: inside prepares (even rounds) and inside commits (odd rounds). After each round every
+/* 44 rounds of 4 preparing processes, a committer and an uncoordinated writer racing it, all 264
+ * killed with SIGKILL at random moments: inside prepares (even rounds) and inside commits (odd
+ * rounds). After each round every
  * new version is whole (a commit of parts holds all of one round's parts, nothing of another, each
  * token once), the next writer goes ahead at once, and a new committer publishes the round's
  * tokens if the killed one had not (or is refused if it had). */
