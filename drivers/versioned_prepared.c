@@ -114,12 +114,14 @@ static int check_set_objects(vs_store *s, const vs_prepared *p, const char *toke
         ro.byte_length = VS_HEADER_SIZE;
         nds_read_result r;
         int rc = nds_kvstore_read(vs_store_base(s), key, &ro, &r);
-        if (rc) return nds_err_prefix(rc, "versioned store %s: prepared set %s: reading %s",
-                                      vs_store_url(s), token, key);
+        if (rc)
+            return nds_err_prefix(rc, "versioned store %s: prepared set %s: reading %s",
+                                  vs_store_url(s), token, key);
         bool present = r.state == NDS_READ_VALUE;
         nds_read_result_dispose(&r);
         if (!present)
-            return nds_err(NDS_ECORRUPT, "versioned store %s: prepared set %s: data object %s is "
+            return nds_err(NDS_ECORRUPT,
+                           "versioned store %s: prepared set %s: data object %s is "
                            "missing (lost, or collected); nothing was committed",
                            vs_store_url(s), token, key);
     }

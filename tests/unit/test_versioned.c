@@ -1063,8 +1063,7 @@ static void kill_child(pid_t pid, const char *who) {
         r = waitpid(pid, &status, 0);
     }
     ck_assert_int_eq(r, pid);
-    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s: status %d", who,
-                  status);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s: status %d", who, status);
 }
 
 /* Waits until pid died (its timer fired) or dir/done exists (its work is over). */
@@ -1124,8 +1123,7 @@ static void check_round_rows(const char *base, uint64_t v, int round) {
 static int check_visible_key(void *ctx, const char *key, uint64_t size) {
     (void)size;
     bool ok = strcmp(key, "after") == 0 || strcmp(key, "noise") == 0 ||
-              strncmp(key, "layer0/", 7) == 0 ||
-              strncmp(key, "layer1/", 7) == 0;
+              strncmp(key, "layer0/", 7) == 0 || strncmp(key, "layer1/", 7) == 0;
     if (!ok) (*(int *)ctx)++;
     return 0;
 }
@@ -1147,8 +1145,8 @@ static void check_new_versions(const char *base, token_log *tl, uint64_t from, u
             for (size_t i = 0; i < c.ntokens; i++) {
                 int t = token_index(tl, &c.tokens[i]);
                 ck_assert_msg(t >= 0, "version %" PRIu64 " publishes a token no part wrote", v);
-                ck_assert_msg(++tl->committed[t] == 1, "token %s committed twice (version %" PRIu64
-                              ")", tl->token[t], v);
+                ck_assert_msg(++tl->committed[t] == 1,
+                              "token %s committed twice (version %" PRIu64 ")", tl->token[t], v);
                 ck_assert_msg(r < 0 || r == tl->round[t], "version %" PRIu64 " mixes rounds", v);
                 r = tl->round[t];
             }
@@ -1164,32 +1162,6 @@ static void check_new_versions(const char *base, token_log *tl, uint64_t from, u
     NDS_OK(nds_kvstore_list(kv, "", check_visible_key, &strays));
     ck_assert_int_eq(strays, 0); /* nothing a killed process wrote shows as a key */
     nds_kvstore_free(kv);
-}
-
-typedef struct set_count {
-    nds_kvstore *base;
-    vs_store *s;
-    int sets;
-} set_count;
-
-static int count_set(void *ctx, const char *key, uint64_t size) {
-    (void)size;
-    set_count *c = ctx;
-    vs_prepared p;
-    NDS_OK(vs_store_prepared_load(c->s, key + strlen(VS_PREPARED_PREFIX), &p));
-    c->sets++; /* and it loads: whole, whatever the kill interrupted */
-    vs_prepared_dispose(&p);
-    return 0;
-}
-
-/* Prepared sets stored (each must load). */
-static set_count count_prepared_sets(const char *base) {
-    set_count c = {open_kv("%s", base), NULL, 0};
-    NDS_OK(vs_store_open(&c.s, c.base, base));
-    NDS_OK(nds_kvstore_list(c.base, VS_PREPARED_PREFIX, count_set, &c));
-    vs_store_free(c.s);
-    nds_kvstore_free(c.base);
-    return c;
 }
 
 /* What the kills hit. */
@@ -1255,10 +1227,10 @@ static void time_prepares(const char *dir, kill_timing *tm) {
     }
 }
 
-/* One round: KILL_PARTS preparers, a committer and an uncoordinated writer, all killed. Even rounds kill the parts at
- * random moments before or inside their prepares (the committer, waiting for tokens, after);
- * odd rounds let the parts finish and kill the committer before or inside its commit. Round 0
- * measures. Returns the round's directory (its markers and tokens). */
+/* One round: KILL_PARTS preparers, a committer and an uncoordinated writer, all killed. Even rounds
+ * kill the parts at random moments before or inside their prepares (the committer, waiting for
+ * tokens, after); odd rounds let the parts finish and kill the committer before or inside its
+ * commit. Round 0 measures. Returns the round's directory (its markers and tokens). */
 static const char *kill_round(const char *base, const char *url, int round, kill_timing *tm,
                               kill_tally *k) {
     const char *dir = temp_dir();
@@ -1316,7 +1288,7 @@ typedef struct listed_objects {
     char (*keys)[VS_OBJECT_KEY_MAX];
     size_t n, cap;
     vs_store *s;
-    int orphans;
+    int orphans, sets;
 } listed_objects;
 
 static void list_object(listed_objects *l, const vs_object_count *o) {
@@ -1333,7 +1305,8 @@ static int list_set_objects(void *ctx, const char *key, uint64_t size) {
     (void)size;
     listed_objects *l = ctx;
     vs_prepared p;
-    NDS_OK(vs_store_prepared_load(l->s, key + strlen(VS_PREPARED_PREFIX), &p));
+    NDS_OK(vs_store_prepared_load(l->s, key + strlen(VS_PREPARED_PREFIX), &p)); /* whole */
+    l->sets++;
     for (size_t i = 0; i < p.nobjects; i++) list_object(l, &p.objects[i]);
     vs_prepared_dispose(&p);
     return 0;
@@ -1349,8 +1322,9 @@ static int count_unlisted(void *ctx, const char *key, uint64_t size) {
 }
 
 /* Objects under prefix that neither a commit nor a prepared set lists: a killed process wrote
- * them in the middle of a prepare (before its set) or of a commit (before its commit object). */
-static int objects_of_unfinished_work(const char *base, const char *prefix) {
+ * them in the middle of a prepare (before its set) or of a commit (before its commit object).
+ * *sets: the prepared sets stored (each must load). */
+static int objects_of_unfinished_work(const char *base, const char *prefix, int *sets) {
     nds_kvstore *b = open_kv("%s", base);
     listed_objects l = {0};
     NDS_OK(vs_store_open(&l.s, b, base));
@@ -1367,6 +1341,7 @@ static int objects_of_unfinished_work(const char *base, const char *prefix) {
     vs_store_free(l.s);
     nds_kvstore_free(b);
     free(l.keys);
+    *sets = l.sets;
     return l.orphans;
 }
 
@@ -1447,9 +1422,10 @@ START_TEST(sigkilled_prepare_and_commit) {
         ck_assert_int_eq(tl.committed[t], parts == KILL_PARTS);
         committed += tl.committed[t];
     }
-    int never_committed = count_prepared_sets(base).sets - committed;
-    int data_orphans = objects_of_unfinished_work(base, VS_DATA_PREFIX);
-    int index_orphans = objects_of_unfinished_work(base, VS_INDEX_PREFIX);
+    int sets;
+    int data_orphans = objects_of_unfinished_work(base, VS_DATA_PREFIX, &sets);
+    int index_orphans = objects_of_unfinished_work(base, VS_INDEX_PREFIX, &sets);
+    int never_committed = sets - committed;
     fprintf(stderr,
             "sigkill prepare/commit: %d kills (prepare: %d before, %d inside, %d after; commit: "
             "%d before, %d inside, %d after); %d whole rounds (%d committed again, %d refused "
@@ -1457,14 +1433,13 @@ START_TEST(sigkilled_prepare_and_commit) {
             "index objects (prepare %.4f s after %.4f s, commit %.4f s)\n",
             k.kills, k.prepare_before, k.prepare_inside, k.prepare_after, k.commit_before,
             k.commit_inside, k.commit_after, whole_rounds, k.recommitted, k.refused_again,
-            never_committed, data_orphans, index_orphans, tm.prepare, tm.before_prepare,
-            tm.commit);
+            never_committed, data_orphans, index_orphans, tm.prepare, tm.before_prepare, tm.commit);
     ck_assert_int_ge(k.kills, 200);
     ck_assert_int_gt(k.prepare_inside, 0);
     ck_assert_int_gt(k.commit_inside, 0);
-    ck_assert_int_gt(k.recommitted, 0);  /* commits killed before publishing, finished by another */
-    ck_assert_int_gt(k.refused_again, 0); /* published commits are never repeated */
-    ck_assert_int_gt(never_committed, 0); /* parts of rounds a kill left incomplete */
+    ck_assert_int_gt(k.recommitted, 0); /* commits killed before publishing, finished by another */
+    ck_assert_int_gt(k.refused_again, 0);              /* published commits are never repeated */
+    ck_assert_int_gt(never_committed, 0);              /* parts of rounds a kill left incomplete */
     ck_assert_int_gt(data_orphans + index_orphans, 0); /* kills between objects of one piece */
 }
 END_TEST

@@ -1223,9 +1223,14 @@ static vs_prepared sample_prepared(void) {
     sample_side[0] = (vs_prepared_side){.name = "chunk/0", .value = ref};
     sample_set_objects[0] = (vs_object_count){.kind = VS_OBJECT_DATA, .items = 3};
     sample_set_objects[0].object.b[0] = 0x11;
-    return (vs_prepared){.base_version = 11, .time_ns = INT64_C(1795756800123456789),
-                         .ops = sample_ops, .nops = 3, .side = sample_side, .nside = 1,
-                         .objects = sample_set_objects, .nobjects = 1};
+    return (vs_prepared){.base_version = 11,
+                         .time_ns = INT64_C(1795756800123456789),
+                         .ops = sample_ops,
+                         .nops = 3,
+                         .side = sample_side,
+                         .nside = 1,
+                         .objects = sample_set_objects,
+                         .nobjects = 1};
 }
 
 static void assert_prepared_equal(const vs_prepared *a, const vs_prepared *b) {
@@ -1260,8 +1265,10 @@ START_TEST(prepared_round_trips) {
     const uint8_t *payload;
     size_t len;
     NDS_OK(vs_envelope_open(b.data, b.len, VS_KIND_PREPARED, PSET, &payload, &len, NULL));
-    ck_assert_ptr_nonnull(memmem(payload, len, "\"format\":\"ndstore-versioned-prepared\","
-                                 "\"format_version\":1,\"base_version\":11,", 75));
+    ck_assert_ptr_nonnull(memmem(payload, len,
+                                 "\"format\":\"ndstore-versioned-prepared\","
+                                 "\"format_version\":1,\"base_version\":11,",
+                                 75));
     NDS_OK(vs_prepared_decode(b.data, b.len, PSET, &d));
     assert_prepared_equal(&p, &d);
     vs_prepared_dispose(&d);
