@@ -910,6 +910,17 @@ static int open_json(const uint8_t *p, size_t n, vs_kind k, const char *where, j
 
 /* ---- commits: decoding ----------------------------------------------------------------------- */
 
+/* The "format_version" of a commit or prepared set: one this ndstore reads. */
+static int check_format_version(json_object *o, const char *where) {
+    int64_t fv;
+    int rc = get_int(o, "format_version", 1, INT64_MAX, where, &fv);
+    if (rc == 0 && fv > VS_FORMAT_VERSION)
+        rc = nds_err(NDS_ECORRUPT,
+                     "%s: format_version %" PRId64 " is newer than this ndstore reads (%d)", where,
+                     fv, VS_FORMAT_VERSION);
+    return rc;
+}
+
 static int read_commit_head(json_object *o, uint64_t expect, const char *where, vs_commit *c) {
     json_object *v;
     int rc = get_typed(o, "format", json_type_string, false, where, &v);
@@ -917,12 +928,7 @@ static int read_commit_head(json_object *o, uint64_t expect, const char *where, 
     if (strcmp(json_object_get_string(v), FORMAT_NAME) != 0)
         return nds_err(NDS_ECORRUPT, "%s: \"format\" is \"%.64s\", not \"" FORMAT_NAME "\"", where,
                        json_object_get_string(v));
-    int64_t fv;
-    if ((rc = get_int(o, "format_version", 1, INT64_MAX, where, &fv))) return rc;
-    if (fv > VS_FORMAT_VERSION)
-        return nds_err(NDS_ECORRUPT,
-                       "%s: format_version %" PRId64 " is newer than this ndstore reads (%d)",
-                       where, fv, VS_FORMAT_VERSION);
+    if ((rc = check_format_version(o, where))) return rc;
     if ((rc = get_u64(o, "version", 1, JSON_U64_MAX, where, &c->version))) return rc;
     if ((rc = get_u64(o, "parent", 0, JSON_U64_MAX, where, &c->parent))) return rc;
     if (c->parent != c->version - 1)
@@ -1279,6 +1285,7 @@ int vs_prepared_decode(const uint8_t *p, size_t n, const char *where, vs_prepare
     if (rc == 0 && strcmp(json_object_get_string(v), PREPARED_FORMAT) != 0)
         rc = nds_err(NDS_ECORRUPT, "%s: not a prepared set (format \"%s\")", where,
                      json_object_get_string(v));
+    if (rc == 0) rc = check_format_version(o, where); /* a newer set may mean more than we see */
     if (rc == 0) rc = get_u64(o, "base_version", 0, JSON_U64_MAX, where, &out->base_version);
     if (rc == 0) rc = get_int(o, "time_ns", INT64_MIN, INT64_MAX, where, &out->time_ns);
     if (rc == 0) rc = read_prepared_lists(o, where, out);

@@ -99,6 +99,35 @@ int vs_store_prepared_load(vs_store *s, const char *token, vs_prepared *out) {
     return rc;
 }
 
+/* NDS_ECORRUPT when a data object holding the set's values is gone (lost, or collected): the
+ * commit references values without reading them, and a version must never point at nothing. One
+ * header read per object (values are packed in order, so a run of ops shares one). */
+static int check_set_objects(vs_store *s, const vs_prepared *p, const char *token) {
+    const vs_id *last = NULL;
+    for (size_t i = 0; i < p->nops; i++) {
+        const vs_id *id = &p->ops[i].value.object;
+        if (p->ops[i].is_delete || (last && memcmp(last, id, sizeof *id) == 0)) continue;
+        last = id;
+        char key[VS_OBJECT_KEY_MAX];
+        vs_object_key(VS_DATA_PREFIX, id, key);
+        nds_read_options ro = NDS_READ_OPTIONS_INIT;
+        ro.byte_length = VS_HEADER_SIZE;
+        nds_read_result r;
+        int rc = nds_kvstore_read(vs_store_base(s), key, &ro, &r);
+        if (rc)
+            return nds_err_prefix(rc, "versioned store %s: prepared set %s: reading %s",
+                                  vs_store_url(s), token, key);
+        bool present = r.state == NDS_READ_VALUE;
+        nds_read_result_dispose(&r);
+        if (!present)
+            return nds_err(NDS_ECORRUPT,
+                           "versioned store %s: prepared set %s: data object %s is "
+                           "missing (lost, or collected); nothing was committed",
+                           vs_store_url(s), token, key);
+    }
+    return 0;
+}
+
 /* NDS_EINVAL when a commit after the oldest set's base version already published one of ids. */
 static int refuse_committed(vs_store *s, const vs_snapshot *head, const vs_id *ids, size_t n,
                             uint64_t oldest_base) {
@@ -196,6 +225,7 @@ static int load_sets(vs_store *s, const char *const *tokens, size_t n, commit_se
         int rc = vs_store_prepared_load(s, tokens[i], &c->sets[i]);
         if (rc) return rc;
         c->n = i + 1;
+        if ((rc = check_set_objects(s, &c->sets[i], tokens[i]))) return rc;
         vs_id_parse(tokens[i], &c->ids[i]);
         for (size_t j = 0; j < i; j++)
             if (memcmp(&c->ids[j], &c->ids[i], sizeof c->ids[i]) == 0)

@@ -1,18 +1,21 @@
 /* libFuzzer harness for the versioned store's on-disk decoders (drivers/versioned_format.c). The
- * first input byte chooses the decoder (0 node, 1 commit, 2 superseded list, 3 tag, 4 envelope),
- * the second is its parameter (node: the wanted level, above 32 meaning any; commit: the expected
- * version; envelope: the kind wanted), the rest is the stored object. A node's and a superseded
- * list's expected crc is taken from the object's own header; when the first byte's top bit is set,
- * that header crc is first replaced by the payload's true crc32c. Both model a hostile writer (it
- * controls crcs as well as bytes), and they let mutated payloads reach the structural checks,
- * which a crc mismatch would otherwise stop at the door.
+ * first input byte chooses the decoder (0 node, 1 commit, 2 superseded list, 3 tag, 4 envelope,
+ * 5 prepared set; other values modulo 5, as before prepared sets had one), the second is its
+ * parameter (node: the wanted level, above 32 meaning any; commit: the expected version;
+ * envelope: the kind wanted; prepared set: unused), the rest is the stored object. A node's and a
+ * superseded list's expected crc is taken from the object's own header; when the first byte's top
+ * bit is set, that header crc is first replaced by the payload's true crc32c. Both model a hostile
+ * writer (it controls crcs as well as bytes), and they let mutated payloads reach the structural
+ * checks, which a crc mismatch would otherwise stop at the door.
  *
  * Invariants trap: whatever decodes re-encodes to exactly the input bytes (nodes and superseded
  * lists: the encoding is canonical) or, for commits, to an object that decodes again to the same
- * version and tree; an opened envelope's payload lies inside the input. Errors are expected and
- * must come with a message. Threading: single-threaded, as libFuzzer runs it. Ownership:
- * everything is freed per input.
+ * version and tree, for prepared sets to one that decodes again to the same set (and a refused
+ * set leaves nothing allocated); an opened envelope's payload lies inside the input. Errors are
+ * expected and must come with a message. Threading: single-threaded, as libFuzzer runs it.
+ * Ownership: everything is freed per input.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +91,55 @@ static void fuzz_envelope(const uint8_t *p, size_t n, vs_kind kind) {
     if (rc == 0 && (payload != p + VS_HEADER_SIZE || len != n - VS_HEADER_SIZE)) __builtin_trap();
 }
 
+static bool same_generation(const nds_generation *a, const nds_generation *b) {
+    return a->kind == b->kind && (a->kind != NDS_GEN_VALUE || strcmp(a->value, b->value) == 0);
+}
+
+static bool same_ref(const vs_ref *a, const vs_ref *b) {
+    return memcmp(&a->object, &b->object, sizeof a->object) == 0 && a->offset == b->offset &&
+           a->length == b->length && a->crc == b->crc;
+}
+
+static void same_prepared(const vs_prepared *a, const vs_prepared *b) {
+    if (a->base_version != b->base_version || a->time_ns != b->time_ns || a->nops != b->nops ||
+        a->nside != b->nside || a->nobjects != b->nobjects)
+        __builtin_trap();
+    for (size_t i = 0; i < a->nops; i++) {
+        const vs_prepared_op *x = &a->ops[i], *y = &b->ops[i];
+        if (strcmp(x->key, y->key) != 0 || x->is_delete != y->is_delete ||
+            !same_generation(&x->if_equal, &y->if_equal) ||
+            (!x->is_delete && !same_ref(&x->value, &y->value)))
+            __builtin_trap();
+    }
+    for (size_t i = 0; i < a->nside; i++)
+        if (strcmp(a->side[i].name, b->side[i].name) != 0 ||
+            !same_ref(&a->side[i].value, &b->side[i].value))
+            __builtin_trap();
+    for (size_t i = 0; i < a->nobjects; i++)
+        if (memcmp(&a->objects[i].object, &b->objects[i].object, sizeof a->objects[i].object) ||
+            a->objects[i].kind != b->objects[i].kind || a->objects[i].items != b->objects[i].items)
+            __builtin_trap();
+}
+
+static void fuzz_prepared(const uint8_t *p, size_t n) {
+    vs_prepared set, again;
+    int rc = vs_prepared_decode(p, n, "fuzz", &set);
+    check_error(rc);
+    if (rc) {
+        if (set.ops || set.side || set.objects) __builtin_trap(); /* nothing half-decoded leaks */
+        return;
+    }
+    for (size_t i = 0; i < set.nops; i++)
+        if (!set.ops[i].key[0] || strlen(set.ops[i].key) > VS_KEY_MAX) __builtin_trap();
+    nds_buf b = {0};
+    if (vs_prepared_encode(&set, &b) != 0) __builtin_trap();
+    if (vs_prepared_decode(b.data, b.len, "fuzz again", &again) != 0) __builtin_trap();
+    same_prepared(&set, &again);
+    vs_prepared_dispose(&again);
+    vs_prepared_dispose(&set);
+    nds_buf_dispose(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2 || size > (1 << 20)) return 0;
     const uint8_t *p = data + 2;
@@ -100,12 +152,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         nds_store_le32(obj + 12, nds_crc32c(obj + VS_HEADER_SIZE, n - VS_HEADER_SIZE));
     uint32_t crc = n >= VS_HEADER_SIZE ? nds_load_le32(obj + 12) : 0;
     uint64_t version;
-    switch ((data[0] & 0x7f) % 5) {
+    unsigned selector = data[0] & 0x7f;
+    switch (selector == 5 ? 5 : selector % 5) {
     case 0: fuzz_node(obj, n, data[1], crc); break;
     case 1: fuzz_commit(obj, n, data[1]); break;
     case 2: fuzz_superseded(obj, n, crc); break;
     case 3: check_error(vs_tag_decode(obj, n, "fuzz", &version)); break;
-    default: fuzz_envelope(obj, n, (vs_kind)data[1]); break;
+    case 4: fuzz_envelope(obj, n, (vs_kind)data[1]); break;
+    default: fuzz_prepared(obj, n); break;
     }
     free(obj);
     return 0;

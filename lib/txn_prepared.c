@@ -226,7 +226,13 @@ int nds_txn_commit_prepared(nds_kvstore *kv, const char *const *tokens, size_t n
     int rc = sets ? nds_kvstore_with_path(&root, kv, "") : nds_err(NDS_ENOMEM, "out of memory");
     size_t loaded = 0;
     for (; !rc && loaded < n; loaded++)
-        if ((rc = nds_kvstore_prepared_read(root, tokens[loaded], &sets[loaded]))) break;
+        if ((rc = nds_kvstore_prepared_read(root, tokens[loaded], &sets[loaded]))) {
+            /* A value of the set that does not read (its data object corrupt or lost) is named by
+             * key and object; the user knows the set by its token. */
+            if (!strstr(nds_error_last()->message, tokens[loaded]))
+                rc = nds_err_prefix(rc, "prepared set %s", tokens[loaded]);
+            break;
+        }
     partial *ps = NULL;
     size_t nps = 0, ngroups = 0;
     if (!rc) rc = collect_partials(sets, n, &ps, &nps, &ngroups);

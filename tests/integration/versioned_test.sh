@@ -4,7 +4,8 @@
 # number and by tag, atomic transactions on a file base (refused on a plain file store), writes to a
 # pinned version refused, `ls` of the store, eight concurrent `ndstore write` processes into one
 # array whose row blocks split chunks (every element lands and every version in the log reads whole),
-# and `ndstore diff` of an array written twice (grouped by array, --keys, --json).
+# and `ndstore diff` of an array written twice (grouped by array, --keys, --json); `ndstore commit`
+# of tokens it cannot publish (missing, malformed, corrupt or truncated sets, lost or corrupt data).
 #
 # usage: tests/integration/versioned_test.sh BUILD_DIR   (or path/to/ndstore)
 # Needs /usr/bin/python3 (standard library only). Prints "FAIL: ..." per failed check and a final
@@ -133,6 +134,67 @@ nds diff "$S" 1 100000
 check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"version 100000 does not exist"* ]]' "diff of a missing version"
 nds diff "$S" 0 1
 check '[ "$RC" -eq 2 ] && [[ "$ERR" == *"A: expected a version number"* ]]' "diff refuses version 0"
+
+# `ndstore commit` given a token it cannot publish: a missing or malformed token, a corrupt or
+# truncated prepared set, a set whose data object is lost or corrupt. Each is an error naming the
+# token, and nothing is committed; a good token then commits once.
+PA="$S|versioned:model/p/|zarr3:"
+nds create "$PA" --shape 32,48 --chunks 16,16 --dtype uint16 --codec zstd:1
+prepare() { # TOKEN_VAR SPEC ARGS...: ndstore write --prepare, the token into TOKEN_VAR
+    local var=$1
+    shift
+    nds write "$@" --prepare
+    check '[ "$RC" -eq 0 ] && [[ "$OUT" == *"prepared "* ]]' "prepare a part"
+    printf -v "$var" '%s' "${OUT##*prepared }"
+}
+set_object() { # TOKEN: the data object the prepared set lists first
+    $PY - "$T/ckpt/prepared/$1" <<'EOF'
+import json, sys
+print(json.loads(open(sys.argv[1], "rb").read()[16:])["objects"][0]["object"])
+EOF
+}
+flip_byte() { # FILE OFFSET
+    $PY -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x20]))' "$1" "$2"
+}
+make_raw 5 0 8 p0.raw
+make_raw 5 8 16 p1.raw
+make_raw 5 16 24 p3.raw
+prepare tok0 "$PA" --region "[0:8, :]" --raw -i p0.raw
+prepare tok1 "$PA" --region "[8:16, :]" --raw -i p1.raw
+prepare tok3 "$PA" --region "[16:24, :]" --raw -i p3.raw
+# A value above the prepared-read threshold (64 KiB): the commit references it without reading it.
+Q="$S|versioned:model/q/|zarr3:"
+nds create "$Q" --shape 256,256 --chunks 256,256 --dtype uint16
+$PY -c 'import os,sys; open(sys.argv[1],"wb").write(os.urandom(131072))' q.raw
+prepare tok2 "$Q" --raw -i q.raw
+v0=$(latest)
+nds commit "$S" "$tok0" 0123456789abcdef0123456789abcdef
+check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"no prepared set 0123456789abcdef0123456789abcdef"* ]]' "commit of a missing token names it"
+nds commit "$S" "$tok0" not-a-token
+check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"\"not-a-token\" is not a prepared-set token"* ]]' "commit of a malformed token names it"
+flip_byte "$T/ckpt/prepared/$tok1" 40
+nds commit "$S" "$tok0" "$tok1"
+check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"prepared/$tok1: payload checksum mismatch"* ]]' "a corrupt prepared set: error names its token"
+head -c 30 "$T/ckpt/prepared/$tok1" >cut && cp cut "$T/ckpt/prepared/$tok1"
+nds commit "$S" "$tok0" "$tok1"
+check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"prepared/$tok1: payload length"* ]]' "a truncated prepared set: error names its token"
+obj=$(set_object "$tok2")
+mv "$T/ckpt/data/$obj" lost
+nds commit "$S" "$tok2"
+check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"prepared set $tok2"*"data/$obj is missing"* ]]' "a set whose data object is lost: refused, naming the token"
+mv lost "$T/ckpt/data/$obj"
+obj=$(set_object "$tok3")
+flip_byte "$T/ckpt/data/$obj" 100
+nds commit "$S" "$tok3"
+check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"prepared set $tok3"*"checksum mismatch"* ]]' "a set whose data object is corrupt: error names the token"
+check '[ "$(latest)" -eq "$v0" ]' "nothing committed by the refused commits"
+nds commit "$S" "$tok0" "$tok2" -m "good parts"
+check '[ "$RC" -eq 0 ] && [ "$OUT" = "committed 2 parts as version $((v0 + 1))" ]' "the good tokens commit ($OUT)"
+nds read "$Q" --raw -o q.back
+check 'cmp -s q.back q.raw' "the large part reads back"
+nds commit "$S" "$tok0"
+check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"prepared set $tok0 was already committed in version $((v0 + 1))"* ]]' "a token commits once"
+
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

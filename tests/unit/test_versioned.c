@@ -883,6 +883,567 @@ START_TEST(diff_between_versions_under_a_path) {
 }
 END_TEST
 
+/* ---- SIGKILLs during prepare and commit_prepared ---- */
+
+enum { KILL_PARTS = 4, KILL_ROUNDS = 44 };
+
+/* The value round r's part p writes into each of its rows (0 is the fill: no round). */
+static uint16_t round_value(int round, int part) { return (uint16_t)((round + 1) * 8 + part); }
+
+static double monotonic_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static double g_child_start; /* monotonic_s() when this child began */
+
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* When a child is killed: by a SIGKILL timer of its own, armed at its start or when its prepare or
+ * commit begins (so the kill lands at a random point of that work, however late the parent would
+ * notice it began), or by the parent once its work is done (after). */
+typedef enum kill_when { KILL_AT_START, KILL_IN_WORK, KILL_AFTER } kill_when;
+
+typedef struct kill_plan {
+    kill_when when;
+    double delay; /* seconds from where the timer is armed */
+} kill_plan;
+
+/* Arms a SIGKILL of this process in delay seconds (a high-resolution timer). */
+static void arm_sigkill(double delay) {
+    timer_t id;
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGKILL};
+    long ns = (long)(delay * 1e9) + 1; /* 0 would disarm */
+    struct itimerspec it = {.it_value = {ns / 1000000000, ns % 1000000000}};
+    if (timer_create(CLOCK_MONOTONIC, &ev, &id) || timer_settime(id, 0, &it, NULL)) _exit(10);
+}
+
+static bool file_exists(const char *dir, const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* Writes dir/name whole or not at all (a kill between leaves only the temporary). */
+static void write_marker(const char *dir, const char *name, const char *text) {
+    char tmp[1024], path[1024];
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) _exit(9);
+}
+
+/* Marks dir/name with the seconds since this child began. */
+static void mark_time(const char *dir, const char *name) {
+    char now[32];
+    snprintf(now, sizeof now, "%.9f", monotonic_s() - g_child_start);
+    write_marker(dir, name, now);
+}
+
+/* The time marker dir/name holds. */
+static double marker_time(const char *dir, const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    double t = 0;
+    ck_assert_int_eq(fscanf(f, "%lf", &t), 1);
+    fclose(f);
+    return t;
+}
+
+/* Reads dir/name (a token) into out[VS_ID_HEX]; false when it is not there. */
+static bool read_marker(const char *dir, const char *name, char *out) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(out, 1, VS_ID_HEX - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    return n == VS_ID_HEX - 1;
+}
+
+/* A round's part: as prepare_part (arrays created in the part, rows [8p, 8p + 8) of layer0 and
+ * layer1, splits inside chunks) with round_value(round, p) in every element. Marks
+ * "preparing<p>" before nds_txn_prepare, then "token<p>" (the token) and "prepared<p>" after it
+ * (mark_time); then waits to be killed. */
+static void prepare_round_part(const char *base, const char *dir, int round, int p,
+                               kill_plan plan) {
+    g_child_start = monotonic_s();
+    if (plan.when == KILL_AT_START) arm_sigkill(plan.delay);
+    nds_txn_options o = NDS_TXN_OPTIONS_INIT;
+    o.mode = NDS_TXN_ATOMIC;
+    nds_txn *t;
+    if (nds_txn_begin(&t, &o)) _exit(2);
+    uint16_t rows[8 * 48];
+    for (int i = 0; i < 8 * 48; i++) rows[i] = round_value(round, p);
+    nds_open_options oo = NDS_OPEN_OPTIONS_INIT;
+    oo.txn = t;
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.txn = t;
+    nds_array *arrays[2];
+    for (int k = 0; k < 2; k++) {
+        char spec[2048];
+        snprintf(spec, sizeof spec,
+                 "{\"driver\":\"zarr3\",\"kvstore\":\"%s|versioned:layer%d/\",\"create\":true,"
+                 "\"open\":true,\"schema\":{\"dtype\":\"uint16\",\"domain\":{\"shape\":[32,48]},"
+                 "\"chunk_layout\":{\"chunk\":{\"shape\":[16,16]}},\"codec\":\"zstd:1\"}}",
+                 base, k);
+        if (nds_array_open(&arrays[k], spec, &oo)) _exit(3);
+        nds_box b = {2, {(uint64_t)p * 8, 0}, {(uint64_t)p * 8 + 8, 48}, {1, 1}, 0};
+        if (nds_array_write(arrays[k], &b, rows, &io)) _exit(4);
+    }
+    char name[32], *token = NULL;
+    snprintf(name, sizeof name, "preparing%d", p);
+    mark_time(dir, name);
+    if (plan.when == KILL_IN_WORK) arm_sigkill(plan.delay);
+    if (nds_txn_prepare(t, &token)) {
+        fprintf(stderr, "prepare %d: %s\n", p, nds_error_last()->message);
+        _exit(5);
+    }
+    snprintf(name, sizeof name, "token%d", p);
+    write_marker(dir, name, token);
+    snprintf(name, sizeof name, "prepared%d", p);
+    mark_time(dir, name);
+    for (;;) pause();
+}
+
+/* The round's committer: waits for every part's token, marks "committing", commits them in a
+ * rotated order, marks "committed" (mark_time), then waits to be killed. */
+static void commit_round(const char *url, const char *dir, unsigned seed, kill_plan plan) {
+    g_child_start = monotonic_s();
+    char tokens[KILL_PARTS][VS_ID_HEX];
+    for (int p = 0; p < KILL_PARTS; p++) {
+        char name[32];
+        snprintf(name, sizeof name, "token%d", p);
+        while (!read_marker(dir, name, tokens[p])) usleep(200);
+    }
+    const char *order[KILL_PARTS];
+    for (int p = 0; p < KILL_PARTS; p++) order[p] = tokens[(p + seed) % KILL_PARTS];
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, url, NULL)) _exit(6);
+    mark_time(dir, "committing");
+    if (plan.when == KILL_IN_WORK) arm_sigkill(plan.delay);
+    if (nds_txn_commit_prepared(kv, order, KILL_PARTS, "round", NULL)) {
+        fprintf(stderr, "commit: %s\n", nds_error_last()->message);
+        _exit(7);
+    }
+    mark_time(dir, "committed");
+    for (;;) pause();
+}
+
+/* A writer that does not coordinate with the round: plain commits of key "noise" until killed, so
+ * the committer races for each version number it takes. */
+static void commit_noise(const char *url) {
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, url, NULL)) _exit(11);
+    for (unsigned long n = 0;; n++) {
+        char value[32];
+        int len = snprintf(value, sizeof value, "%lu", n);
+        nds_kv_op op = {"noise", (const uint8_t *)value, (size_t)len, {NDS_GEN_NONE, {0}}, {0}};
+        int rc = nds_kvstore_commit(&kv, &op, 1);
+        if (rc && rc != NDS_ECONFLICT) _exit(12);
+        usleep(500);
+    }
+}
+
+/* Reaps pid, killing it first unless it is dead already; it must have died of SIGKILL (its own
+ * timer's or ours: it never exits by itself). */
+static void kill_child(pid_t pid, const char *who) {
+    int status;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        r = waitpid(pid, &status, 0);
+    }
+    ck_assert_int_eq(r, pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s: status %d", who, status);
+}
+
+/* Waits until pid died (its timer fired) or dir/done exists (its work is over). */
+static void wait_dead_or(pid_t pid, const char *dir, const char *done, const char *who) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        siginfo_t info = {0};
+        ck_assert_int_eq(waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT), 0);
+        if (info.si_pid == pid || file_exists(dir, done)) return;
+        ck_assert_msg(seconds_since(&t0) < 60, "%s neither died nor finished in 60 s", who);
+        usleep(200);
+    }
+}
+
+/* The tokens every round's parts left, and the round each belongs to. */
+typedef struct token_log {
+    char token[KILL_ROUNDS * KILL_PARTS][VS_ID_HEX];
+    int round[KILL_ROUNDS * KILL_PARTS];
+    int committed[KILL_ROUNDS * KILL_PARTS]; /* in how many versions */
+    int n;
+} token_log;
+
+static int token_index(const token_log *tl, const vs_id *id) {
+    char hex[VS_ID_HEX];
+    vs_id_hex(id, hex);
+    for (int i = 0; i < tl->n; i++)
+        if (strcmp(tl->token[i], hex) == 0) return i;
+    return -1;
+}
+
+/* Every element of rows [0, 32) of both layers in version v holds round's values (round -1: the
+ * arrays do not exist yet). */
+static void check_round_rows(const char *base, uint64_t v, int round) {
+    for (int k = 0; k < 2; k++) {
+        char spec[1024];
+        snprintf(spec, sizeof spec, "%s|versioned:@%" PRIu64 "/layer%d/|zarr3:", base, v, k);
+        nds_array *a = NULL;
+        int rc = nds_array_open(&a, spec, NULL);
+        if (round < 0) {
+            ck_assert_msg(rc == NDS_ENOTFOUND, "version %" PRIu64 ": layer%d exists (rc %d)", v, k,
+                          rc);
+            continue;
+        }
+        NDS_OK(rc);
+        uint16_t all[32 * 48];
+        nds_box b = {2, {0, 0}, {32, 48}, {1, 1}, 0};
+        NDS_OK(nds_array_read(a, &b, all, NULL));
+        for (int i = 0; i < 32 * 48; i++)
+            ck_assert_msg(all[i] == round_value(round, i / 48 / 8),
+                          "version %" PRIu64 " layer%d row %d: %u, not round %d's %u: torn", v, k,
+                          i / 48, all[i], round, round_value(round, i / 48 / 8));
+        nds_array_free(a);
+    }
+}
+
+static int check_visible_key(void *ctx, const char *key, uint64_t size) {
+    (void)size;
+    bool ok = strcmp(key, "after") == 0 || strcmp(key, "noise") == 0 ||
+              strncmp(key, "layer0/", 7) == 0 || strncmp(key, "layer1/", 7) == 0;
+    if (!ok) (*(int *)ctx)++;
+    return 0;
+}
+
+/* Versions (from, to]: a commit of parts lists exactly one round's KILL_PARTS tokens, each token
+ * in one version only, and holds that round's rows whole; other versions keep the rows as they
+ * were. *round is the round the rows hold at version from (updated). */
+static void check_new_versions(const char *base, token_log *tl, uint64_t from, uint64_t to,
+                               int *round) {
+    nds_kvstore *b = open_kv("%s", base);
+    vs_store *s;
+    NDS_OK(vs_store_open(&s, b, base));
+    for (uint64_t v = from + 1; v <= to; v++) {
+        vs_commit c;
+        NDS_OK(vs_store_commit_info(s, v, &c));
+        if (c.ntokens) {
+            ck_assert_uint_eq(c.ntokens, KILL_PARTS);
+            int r = -1;
+            for (size_t i = 0; i < c.ntokens; i++) {
+                int t = token_index(tl, &c.tokens[i]);
+                ck_assert_msg(t >= 0, "version %" PRIu64 " publishes a token no part wrote", v);
+                ck_assert_msg(++tl->committed[t] == 1,
+                              "token %s committed twice (version %" PRIu64 ")", tl->token[t], v);
+                ck_assert_msg(r < 0 || r == tl->round[t], "version %" PRIu64 " mixes rounds", v);
+                r = tl->round[t];
+            }
+            *round = r;
+        }
+        vs_commit_dispose(&c);
+        check_round_rows(base, v, *round);
+    }
+    vs_store_free(s);
+    nds_kvstore_free(b);
+    nds_kvstore *kv = open_kv("%s|versioned:", base);
+    int strays = 0;
+    NDS_OK(nds_kvstore_list(kv, "", check_visible_key, &strays));
+    ck_assert_int_eq(strays, 0); /* nothing a killed process wrote shows as a key */
+    nds_kvstore_free(kv);
+}
+
+/* What the kills hit. */
+typedef struct kill_tally {
+    int kills, prepare_before, prepare_inside, prepare_after;
+    int commit_before, commit_inside, commit_after;
+    int recommitted, refused_again;
+} kill_tally;
+
+/* Seconds a part spends before its prepare and in it, and a commit_prepared's (running means
+ * over the rounds that let them finish). */
+typedef struct kill_timing {
+    double before_prepare, prepare, commit;
+    int prepares, commits;
+} kill_timing;
+
+static double random_fraction(void) { return (double)(random() % 1000) / 1000.0; }
+
+static void mean_in(double *mean, int *n, double x) {
+    *mean = (*mean * *n + x) / (*n + 1);
+    ++*n;
+}
+
+/* A kill: one in four at a random moment before the work (or, for the committer, as soon as it
+ * could begin), the others a random time into it of up to stretch times its usual length (so some
+ * land after it). */
+static kill_plan plan_kill(double before, double work, double stretch) {
+    if (random() % 4 == 0) return (kill_plan){KILL_AT_START, before * random_fraction()};
+    return (kill_plan){KILL_IN_WORK, stretch * work * random_fraction()};
+}
+
+static bool all_tokens(const char *dir) {
+    for (int p = 0; p < KILL_PARTS; p++) {
+        char name[32];
+        snprintf(name, sizeof name, "token%d", p);
+        if (!file_exists(dir, name)) return false;
+    }
+    return true;
+}
+
+/* Where the part's kill landed, by its markers. */
+static void tally_part(const char *dir, int p, kill_tally *k) {
+    char name[32];
+    snprintf(name, sizeof name, "token%d", p);
+    bool after = file_exists(dir, name);
+    snprintf(name, sizeof name, "preparing%d", p);
+    bool inside = file_exists(dir, name);
+    k->prepare_after += after;
+    k->prepare_inside += inside && !after;
+    k->prepare_before += !inside;
+}
+
+/* Records how long the parts' prepares took (all finished). */
+static void time_prepares(const char *dir, kill_timing *tm) {
+    for (int p = 0; p < KILL_PARTS; p++) {
+        char name[32];
+        snprintf(name, sizeof name, "preparing%d", p);
+        double from = marker_time(dir, name);
+        snprintf(name, sizeof name, "prepared%d", p);
+        int n = tm->prepares;
+        mean_in(&tm->before_prepare, &n, from);
+        mean_in(&tm->prepare, &tm->prepares, marker_time(dir, name) - from);
+    }
+}
+
+/* One round: KILL_PARTS preparers, a committer and an uncoordinated writer, all killed. Even rounds
+ * kill the parts at random moments before or inside their prepares (the committer, waiting for
+ * tokens, after); odd rounds let the parts finish and kill the committer before or inside its
+ * commit. Round 0 measures. Returns the round's directory (its markers and tokens). */
+static const char *kill_round(const char *base, const char *url, int round, kill_timing *tm,
+                              kill_tally *k) {
+    const char *dir = temp_dir();
+    bool kill_parts = round % 2 == 0 && round > 0, kill_committer = round % 2 == 1;
+    pid_t parts[KILL_PARTS], committer;
+    kill_plan none = {KILL_AFTER, 0}, cplan = none;
+    bool commit_at_once = false; /* the parent kills the committer once the tokens are there */
+    if (kill_committer) {
+        cplan = plan_kill(1, tm->commit, 1.6); /* commits vary more: they race */
+        commit_at_once = cplan.when == KILL_AT_START;
+        if (commit_at_once) cplan = none;
+    }
+    pid_t noise = fork();
+    if (noise == 0) commit_noise(url);
+    if ((committer = fork()) == 0) commit_round(url, dir, (unsigned)round, cplan);
+    for (int p = 0; p < KILL_PARTS; p++) {
+        kill_plan plan = kill_parts ? plan_kill(tm->before_prepare, tm->prepare, 1.3) : none;
+        if ((parts[p] = fork()) == 0) prepare_round_part(base, dir, round, p, plan);
+    }
+    for (int p = 0; p < KILL_PARTS; p++) {
+        char name[32];
+        snprintf(name, sizeof name, "prepared%d", p);
+        wait_dead_or(parts[p], dir, name, "a part");
+    }
+    if (!kill_parts) time_prepares(dir, tm);
+    if (kill_parts) {
+        for (int p = 0; p < KILL_PARTS; p++) {
+            kill_child(parts[p], "a part");
+            tally_part(dir, p, k);
+        }
+    }
+    if (!commit_at_once && !(kill_parts && !all_tokens(dir)))
+        wait_dead_or(committer, dir, "committed", "the committer");
+    bool committing = file_exists(dir, "committing"), committed = file_exists(dir, "committed");
+    if (committed) /* a running mean: kills in the rounds after land at a random point of it */
+        mean_in(&tm->commit, &tm->commits,
+                marker_time(dir, "committed") - marker_time(dir, "committing"));
+    kill_child(committer, "the committer");
+    if (kill_committer) {
+        k->commit_after += committed;
+        k->commit_inside += committing && !committed;
+        k->commit_before += !committing;
+    }
+    if (!kill_parts) {
+        for (int p = 0; p < KILL_PARTS; p++) kill_child(parts[p], "a part");
+        k->prepare_after += KILL_PARTS;
+    }
+    kill_child(noise, "the uncoordinated writer");
+    k->kills += KILL_PARTS + 2;
+    return dir;
+}
+
+/* Object keys (data/ or index/) some commit or prepared set lists. */
+typedef struct listed_objects {
+    char (*keys)[VS_OBJECT_KEY_MAX];
+    size_t n, cap;
+    vs_store *s;
+    int orphans, sets;
+} listed_objects;
+
+static void list_object(listed_objects *l, const vs_object_count *o) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        l->keys = realloc(l->keys, l->cap * sizeof *l->keys);
+        ck_assert_ptr_nonnull(l->keys);
+    }
+    vs_object_key(o->kind == VS_OBJECT_DATA ? VS_DATA_PREFIX : VS_INDEX_PREFIX, &o->object,
+                  l->keys[l->n++]);
+}
+
+static int list_set_objects(void *ctx, const char *key, uint64_t size) {
+    (void)size;
+    listed_objects *l = ctx;
+    vs_prepared p;
+    NDS_OK(vs_store_prepared_load(l->s, key + strlen(VS_PREPARED_PREFIX), &p)); /* whole */
+    l->sets++;
+    for (size_t i = 0; i < p.nobjects; i++) list_object(l, &p.objects[i]);
+    vs_prepared_dispose(&p);
+    return 0;
+}
+
+static int count_unlisted(void *ctx, const char *key, uint64_t size) {
+    (void)size;
+    listed_objects *l = ctx;
+    size_t i = 0;
+    while (i < l->n && strcmp(l->keys[i], key) != 0) i++;
+    l->orphans += i == l->n;
+    return 0;
+}
+
+/* Objects under prefix that neither a commit nor a prepared set lists: a killed process wrote
+ * them in the middle of a prepare (before its set) or of a commit (before its commit object).
+ * *sets: the prepared sets stored (each must load). */
+static int objects_of_unfinished_work(const char *base, const char *prefix, int *sets) {
+    nds_kvstore *b = open_kv("%s", base);
+    listed_objects l = {0};
+    NDS_OK(vs_store_open(&l.s, b, base));
+    vs_snapshot snap;
+    NDS_OK(vs_store_latest(l.s, &snap));
+    for (uint64_t v = 1; v <= snap.version; v++) {
+        vs_commit c;
+        NDS_OK(vs_store_commit_info(l.s, v, &c));
+        for (size_t i = 0; i < c.nobjects; i++) list_object(&l, &c.objects[i]);
+        vs_commit_dispose(&c);
+    }
+    NDS_OK(nds_kvstore_list(b, VS_PREPARED_PREFIX, list_set_objects, &l));
+    NDS_OK(nds_kvstore_list(b, prefix, count_unlisted, &l));
+    vs_store_free(l.s);
+    nds_kvstore_free(b);
+    free(l.keys);
+    *sets = l.sets;
+    return l.orphans;
+}
+
+/* Registers the tokens round's parts left in dir; true when every part left one (*tokens). */
+static bool round_tokens(token_log *tl, const char *dir, int round, const char **tokens) {
+    int found = 0;
+    for (int p = 0; p < KILL_PARTS; p++) {
+        char name[32];
+        snprintf(name, sizeof name, "token%d", p);
+        if (!read_marker(dir, name, tl->token[tl->n])) continue;
+        tl->round[tl->n] = round;
+        tokens[found++] = tl->token[tl->n++];
+    }
+    return found == KILL_PARTS;
+}
+
+/* A new committer after the kills: commits the round's tokens if the killed one did not publish
+ * them, else is refused (a set is published once). */
+static void commit_again(const char *url, const char *dir, const char **tokens, kill_tally *k) {
+    nds_kvstore *kv = open_kv("%s", url);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = nds_txn_commit_prepared(kv, tokens, KILL_PARTS, "again", NULL);
+    ck_assert_msg(seconds_since(&t0) < 5.0, "committing again took %.1f s", seconds_since(&t0));
+    if (rc == 0) {
+        ck_assert_msg(!file_exists(dir, "committed"), "a committed round was committed again");
+        k->recommitted++;
+    } else {
+        ck_assert_msg(rc == NDS_EINVAL && strstr(nds_error_last()->message, "already committed"),
+                      "committing again: rc %d: %s", rc, nds_error_last()->message);
+        k->refused_again++;
+    }
+    nds_kvstore_free(kv);
+}
+
+/* 44 rounds of 4 preparing processes, a committer and an uncoordinated writer racing it, all 264
+ * killed with SIGKILL at random moments: inside prepares (even rounds) and inside commits (odd
+ * rounds). After each round every
+ * new version is whole (a commit of parts holds all of one round's parts, nothing of another, each
+ * token once), the next writer goes ahead at once, and a new committer publishes the round's
+ * tokens if the killed one had not (or is refused if it had). */
+START_TEST(sigkilled_prepare_and_commit) {
+    const char *base = file_base();
+    char url[1024];
+    snprintf(url, sizeof url, "%s|versioned:", base);
+    static token_log tl;
+    memset(&tl, 0, sizeof tl);
+    kill_tally k = {0};
+    kill_timing tm = {0};
+    int rows_round = -1, whole_rounds = 0;
+    uint64_t checked = 0;
+    srandom((unsigned)getpid());
+    for (int round = 0; round < KILL_ROUNDS; round++) {
+        const char *dir = kill_round(base, url, round, &tm, &k);
+        /* The next writer goes ahead at once: nothing of a dead process holds it up. */
+        nds_kvstore *kv = open_kv("%s", url);
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        nds_kv_test_put(kv, "after", "x");
+        ck_assert_msg(seconds_since(&t0) < 5.0, "a commit after the kills took %.1f s",
+                      seconds_since(&t0));
+        nds_kvstore_free(kv);
+        const char *tokens[KILL_PARTS];
+        if (round_tokens(&tl, dir, round, tokens)) {
+            commit_again(url, dir, tokens, &k);
+            whole_rounds++;
+        }
+        uint64_t latest = latest_version(base);
+        check_new_versions(base, &tl, checked, latest, &rows_round);
+        checked = latest;
+    }
+    /* Every token of a round whose parts all prepared is in exactly one version; the others in
+     * none. */
+    int committed = 0;
+    for (int t = 0; t < tl.n; t++) {
+        int parts = 0;
+        for (int u = 0; u < tl.n; u++) parts += tl.round[u] == tl.round[t];
+        ck_assert_int_eq(tl.committed[t], parts == KILL_PARTS);
+        committed += tl.committed[t];
+    }
+    int sets;
+    int data_orphans = objects_of_unfinished_work(base, VS_DATA_PREFIX, &sets);
+    int index_orphans = objects_of_unfinished_work(base, VS_INDEX_PREFIX, &sets);
+    int never_committed = sets - committed;
+    fprintf(stderr,
+            "sigkill prepare/commit: %d kills (prepare: %d before, %d inside, %d after; commit: "
+            "%d before, %d inside, %d after); %d whole rounds (%d committed again, %d refused "
+            "again); %d prepared sets never committed; unfinished work left %d data and %d "
+            "index objects (prepare %.4f s after %.4f s, commit %.4f s)\n",
+            k.kills, k.prepare_before, k.prepare_inside, k.prepare_after, k.commit_before,
+            k.commit_inside, k.commit_after, whole_rounds, k.recommitted, k.refused_again,
+            never_committed, data_orphans, index_orphans, tm.prepare, tm.before_prepare, tm.commit);
+    ck_assert_int_ge(k.kills, 200);
+    ck_assert_int_gt(k.prepare_inside, 0);
+    ck_assert_int_gt(k.commit_inside, 0);
+    ck_assert_int_gt(k.recommitted, 0); /* commits killed before publishing, finished by another */
+    ck_assert_int_gt(k.refused_again, 0);              /* published commits are never repeated */
+    ck_assert_int_gt(never_committed, 0);              /* parts of rounds a kill left incomplete */
+    ck_assert_int_gt(data_orphans + index_orphans, 0); /* kills between objects of one piece */
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("versioned");
     suite_add_tcase(s, nds_kv_conformance_tcase("versioned-memory", versioned_memory_url));
@@ -907,5 +1468,9 @@ int main(void) {
     tcase_add_test(tc, sigkilled_writers_leave_whole_versions);
     tcase_add_test(tc, diff_between_versions_under_a_path);
     suite_add_tcase(s, tc);
+    TCase *kills = tcase_create("prepare-kills"); /* CK_RUN_CASE=prepare-kills runs it alone */
+    tcase_set_timeout(kills, 600);
+    tcase_add_test(kills, sigkilled_prepare_and_commit);
+    suite_add_tcase(s, kills);
     return nds_test_run(s);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "support_check.h"
+#include "ndstore/sys/kv_driver.h"
 #include "internal/crc32c.h"
 #include "internal/util.h"
 #include "../../drivers/versioned_internal.h"
@@ -1106,7 +1107,8 @@ END_TEST
 /* ---- the fuzz harness's seed corpus ---------------------------------------------------------- */
 
 /* One seed: selector byte (fuzz/fuzz_versioned.c: 0 node, 1 commit, 2 superseded list, 3 tag,
- * 4 envelope), parameter byte (node: wanted level; commit: expected version; envelope: kind), then
+ * 4 envelope, 5 prepared set), parameter byte (node: wanted level; commit: expected version;
+ * envelope: kind), then
  * the object. Each must decode as the harness will decode it; with NDS_VERSIONED_CORPUS set it is
  * also written there. */
 static void seed(const char *name, uint8_t selector, uint8_t param, const nds_buf *obj) {
@@ -1131,6 +1133,12 @@ static void seed(const char *name, uint8_t selector, uint8_t param, const nds_bu
         free(s);
         break;
     case 3: NDS_OK(vs_tag_decode(obj->data, obj->len, name, &v)); break;
+    case 5: {
+        vs_prepared p;
+        NDS_OK(vs_prepared_decode(obj->data, obj->len, name, &p));
+        vs_prepared_dispose(&p);
+        break;
+    }
     default:
         NDS_OK(vs_envelope_open(obj->data, obj->len, (vs_kind)param, name, &payload, &len, NULL));
     }
@@ -1193,6 +1201,214 @@ START_TEST(fuzz_seed_corpus) {
 }
 END_TEST
 
+/* ---- prepared sets --------------------------------------------------------------------------- */
+
+#define PSET "prepared/000102030405060708090a0b0c0d0e0f"
+
+static vs_prepared_op sample_ops[3];
+static vs_prepared_side sample_side[1];
+static vs_object_count sample_set_objects[1];
+
+/* A set with a create-only put, a put, a conditioned delete, a side value and one data object. */
+static vs_prepared sample_prepared(void) {
+    vs_ref ref = {.offset = 16, .length = 612, .crc = 0xdeadbeef};
+    ref.object.b[0] = 0x11;
+    sample_ops[0] = (vs_prepared_op){.key = "step-100/w/zarr.json", .value = ref};
+    sample_ops[0].if_equal.kind = NDS_GEN_ABSENT;
+    ref.offset = 628, ref.length = 4096;
+    sample_ops[1] = (vs_prepared_op){.key = "step-100/w/c/0/0", .value = ref};
+    sample_ops[2] = (vs_prepared_op){.key = "old/x \"q\" \xc3\xbc", .is_delete = true};
+    nds_generation_set(&sample_ops[2].if_equal, "v7");
+    ref.offset = 4724, ref.length = 200;
+    sample_side[0] = (vs_prepared_side){.name = "chunk/0", .value = ref};
+    sample_set_objects[0] = (vs_object_count){.kind = VS_OBJECT_DATA, .items = 3};
+    sample_set_objects[0].object.b[0] = 0x11;
+    return (vs_prepared){.base_version = 11,
+                         .time_ns = INT64_C(1795756800123456789),
+                         .ops = sample_ops,
+                         .nops = 3,
+                         .side = sample_side,
+                         .nside = 1,
+                         .objects = sample_set_objects,
+                         .nobjects = 1};
+}
+
+static void assert_prepared_equal(const vs_prepared *a, const vs_prepared *b) {
+    ck_assert_uint_eq(a->base_version, b->base_version);
+    ck_assert_int_eq(a->time_ns, b->time_ns);
+    ck_assert_uint_eq(a->nops, b->nops);
+    for (size_t i = 0; i < a->nops; i++) {
+        ck_assert_str_eq(a->ops[i].key, b->ops[i].key);
+        ck_assert_int_eq(a->ops[i].is_delete, b->ops[i].is_delete);
+        ck_assert_int_eq(a->ops[i].if_equal.kind, b->ops[i].if_equal.kind);
+        if (a->ops[i].if_equal.kind == NDS_GEN_VALUE)
+            ck_assert_str_eq(a->ops[i].if_equal.value, b->ops[i].if_equal.value);
+        if (!a->ops[i].is_delete) assert_refs_equal(&a->ops[i].value, &b->ops[i].value);
+    }
+    ck_assert_uint_eq(a->nside, b->nside);
+    for (size_t i = 0; i < a->nside; i++) {
+        ck_assert_str_eq(a->side[i].name, b->side[i].name);
+        assert_refs_equal(&a->side[i].value, &b->side[i].value);
+    }
+    ck_assert_uint_eq(a->nobjects, b->nobjects);
+    for (size_t i = 0; i < a->nobjects; i++) {
+        ck_assert(memcmp(&a->objects[i].object, &b->objects[i].object, VS_ID_SIZE) == 0);
+        ck_assert_int_eq(a->objects[i].kind, b->objects[i].kind);
+        ck_assert_uint_eq(a->objects[i].items, b->objects[i].items);
+    }
+}
+
+START_TEST(prepared_round_trips) {
+    vs_prepared p = sample_prepared(), d;
+    nds_buf b = {0};
+    NDS_OK(vs_prepared_encode(&p, &b));
+    const uint8_t *payload;
+    size_t len;
+    NDS_OK(vs_envelope_open(b.data, b.len, VS_KIND_PREPARED, PSET, &payload, &len, NULL));
+    ck_assert_ptr_nonnull(memmem(payload, len,
+                                 "\"format\":\"ndstore-versioned-prepared\","
+                                 "\"format_version\":1,\"base_version\":11,",
+                                 75));
+    NDS_OK(vs_prepared_decode(b.data, b.len, PSET, &d));
+    assert_prepared_equal(&p, &d);
+    vs_prepared_dispose(&d);
+    ck_assert_ptr_null(d.ops); /* dispose leaves an empty set */
+    /* The smallest set: nothing to write, no side value, no object, base version 0. */
+    vs_prepared e = {.time_ns = -1};
+    b.len = 0;
+    NDS_OK(vs_prepared_encode(&e, &b));
+    NDS_OK(vs_prepared_decode(b.data, b.len, PSET, &d));
+    assert_prepared_equal(&e, &d);
+    vs_prepared_dispose(&d);
+    nds_buf_dispose(&b);
+}
+END_TEST
+
+#define PHEAD "{\"format\":\"ndstore-versioned-prepared\",\"format_version\":1,"
+#define PREF                                                                                       \
+    "{\"object\":\"000102030405060708090a0b0c0d0e0f\",\"offset\":16,\"length\":5,\"crc32c\":1}"
+#define PBASE "\"base_version\":3,\"time_ns\":1,"
+
+static void expect_prepared_corrupt(const char *json, const char *part) {
+    nds_buf b = {0};
+    make_envelope(&b, VS_KIND_PREPARED, json);
+    vs_prepared d;
+    assert_error(vs_prepared_decode(b.data, b.len, PSET, &d), NDS_ECORRUPT, part);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, PSET ": "));
+    ck_assert(d.ops == NULL && d.side == NULL && d.objects == NULL && d.nops == 0);
+    nds_buf_dispose(&b);
+}
+
+START_TEST(prepared_decode_rules) {
+    vs_prepared d;
+    nds_buf b = {0};
+    /* Unknown members are ignored; if_equal may be left out (no condition). */
+    make_envelope(&b, VS_KIND_PREPARED,
+                  PHEAD PBASE "\"later\":[1],\"ops\":[{\"key\":\"a\",\"value\":" PREF
+                              "}],\"side\":[],\"objects\":[]}");
+    NDS_OK(vs_prepared_decode(b.data, b.len, PSET, &d));
+    ck_assert_uint_eq(d.nops, 1);
+    ck_assert_int_eq(d.ops[0].if_equal.kind, NDS_GEN_NONE);
+    vs_prepared_dispose(&d);
+    const struct {
+        const char *json, *part;
+    } cases[] = {
+        {"[]", "payload is not a json object"},
+        {"{", "invalid json"},
+        {"{\"format\":\"ndstore-versioned\",\"format_version\":1," PBASE
+         "\"ops\":[],\"side\":[],\"objects\":[]}",
+         "not a prepared set (format \"ndstore-versioned\")"},
+        {"{\"format_version\":1," PBASE "\"ops\":[],\"side\":[],\"objects\":[]}",
+         "missing member \"format\""},
+        {"{\"format\":\"ndstore-versioned-prepared\",\"format_version\":2," PBASE
+         "\"ops\":[],\"side\":[],\"objects\":[]}",
+         "format_version 2 is newer than this ndstore reads (1)"},
+        {"{\"format\":\"ndstore-versioned-prepared\"," PBASE
+         "\"ops\":[],\"side\":[],\"objects\":[]}",
+         "missing member \"format_version\""},
+        {PHEAD "\"time_ns\":1,\"ops\":[],\"side\":[],\"objects\":[]}",
+         "missing member \"base_version\""},
+        {PHEAD "\"base_version\":-1,\"time_ns\":1,\"ops\":[],\"side\":[],\"objects\":[]}",
+         "\"base_version\" is -1"},
+        {PHEAD "\"base_version\":3,\"ops\":[],\"side\":[],\"objects\":[]}",
+         "missing member \"time_ns\""},
+        {PHEAD PBASE "\"side\":[],\"objects\":[]}", "missing member \"ops\""},
+        {PHEAD PBASE "\"ops\":{},\"side\":[],\"objects\":[]}", "\"ops\" must be an array"},
+        {PHEAD PBASE "\"ops\":[],\"objects\":[]}", "missing member \"side\""},
+        {PHEAD PBASE "\"ops\":[],\"side\":[]}", "missing member \"objects\""},
+        {PHEAD PBASE "\"ops\":[5],\"side\":[],\"objects\":[]}", "ops[0] must be an object"},
+        {PHEAD PBASE "\"ops\":[{\"key\":\"\",\"value\":null}],\"side\":[],\"objects\":[]}",
+         "ops[0]: \"key\" must have 1 to"},
+        {PHEAD PBASE "\"ops\":[{\"key\":\"a\\u0000b\",\"value\":null}],\"side\":[],\"objects\":[]}",
+         "ops[0]: \"key\" must have 1 to"},
+        {PHEAD PBASE "\"ops\":[{\"value\":null}],\"side\":[],\"objects\":[]}",
+         "ops[0]: missing member \"key\""},
+        {PHEAD PBASE "\"ops\":[{\"key\":\"a\",\"if_equal\":7,\"value\":null}],\"side\":[],"
+                     "\"objects\":[]}",
+         "ops[0]: \"if_equal\" must be null, \"absent\" or a generation"},
+        {PHEAD PBASE "\"ops\":[{\"key\":\"a\"}],\"side\":[],\"objects\":[]}",
+         "ops[0]: missing member \"value\""},
+        {PHEAD PBASE "\"ops\":[{\"key\":\"a\",\"value\":null},{\"key\":\"b\",\"value\":5}],"
+                     "\"side\":[],\"objects\":[]}",
+         "ops[1]: \"value\" must be an object or null"},
+        {PHEAD PBASE "\"ops\":[{\"key\":\"a\",\"value\":{\"object\":\"00\",\"offset\":0,"
+                     "\"length\":1,\"crc32c\":1}}],\"side\":[],\"objects\":[]}",
+         "ops[0]: \"object\" is not 32 lower-case hex digits"},
+        {PHEAD PBASE "\"ops\":[],\"side\":[{\"name\":\"chunk/0\",\"value\":null}],\"objects\":[]}",
+         "side[0]: \"value\" must be an object"},
+        {PHEAD PBASE "\"ops\":[],\"side\":[{\"value\":" PREF "}],\"objects\":[]}",
+         "side[0]: missing member \"name\""},
+        {PHEAD PBASE "\"ops\":[],\"side\":[[]],\"objects\":[]}", "side[0] must be an object"},
+        {PHEAD PBASE "\"ops\":[],\"side\":[],\"objects\":[{\"object\":"
+                     "\"000102030405060708090a0b0c0d0e0f\",\"kind\":\"blob\",\"items\":1}]}",
+         "member \"objects\" item 0: \"kind\" is \"blob\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect_prepared_corrupt(cases[i].json, cases[i].part);
+    /* A commit envelope is not a prepared set. */
+    b.len = 0;
+    make_envelope(&b, VS_KIND_COMMIT, PHEAD PBASE "\"ops\":[],\"side\":[],\"objects\":[]}");
+    assert_error(vs_prepared_decode(b.data, b.len, PSET, &d), NDS_ECORRUPT,
+                 "kind 'C' where a prepared set was expected");
+    nds_buf_dispose(&b);
+}
+END_TEST
+
+/* Every prefix and every bit flip of an encoded prepared set is refused (the crc covers the
+ * payload), and the failed decode leaves nothing to free. */
+START_TEST(prepared_truncations_and_flips) {
+    vs_prepared p = sample_prepared(), d;
+    nds_buf b = {0};
+    NDS_OK(vs_prepared_encode(&p, &b));
+    for (size_t cut = 0; cut < b.len; cut++) {
+        ck_assert_int_eq(vs_prepared_decode(b.data, cut, PSET, &d), NDS_ECORRUPT);
+        ck_assert(d.ops == NULL && d.nops == 0);
+    }
+    for (size_t i = 0; i < b.len; i++)
+        for (int bit = 0; bit < 8; bit++) {
+            b.data[i] ^= (uint8_t)(1u << bit);
+            ck_assert_msg(vs_prepared_decode(b.data, b.len, PSET, &d) == NDS_ECORRUPT,
+                          "byte %zu bit %d", i, bit);
+            b.data[i] ^= (uint8_t)(1u << bit);
+        }
+    nds_buf_dispose(&b);
+}
+END_TEST
+
+/* The harness's prepared-set seeds (selector 5): a full set, the smallest, each in both crc
+ * modes (seed()). */
+START_TEST(prepared_fuzz_seeds) {
+    nds_buf b = {0};
+    vs_prepared p = sample_prepared(), e = {.base_version = 0, .time_ns = 0};
+    NDS_OK(vs_prepared_encode(&p, &b));
+    seed("prepared_full", 5, 0, &b);
+    b.len = 0;
+    NDS_OK(vs_prepared_encode(&e, &b));
+    seed("prepared_empty", 5, 0, &b);
+    nds_buf_dispose(&b);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("versioned_format");
     TCase *tc = tcase_create("versioned_format");
@@ -1218,6 +1434,10 @@ int main(void) {
     tcase_add_test(tc, superseded_lists);
     tcase_add_test(tc, tags);
     tcase_add_test(tc, fuzz_seed_corpus);
+    tcase_add_test(tc, prepared_round_trips);
+    tcase_add_test(tc, prepared_decode_rules);
+    tcase_add_test(tc, prepared_truncations_and_flips);
+    tcase_add_test(tc, prepared_fuzz_seeds);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
