@@ -471,8 +471,11 @@ START_TEST(multipart_upload) {
     wo.if_equal.kind = NDS_GEN_ABSENT;
     nds_generation g;
     NDS_OK(nds_kvstore_write(kv, "big", data, n, &wo, &g));
-    ck_assert_msg(strstr(g.value, "-3#") != NULL, "generation %s is not a 3-part upload's",
-                  g.value);
+    /* create-only: a multipart upload where If-None-Match is trusted on its completion (full),
+     * else one PUT (create_only mode: Ceph RGW ignores the header on a completion) */
+    bool full = strcmp(g_expect, "full") == 0;
+    ck_assert_msg((strstr(g.value, "-3#") != NULL) == full, "generation %s: %s", g.value,
+                  full ? "not a 3-part upload's" : "a multipart upload's");
     nds_read_result r;
     NDS_OK(nds_kvstore_read(kv, "big", NULL, &r));
     ck_assert_uint_eq(r.value.len, n);
@@ -492,6 +495,8 @@ START_TEST(multipart_upload) {
     wo.if_equal = g;
     data[0] ^= 1;
     NDS_OK(nds_kvstore_write(kv, "big", data, n, &wo, &g));
+    ck_assert_msg(strstr(g.value, "-3#") != NULL, "generation %s is not a 3-part upload's",
+                  g.value);
     if (g_strict) ck_assert_int_eq(uploads_in_progress(), 0);
     free(data);
     nds_kvstore_free(kv);
@@ -524,8 +529,7 @@ START_TEST(lease_lock) {
     char *lock = full_key(kv, "k.__lock");
     raw_put(raw, lock, "{\"owner\":\"dead-writer\",\"lease_ms\":2000}");
     uint64_t t0 = nds_now_ns();
-    nds_generation absent = {NDS_GEN_ABSENT, {0}};
-    put_str(kv, "k", "after the dead one", &absent, 0);
+    put_str(kv, "k", "after the dead one", NULL, 0); /* unconditional: leased (create-only is not) */
     double secs = (double)(nds_now_ns() - t0) / 1e9;
     ck_assert_msg(secs > 2.0 && secs < 20.0, "lease broken after %.1f s", secs);
     assert_value(kv, "k", "after the dead one");
@@ -548,6 +552,51 @@ START_TEST(lease_lock) {
     nds_kvstore_free(kv2);
     free(lock);
     free(lock2);
+}
+END_TEST
+
+/* In create_only mode a create-only write is one PUT with If-None-Match: *, without the lease:
+ * it goes through while another writer holds the key's lease, also above the multipart threshold,
+ * and the server refuses a second one. Writes that compare a generation still wait for the lease.
+ */
+START_TEST(create_only_skips_the_lease) {
+    const char *spec = spec_with(",\"conditional_writes\":\"create_only\",\"lease_wait_seconds\":1,"
+                                 "\"multipart_threshold\":5242880");
+    nds_kvstore *kv = open_spec(spec);
+    s3_store *raw = raw_store(spec);
+    char *lock = full_key(kv, "k.__lock"), *big_lock = full_key(kv, "big.__lock");
+    raw_put(raw, lock, "{\"owner\":\"live-writer\",\"lease_ms\":600000}");
+    raw_put(raw, big_lock, "{\"owner\":\"live-writer\",\"lease_ms\":600000}");
+    nds_generation absent = {NDS_GEN_ABSENT, {0}}, g;
+    uint64_t t0 = nds_now_ns();
+    put_str(kv, "k", "first", &absent, 0);
+    put_str(kv, "k", "second", &absent, NDS_ECONFLICT);
+    double secs = (double)(nds_now_ns() - t0) / 1e9;
+    ck_assert_msg(secs < 1.0, "create-only writes took %.1f s: they waited for the lease", secs);
+    assert_value(kv, "k", "first");
+    free(nds_kv_test_get(kv, "k", &g));
+    put_str(kv, "k", "third", &g, NDS_ETIMEOUT); /* If-Match: under the lease */
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "live-writer"));
+    put_str(kv, "k", "fourth", NULL, NDS_ETIMEOUT); /* unconditional: under the lease */
+    assert_value(kv, "k", "first");
+    size_t n = (6u << 20) + 5;
+    uint8_t *data = malloc(n);
+    for (size_t i = 0; i < n; i++) data[i] = (uint8_t)(i * 2654435761u >> 13);
+    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+    wo.if_equal.kind = NDS_GEN_ABSENT;
+    int rc = nds_kvstore_write(kv, "big", data, n, &wo, &g);
+    ck_assert_msg(rc == 0, "large create-only write: %d (%s)", rc, nds_error_last()->message);
+    ck_assert_msg(strchr(g.value, '-') == NULL, "generation %s: a multipart upload", g.value);
+    ck_assert_int_eq(nds_kvstore_write(kv, "big", data, n, &wo, NULL), NDS_ECONFLICT);
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, "big", NULL, &r));
+    ck_assert(r.value.len == n && memcmp(r.value.data, data, n) == 0);
+    nds_read_result_dispose(&r);
+    free(data);
+    nds_kv_driver_s3.close(raw);
+    nds_kvstore_free(kv);
+    free(lock);
+    free(big_lock);
 }
 END_TEST
 
@@ -887,6 +936,7 @@ int main(void) {
         } else {
             tcase_add_test(tc, multipart_upload);
             tcase_add_test(tc, lease_lock);
+            tcase_add_test(tc, create_only_skips_the_lease);
         }
         if (g_strict) {
             tcase_add_test(tc, fault_503_then_success);
