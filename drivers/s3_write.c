@@ -372,7 +372,15 @@ static int write_leased(s3_store *s, mutation *m, const nds_generation *cond, nd
     return rc;
 }
 
-static int refuse(const s3_store *s, const mutation *m, const s3_cond_decision *d) {
+static int refuse(const s3_store *s, const mutation *m, const nds_generation *cond,
+                  const s3_cond_decision *d) {
+    if (cond->kind == NDS_GEN_ABSENT) /* what a versioned store's commits are made of: say so */
+        return nds_err(NDS_EUNSUPPORTED,
+                       "s3: %s s3://%s/%s needs create-only writes (If-None-Match: *), which %s "
+                       "does not provide (%s); nothing was written. A versioned store cannot run "
+                       "on it (create-only writes decide its commits); a plain store can, with "
+                       "\"conditional_writes\": \"off\" (unsafe with concurrent writers)",
+                       m->data ? "write" : "delete", s->bucket, m->key, s->endpoint, d->reason);
     return nds_err(
         NDS_EUNSUPPORTED,
         "s3: %s s3://%s/%s: conditional writes are not available on %s (%s); nothing was written. "
@@ -398,7 +406,7 @@ int s3_write(void *state, const char *key, const uint8_t *data, size_t len,
     if (rc) return rc;
     const nds_generation *cond = &opts->if_equal;
     mutation m = {.key = key, .data = data, .len = len};
-    if (d.mode == S3_COND_NONE && cond->kind != NDS_GEN_NONE) return refuse(s, &m, &d);
+    if (d.mode == S3_COND_NONE && cond->kind != NDS_GEN_NONE) return refuse(s, &m, cond, &d);
     mp_upload mp = {0};
     snprintf(m.token, sizeof m.token, "%016llx", (unsigned long long)nds_random_u64());
     snprintf(m.meta, sizeof m.meta, "%s: %s", S3_GEN_META, m.token);
