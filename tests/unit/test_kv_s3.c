@@ -1038,8 +1038,9 @@ int main(void) {
         /* the versioned adapter over this server (minutes on Ceph RGW: only when asked) */
         const char *versioned = getenv("NDS_S3_TEST_VERSIONED");
         if (versioned && strcmp(versioned, "1") == 0 && strcmp(g_expect, "none") != 0) {
-            suite_add_tcase(s, nds_kv_conformance_tcase("s3 versioned conformance",
-                                                        make_versioned_url));
+            TCase *conf = nds_kv_conformance_tcase("s3 versioned conformance", make_versioned_url);
+            tcase_set_timeout(conf, 600); /* 400 increments, each a version, on Ceph RGW */
+            suite_add_tcase(s, conf);
             TCase *vc = tcase_create("s3 versioned");
             tcase_set_timeout(vc, 600);
             tcase_add_test(vc, versioned_counter_from_four_processes);
