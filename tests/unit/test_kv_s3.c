@@ -532,7 +532,8 @@ START_TEST(lease_lock) {
     char *lock = full_key(kv, "k.__lock");
     raw_put(raw, lock, "{\"owner\":\"dead-writer\",\"lease_ms\":2000}");
     uint64_t t0 = nds_now_ns();
-    put_str(kv, "k", "after the dead one", NULL, 0); /* unconditional: leased (create-only is not) */
+    /* unconditional, so it takes the lease (a create-only write would not) */
+    put_str(kv, "k", "after the dead one", NULL, 0);
     double secs = (double)(nds_now_ns() - t0) / 1e9;
     ck_assert_msg(secs > 2.0 && secs < 20.0, "lease broken after %.1f s", secs);
     assert_value(kv, "k", "after the dead one");
