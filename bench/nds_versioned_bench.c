@@ -4,8 +4,11 @@
  *
  * usage: nds_versioned_bench DIR [--keys N] [--batch N] [--lookups N] [--arrays N]
  *                                [--commit-keys N]
+ *        nds_versioned_bench --arrays-base URL [--arrays N]
  *        DIR (absolute) must be empty or missing; the stores go to DIR/commit/, DIR/big/ and
- *        DIR/arrays/.
+ *        DIR/arrays/. With --arrays-base, only the arrays row runs, on the base store URL
+ *        (e.g. s3://bucket/bench-1/: a prefix that must be empty; credentials and endpoint from
+ *        the environment, as for ndstore), then five commit_one rows (store_keys 0) into it.
  * Measurements, each printed as one JSON line {"what":...} when it is done:
  *   commit       one atomic transaction (nds_txn_write_key, nds_txn_commit: one multi-key commit)
  *                of --commit-keys raw keys (4 KiB values: data objects) into an empty store on
@@ -46,6 +49,7 @@
 
 typedef struct bench_args {
     const char *dir;
+    const char *arrays_base; /* --arrays-base: only the arrays row, on this base URL */
     uint64_t keys, batch, lookups, arrays, commit_keys;
 } bench_args;
 
@@ -57,7 +61,8 @@ typedef struct object_counts {
 enum { SMALL_VALUE = 600, COMMIT_VALUE = 4096, ARRAY_SIDE = 64 };
 
 static const char usage[] = "usage: nds_versioned_bench DIR [--keys N] [--batch N] [--lookups N] "
-                            "[--arrays N] [--commit-keys N]\n";
+                            "[--arrays N] [--commit-keys N]\n"
+                            "       nds_versioned_bench --arrays-base URL [--arrays N]\n";
 
 static int fail(const char *what, int code) {
     const nds_error *e = nds_error_last();
@@ -107,7 +112,7 @@ static int count_one(void *ctx, const char *key, uint64_t size) {
     return 0;
 }
 
-/* Lists the base directory as a plain file:// store: what the versioned store wrote there. */
+/* Lists the base as a plain store (file:// or --arrays-base): what the versioned store wrote. */
 static int count_objects(const char *base_url, object_counts *out) {
     nds_kvstore *plain = NULL;
     memset(out, 0, sizeof *out);
@@ -447,8 +452,13 @@ static int measure_arrays(const char *base_url, uint64_t n) {
 /* ---- main ------------------------------------------------------------------------------------ */
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){NULL, 1000000, 100000, 1000, 1000, 1000};
+    *a = (bench_args){NULL, NULL, 1000000, 100000, 1000, 1000, 1000};
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--arrays-base")) {
+            if (i + 1 == argc || !argv[i + 1][0]) return 1;
+            a->arrays_base = argv[++i];
+            continue;
+        }
         uint64_t *target = !strcmp(argv[i], "--keys")          ? &a->keys
                            : !strcmp(argv[i], "--batch")       ? &a->batch
                            : !strcmp(argv[i], "--lookups")     ? &a->lookups
@@ -466,12 +476,19 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             return 1;
         }
     }
+    if (a->arrays_base) return a->dir != NULL || strlen(a->arrays_base) > 3000;
     return a->dir == NULL || a->dir[0] != '/';
 }
 
 int main(int argc, char **argv) {
     bench_args a;
     if (parse_args(argc, argv, &a)) return fputs(usage, stderr), 2;
+    if (a.arrays_base) { /* then 5 one-key versions: the latency of one commit on that store */
+        int rc = measure_arrays(a.arrays_base, a.arrays);
+        for (uint64_t i = 0; i < 5 && !rc; i++)
+            rc = measure_commit("commit_one", a.arrays_base, i, 1, SMALL_VALUE, 0);
+        return rc ? 1 : 0;
+    }
     if (strlen(a.dir) > 900) return fputs("nds_versioned_bench: DIR too long\n", stderr), 2;
     char commit_url[1024], big_url[1024], arrays_url[1024];
     snprintf(commit_url, sizeof commit_url, "file://%s/commit/", a.dir);

@@ -1,12 +1,24 @@
 /* Writes and deletes of the s3 driver, per conditional-write mode (s3_cond.c decides the mode):
  *   full         the condition rides on the request: If-None-Match: * (ABSENT) or If-Match: <ETag>;
- *   create_only  every mutation of a key (conditional or not, so an unconditional one cannot slip
- * between a conditional writer's check and its PUT) runs under the key's lease: HEAD, compare,
- *                PUT/DELETE, release; the mutation is sent only while the lease is surely held;
+ *   create_only  a create-only write (condition ABSENT) is sent directly with If-None-Match: *, as
+ *                in full mode: the probe showed the server refuses the second of two such PUTs, so
+ *                the server itself decides who creates the key, and a lease would add round trips
+ *                and nothing else. That holds because every other writer of the key that checks
+ *                "absent" sends the header too (the leased path below also sets it), and a racing
+ *                unconditional PUT lands before or after, as on any store. Every other mutation
+ *                (If-Match writes, conditional deletes, and unconditional ones, so they cannot slip
+ *                between a leased writer's check and its PUT) runs under the key's lease: HEAD,
+ *                compare, PUT/DELETE, release; it is sent only while the lease is surely held. A
+ *                delete "only if absent" changes nothing: a HEAD decides it, without the lease;
  *   none         unconditional writes only; a conditional one fails before anything is sent;
  *   off          the condition is checked by a HEAD just before the mutation (not atomic).
  * Values above multipart_threshold go up as a multipart upload: parts first (concurrently, before
  * any lease is taken), then CompleteMultipartUpload is the mutation; any failure aborts the upload.
+ * Full mode sends If-None-Match: * on CompleteMultipartUpload. Servers in create_only mode need not
+ * honour it there (Ceph RGW 16.2 ignores it: measured), so a create-only value up to S3's 5 GiB
+ * single-PUT limit goes up as one PUT with the header whatever its size; only a larger one keeps
+ * the lease and the HEAD before its CompleteMultipartUpload, and a create-only writer of the same
+ * key that does not take the lease can land between the two (docs/drivers.md).
  *
  * A retried conditional request can be refused because its own earlier try landed (the response was
  * lost): a 412 after more than one try is settled by a HEAD, and the write counts as done when the
@@ -347,6 +359,10 @@ static int write_full(s3_store *s, mutation *m, const nds_generation *cond,
 }
 
 static int write_leased(s3_store *s, mutation *m, const nds_generation *cond, nds_generation *gen) {
+    /* a create-only writer that skips the lease may land between our HEAD and PUT: the header makes
+     * the server refuse ours then (a multipart completion may ignore it: see the header comment) */
+    if (cond->kind == NDS_GEN_ABSENT && (m->data || m->mp))
+        snprintf(m->cond, sizeof m->cond, "If-None-Match: *");
     s3_lease l;
     int rc = s3_lease_acquire(s, m->key, &l);
     if (rc) return rc;
@@ -356,13 +372,30 @@ static int write_leased(s3_store *s, mutation *m, const nds_generation *cond, nd
     return rc;
 }
 
-static int refuse(const s3_store *s, const mutation *m, const s3_cond_decision *d) {
+static int refuse(const s3_store *s, const mutation *m, const nds_generation *cond,
+                  const s3_cond_decision *d) {
+    if (cond->kind == NDS_GEN_ABSENT) /* what a versioned store's commits are made of: say so */
+        return nds_err(NDS_EUNSUPPORTED,
+                       "s3: %s s3://%s/%s needs create-only writes (If-None-Match: *), which %s "
+                       "does not provide (%s); nothing was written. A versioned store cannot run "
+                       "on it (create-only writes decide its commits); a plain store can, with "
+                       "\"conditional_writes\": \"off\" (unsafe with concurrent writers)",
+                       m->data ? "write" : "delete", s->bucket, m->key, s->endpoint, d->reason);
     return nds_err(
         NDS_EUNSUPPORTED,
         "s3: %s s3://%s/%s: conditional writes are not available on %s (%s); nothing was written. "
         "Set \"conditional_writes\": \"off\" to write without them (unsafe with concurrent "
         "writers)",
         m->data ? "write" : "delete", s->bucket, m->key, s->endpoint, d->reason);
+}
+
+/* S3's limit for one PUT (5 GiB). */
+#define S3_SINGLE_PUT_MAX (5ull << 30)
+
+/* true when a lease-mode write needs no lease: a create-only write the server decides by itself
+ * (one PUT with If-None-Match: *), or a delete "only if absent" (a HEAD decides it). */
+static bool lease_not_needed(const nds_generation *cond, const uint8_t *data, size_t len) {
+    return cond->kind == NDS_GEN_ABSENT && (!data || len <= S3_SINGLE_PUT_MAX);
 }
 
 int s3_write(void *state, const char *key, const uint8_t *data, size_t len,
@@ -373,18 +406,20 @@ int s3_write(void *state, const char *key, const uint8_t *data, size_t len,
     if (rc) return rc;
     const nds_generation *cond = &opts->if_equal;
     mutation m = {.key = key, .data = data, .len = len};
-    if (d.mode == S3_COND_NONE && cond->kind != NDS_GEN_NONE) return refuse(s, &m, &d);
+    if (d.mode == S3_COND_NONE && cond->kind != NDS_GEN_NONE) return refuse(s, &m, cond, &d);
     mp_upload mp = {0};
     snprintf(m.token, sizeof m.token, "%016llx", (unsigned long long)nds_random_u64());
     snprintf(m.meta, sizeof m.meta, "%s: %s", S3_GEN_META, m.token);
     if (data) nds_md5_hex(data, len, m.expected_etag);
     snprintf(m.expected_gen, sizeof m.expected_gen, "%s%c%s", m.expected_etag, S3_GEN_SEP, m.token);
-    if (data && len > s->multipart_threshold && (rc = mp_start(s, key, data, len, &m, &mp)) != 0) {
+    bool direct = d.mode == S3_COND_LEASE && lease_not_needed(cond, data, len);
+    if (data && len > s->multipart_threshold && !direct &&
+        (rc = mp_start(s, key, data, len, &m, &mp)) != 0) {
         mp_free(&mp);
         return rc;
     }
     nds_generation gen = {NDS_GEN_NONE, {0}};
-    if (d.mode == S3_COND_FULL)
+    if (d.mode == S3_COND_FULL || direct)
         rc = write_full(s, &m, cond, &d, &gen);
     else if (d.mode == S3_COND_LEASE)
         rc = write_leased(s, &m, cond, &gen);

@@ -8,8 +8,12 @@
 # equal values, `ndstore ls`, and secrets never in any output. On Ceph also: 8 concurrent `ndstore write` processes whose regions share every chunk,
 # checked element by element (no lost update). On the double also: `ndstore cp` while PUTs and GETs fail
 # with 503s and resets. On Swift: writes refused with a reason, then accepted with "conditional_writes":"off".
+# The versioned store (`s3://bucket/p/|versioned:`, issue 18), on the double and on Ceph: the kvstore contract
+# suite and 4 processes x 25 increments of one key (test_kv_s3 with NDS_S3_TEST_VERSIONED=1), and
+# `ndstore create/write/read/log/tag` of a zarr v3 array; on Swift: refused, saying it needs create-only writes.
 #
-# usage: tests/integration/s3_test.sh [BUILD_DIR] [--only strict|ceph|swift]   (BUILD_DIR default build)
+# usage: tests/integration/s3_test.sh [BUILD_DIR] [--only strict|ceph|swift] [--section base|versioned]
+#   (BUILD_DIR default build; --section runs only the driver's checks, or only the versioned store's)
 # Installs the servers first (scripts/install-s3-servers.sh, idempotent). Every server it starts it stops
 # (trap on exit, by pid). Last line: "N passed, N failed"; exit status 1 on any failure.
 set -u
@@ -17,10 +21,12 @@ cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 BUILD=build
 ONLY=""
+SECTION=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --only) ONLY=$2; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        --section) SECTION=$2; shift 2 ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) BUILD=$1; shift ;;
     esac
 done
@@ -105,6 +111,48 @@ unit_suite() { # name expect [env...]
     grep "auto decision" "$TMP/unit-$name.txt" | head -1
 }
 
+# ---- the versioned store over s3 (issue 18) ----
+base_tests() { [ "$SECTION" != versioned ]; }
+versioned_tests() { [ "$SECTION" != base ]; }
+
+# The contract suite and 4 processes x 25 increments of one key, through |versioned: (test_kv_s3).
+versioned_unit() { # name [env...]
+    local name=$1 c=0 case; shift
+    for case in "s3 versioned conformance" "s3 versioned"; do
+        c=$((c + 1))
+        local out=$TMP/vunit-$name-$c.txt s=$SECONDS
+        if env "$@" NDS_S3_TEST_VERSIONED=1 CK_RUN_CASE="$case" CK_FORK=yes "$TKV" >"$out" 2>&1 &&
+            grep -q '100%: Checks: [1-9]' "$out"
+        then ok "$name: test_kv_s3 \"$case\" ($(grep -o 'Checks: [0-9]*' "$out"), $((SECONDS - s)) s)"
+        else bad "$name: test_kv_s3 \"$case\""; grep -E "F:|E:|%|failed" "$out" | head -10; fi
+        cat "$out" >>"$TMP/all-output.txt"
+    done
+}
+
+# ndstore create/write/read/log/tag of a small zarr v3 array through URL|versioned: (the store's base).
+versioned_cli() { # name base-url (s3://bucket/prefix/)
+    local name=$1 S=$2 A="$2|versioned:m/a/|zarr3:"
+    "$PY" -c "import numpy as np; a = np.arange(64*48, dtype='<u2').reshape(64, 48); np.save('$TMP/v1.npy', a); np.save('$TMP/v2.npy', a * 3 + 1)"
+    if run "$NDS" create "$A" --shape 64,48 --chunks 16,16 --dtype uint16 --codec zstd:1 &&
+        run "$NDS" write "$A" -i "$TMP/v1.npy" && run "$NDS" tag "$S" first &&
+        run "$NDS" write "$A" -i "$TMP/v2.npy" --txn atomic &&
+        run "$NDS" read "$A" -o "$TMP/vnow-$name.npy" && same_npy "$TMP/v2.npy" "$TMP/vnow-$name.npy" &&
+        run "$NDS" read "$S|versioned:@first/m/a/|zarr3:" -o "$TMP/vthen-$name.npy" && same_npy "$TMP/v1.npy" "$TMP/vthen-$name.npy"
+    then ok "$name: ndstore create, write, tag, write --txn atomic through $S|versioned:; latest and @first read back"
+    else bad "$name: versioned create/write/tag/read"; tail -5 "$TMP/all-output.txt"; fi
+    "$NDS" log "$S" >"$TMP/vlog-$name.txt" 2>&1
+    cat "$TMP/vlog-$name.txt" >>"$TMP/all-output.txt"
+    local nv
+    nv=$(grep -c '^version ' "$TMP/vlog-$name.txt")
+    if [ "$nv" -ge 3 ] && head -1 "$TMP/vlog-$name.txt" | grep -q '^version '
+    then ok "$name: ndstore log lists $nv versions, newest first"
+    else bad "$name: ndstore log"; cat "$TMP/vlog-$name.txt"; fi
+    if "$NDS" tag "$S" first >"$TMP/vtag-$name.txt" 2>&1; then bad "$name: a tag moved"
+    elif grep -q 'tags never move' "$TMP/vtag-$name.txt"; then ok "$name: ndstore tag refuses to move a tag"
+    else bad "$name: tag again failed without the reason"; cat "$TMP/vtag-$name.txt"; fi
+    cat "$TMP/vtag-$name.txt" >>"$TMP/all-output.txt"
+}
+
 # ---- install ----
 s=$SECONDS
 bash scripts/install-s3-servers.sh || { echo "s3_test.sh: installing the servers failed" >&2; exit 1; }
@@ -113,21 +161,26 @@ make_source || { echo "s3_test.sh: cannot make the source array" >&2; exit 1; }
 
 # ---- strict test double ----
 if [ -z "$ONLY" ] || [ "$ONLY" = strict ]; then
-    unit_suite strict-double  # test_kv_s3 starts and stops its own double
+    base_tests && unit_suite strict-double  # test_kv_s3 starts and stops its own double
     "$PY" tests/servers/strict_s3.py --port-file "$TMP/strict.port" --buckets ndstest --access-key STRICTAK \
         --secret-key 'strict/SECRET+key' >/dev/null 2>&1 &
     STRICT_PID=$!
     for i in $(seq 100); do [ -s "$TMP/strict.port" ] && break; sleep 0.1; done
     SP=$(cat "$TMP/strict.port")
     export AWS_ENDPOINT_URL_S3=http://127.0.0.1:$SP AWS_ACCESS_KEY_ID=STRICTAK AWS_SECRET_ACCESS_KEY='strict/SECRET+key'
-    cp_roundtrip strict s3://ndstest
+    base_tests && cp_roundtrip strict s3://ndstest
+    if versioned_tests; then
+        versioned_unit strict  # its own double
+        versioned_cli strict s3://ndstest/ck/
+    fi
     # faults while copying: 503s and resets on PUT and GET, answers lost after the change was applied
-    curl -s -X POST "http://127.0.0.1:$SP/__faults" -d '{"rules":[
+    base_tests && curl -s -X POST "http://127.0.0.1:$SP/__faults" -d '{"rules":[
         {"method":"PUT","key":"f.zarr/[0-9]","action":"503","count":6},
         {"method":"PUT","key":"f.zarr/[0-9]","action":"reset","count":4},
         {"method":"PUT","key":"f.zarr/[0-9]","action":"reset_after","count":4},
         {"method":"GET","key":"f.zarr/[0-9]","action":"truncate","count":4}]}' >/dev/null
-    if run "$NDS" cp "$TMP/src.zarr" "s3://ndstest/f.zarr/|zarr:" && run "$NDS" read "s3://ndstest/f.zarr/|zarr:" -o "$TMP/f.npy" &&
+    if ! base_tests; then :
+    elif run "$NDS" cp "$TMP/src.zarr" "s3://ndstest/f.zarr/|zarr:" && run "$NDS" read "s3://ndstest/f.zarr/|zarr:" -o "$TMP/f.npy" &&
         same_npy "$TMP/src.npy" "$TMP/f.npy"
     then ok "strict: cp and read under injected 503s, resets and truncated bodies, values equal ($(curl -s "http://127.0.0.1:$SP/__stats" | "$PY" -c 'import sys,json; print(json.load(sys.stdin)["faults_fired"])') faults fired)"
     else bad "strict: cp under faults"; tail -5 "$TMP/all-output.txt"; fi
@@ -185,17 +238,23 @@ if [ -z "$ONLY" ] || [ "$ONLY" = ceph ]; then
         echo "ceph start: $((SECONDS - s)) s"
         CEP=http://127.0.0.1:7480
         mkbucket $CEP testak testsecret ndstest
-        unit_suite ceph NDS_S3_TEST_ENDPOINT=$CEP NDS_S3_TEST_BUCKET=ndstest NDS_S3_TEST_EXPECT=create_only \
+        base_tests && unit_suite ceph NDS_S3_TEST_ENDPOINT=$CEP NDS_S3_TEST_BUCKET=ndstest NDS_S3_TEST_EXPECT=create_only \
             AWS_ACCESS_KEY_ID=testak AWS_SECRET_ACCESS_KEY=testsecret
         export AWS_ENDPOINT_URL_S3=$CEP AWS_ACCESS_KEY_ID=testak AWS_SECRET_ACCESS_KEY=testsecret
-        cp_roundtrip ceph s3://ndstest
+        if versioned_tests; then
+            versioned_unit ceph NDS_S3_TEST_ENDPOINT=$CEP NDS_S3_TEST_BUCKET=ndstest NDS_S3_TEST_EXPECT=create_only
+            versioned_cli ceph s3://ndstest/ck/
+        fi
+        base_tests && cp_roundtrip ceph s3://ndstest
         s=$SECONDS
         cw_ok=1
-        for r in 0 1 2; do concurrent_writers "s3://ndstest/cw.zarr/|zarr:" $r || cw_ok=0; done
-        if [ $cw_ok = 1 ]; then ok "ceph: 8 concurrent ndstore write processes sharing every chunk, 3 rounds, no lost update ($((SECONDS - s)) s)"
-        else bad "ceph: concurrent writers lost updates"; fi
+        if base_tests; then
+            for r in 0 1 2; do concurrent_writers "s3://ndstest/cw.zarr/|zarr:" $r || cw_ok=0; done
+            if [ $cw_ok = 1 ]; then ok "ceph: 8 concurrent ndstore write processes sharing every chunk, 3 rounds, no lost update ($((SECONDS - s)) s)"
+            else bad "ceph: concurrent writers lost updates"; fi
+        fi
         # Why auto uses the lease on Ceph, measured here (reported, not counted): racing If-Match PUTs.
-        timeout 120 "$PY" "$SERVERS/race.py" $CEP testak testsecret 20 4 65536 2>&1 | tail -1 | sed 's/^/  race.py: /'
+        base_tests && timeout 120 "$PY" "$SERVERS/race.py" $CEP testak testsecret 20 4 65536 2>&1 | tail -1 | sed 's/^/  race.py: /'
         unset AWS_ENDPOINT_URL_S3
         D=$CEPH_D bash "$SERVERS/ceph-rgw/stop.sh"; CEPH_STARTED=0
     else
@@ -212,19 +271,34 @@ if [ -z "$ONLY" ] || [ "$ONLY" = swift ]; then
         echo "swift setup + start: $((SECONDS - s)) s"
         SEP=http://127.0.0.1:8080
         mkbucket $SEP test:tester testing ndstest
-        unit_suite swift NDS_S3_TEST_ENDPOINT=$SEP NDS_S3_TEST_BUCKET=ndstest NDS_S3_TEST_EXPECT=none \
-            AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing
+        if base_tests; then
+            unit_suite swift NDS_S3_TEST_ENDPOINT=$SEP NDS_S3_TEST_BUCKET=ndstest NDS_S3_TEST_EXPECT=none \
+                AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing
+        fi
         export AWS_ENDPOINT_URL_S3=$SEP AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing
-        if "$NDS" cp "$TMP/src.zarr" "s3://ndstest/refused.zarr/|zarr:" >"$TMP/swift-refused.txt" 2>&1; then
-            bad "swift: cp succeeded although conditional writes are unavailable"
-        elif grep -q 'conditional_writes' "$TMP/swift-refused.txt" && grep -q '501' "$TMP/swift-refused.txt"; then
-            ok "swift: cp refused with the reason ($(grep -o 'answered HTTP 501[A-Za-z ]*' "$TMP/swift-refused.txt" | head -1))"
-        else bad "swift: cp failed without the reason"; cat "$TMP/swift-refused.txt"; fi
-        cat "$TMP/swift-refused.txt" >>"$TMP/all-output.txt"
-        OFF='{"driver":"zarr","kvstore":{"driver":"s3","bucket":"ndstest","path":"off.zarr/","conditional_writes":"off"}}'
-        if run "$NDS" cp "$TMP/src.zarr" "$OFF" && run "$NDS" read "$OFF" -o "$TMP/off.npy" && same_npy "$TMP/src.npy" "$TMP/off.npy"
-        then ok "swift: cp with \"conditional_writes\":\"off\", values equal"
-        else bad "swift: cp with conditional_writes off"; tail -5 "$TMP/all-output.txt"; fi
+        if versioned_tests; then
+            "$NDS" create 's3://ndstest/ck/|versioned:m/a/|zarr3:' --shape 8,8 --chunks 4,4 --dtype uint16 >"$TMP/swift-vrefused.txt" 2>&1
+            vrc=$?
+            left=$("$NDS" ls s3://ndstest/ck/ 2>&1 | tail -1)
+            if [ $vrc = 0 ]; then bad "swift: a versioned store was created without create-only writes"
+            elif grep -q 'needs create-only writes' "$TMP/swift-vrefused.txt" && grep -q 'versioned store' "$TMP/swift-vrefused.txt" &&
+                grep -q '501' "$TMP/swift-vrefused.txt" && [ "$left" = "0 entries, 0 bytes" ]
+            then ok "swift: ndstore create through |versioned: refused, saying why, nothing left ($(grep -o 'needs create-only writes[^,]*' "$TMP/swift-vrefused.txt" | head -1))"
+            else bad "swift: versioned refusal (ls after it: $left)"; cat "$TMP/swift-vrefused.txt"; fi
+            cat "$TMP/swift-vrefused.txt" >>"$TMP/all-output.txt"
+        fi
+        if base_tests; then
+            if "$NDS" cp "$TMP/src.zarr" "s3://ndstest/refused.zarr/|zarr:" >"$TMP/swift-refused.txt" 2>&1; then
+                bad "swift: cp succeeded although conditional writes are unavailable"
+            elif grep -q 'conditional_writes' "$TMP/swift-refused.txt" && grep -q '501' "$TMP/swift-refused.txt"; then
+                ok "swift: cp refused with the reason ($(grep -o 'answered HTTP 501[A-Za-z ]*' "$TMP/swift-refused.txt" | head -1))"
+            else bad "swift: cp failed without the reason"; cat "$TMP/swift-refused.txt"; fi
+            cat "$TMP/swift-refused.txt" >>"$TMP/all-output.txt"
+            OFF='{"driver":"zarr","kvstore":{"driver":"s3","bucket":"ndstest","path":"off.zarr/","conditional_writes":"off"}}'
+            if run "$NDS" cp "$TMP/src.zarr" "$OFF" && run "$NDS" read "$OFF" -o "$TMP/off.npy" && same_npy "$TMP/src.npy" "$TMP/off.npy"
+            then ok "swift: cp with \"conditional_writes\":\"off\", values equal"
+            else bad "swift: cp with conditional_writes off"; tail -5 "$TMP/all-output.txt"; fi
+        fi
         unset AWS_ENDPOINT_URL_S3
         D=$SWIFT_D bash "$SERVERS/swift-s3api/stop.sh"; SWIFT_STARTED=0
     else
