@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal/error.h"
 #include "internal/pool.h"
@@ -32,6 +33,8 @@ struct nds_pool {
     int waiting; /* workers that have reached their wait for work (see nds_pool_new) */
     int shutdown;
     pthread_t *tid;
+    pid_t pid; /* of the creator: a forked child has none of its workers, and may have inherited mu
+                  locked by one of them (a worker finishing a job while the parent forked) */
 };
 
 static void run_job(job *j) {
@@ -92,6 +95,7 @@ int nds_pool_new(nds_pool **out, int threads) {
         free(p);
         return nds_err(NDS_ENOMEM, "out of memory creating the thread pool");
     }
+    p->pid = getpid();
     for (int i = 0; i < threads; i++) {
         if (pthread_create(&p->tid[i], NULL, worker, p) != 0) break;
         p->threads++;
@@ -108,6 +112,11 @@ int nds_pool_new(nds_pool **out, int threads) {
 
 void nds_pool_free(nds_pool *p) {
     if (!p) return;
+    if (p->pid != getpid()) { /* a forked child: the workers (and maybe mu) are the parent's */
+        free(p->tid);
+        free(p);
+        return;
+    }
     pthread_mutex_lock(&p->mu);
     p->shutdown = 1;
     pthread_cond_broadcast(&p->work);
@@ -132,7 +141,8 @@ int nds_pool_for(nds_pool *p, size_t n, size_t max_parallel, nds_task_fn fn, voi
     atomic_init(&j.next, 0);
     atomic_init(&j.failed, 0);
     pthread_mutex_init(&j.err_mu, NULL);
-    size_t helpers = p ? (size_t)p->threads : 0;
+    /* In a forked child the caller does all the work, touching nothing of the pool. */
+    size_t helpers = p && p->pid == getpid() ? (size_t)p->threads : 0;
     if (max_parallel > 0 && helpers > max_parallel - 1) helpers = max_parallel - 1;
     if (helpers > n - 1) helpers = n - 1;
     if (helpers > 0) {

@@ -1,6 +1,11 @@
 /* The thread pool's parallel-for: every index once, errors carried to the caller, nesting. */
 #include <stdatomic.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include "support_check.h"
 #include "internal/error.h"
 #include "internal/pool.h"
@@ -68,6 +73,67 @@ START_TEST(zero_workers_runs_on_caller) {
 }
 END_TEST
 
+
+static int tiny(void *ctx, size_t i) {
+    (void)i;
+    atomic_fetch_add((atomic_size_t *)ctx, 1);
+    return 0;
+}
+
+typedef struct busy {
+    nds_pool *pool;
+    atomic_int stop;
+} busy;
+
+static void *keep_busy(void *arg) {
+    busy *b = arg;
+    atomic_size_t n;
+    atomic_init(&n, 0);
+    while (!atomic_load(&b->stop)) nds_pool_for(b->pool, 64, 0, tiny, &n);
+    return NULL;
+}
+
+/* A child forked while the pool's workers are busy (one may hold the pool's mutex at that instant)
+ * can still use the pool: it runs the work itself. 300 forks; a child that hangs is killed after
+ * 2 s and fails the test (before the fix a child hung within the first forks). */
+START_TEST(forked_child_uses_the_pool_alone) {
+    busy b = {0};
+    NDS_OK(nds_pool_new(&b.pool, 2));
+    atomic_init(&b.stop, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, keep_busy, &b);
+    int hung = 0;
+    for (int k = 0; k < 300; k++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            atomic_size_t n;
+            atomic_init(&n, 0);
+            int rc = nds_pool_for(b.pool, 100, 0, tiny, &n);
+            _exit(rc == 0 && atomic_load(&n) == 100 ? 0 : 1);
+        }
+        int status = 0;
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (waitpid(pid, &status, WNOHANG) == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - t0.tv_sec > 2) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                hung++;
+                break;
+            }
+            usleep(200);
+        }
+        if (!hung) ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d", k);
+        if (hung) break;
+    }
+    atomic_store(&b.stop, 1);
+    pthread_join(t, NULL);
+    nds_pool_free(b.pool);
+    ck_assert_msg(hung == 0, "a forked child hung in the pool");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("pool");
     TCase *tc = tcase_create("pool");
@@ -75,6 +141,7 @@ int main(void) {
     tcase_add_test(tc, first_error_reaches_caller);
     tcase_add_test(tc, nesting_does_not_deadlock);
     tcase_add_test(tc, zero_workers_runs_on_caller);
+    tcase_add_test(tc, forked_child_uses_the_pool_alone);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
