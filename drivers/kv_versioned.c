@@ -263,27 +263,38 @@ static int refuse_pinned(const vk_state *st) {
 
 /* ---- reads --------------------------------------------------------------------------------------- */
 
+/* Looks key up in the handle's view and fills out as a read finds it: MISSING (absent generation),
+ * or VALUE with the key's generation and total size (*found: whether it exists). */
+static int lookup_for_read(vk_state *st, const char *key, vs_entry *e, bool *found,
+                           nds_read_result *out) {
+    memset(out, 0, sizeof *out);
+    vs_snapshot view = view_get(st);
+    int rc = vs_store_lookup(st->store, &view, key, e, found);
+    if (rc) return rc;
+    out->state = *found ? NDS_READ_VALUE : NDS_READ_MISSING;
+    out->generation.kind = NDS_GEN_ABSENT;
+    if (*found) {
+        vs_generation(e->version, &out->generation);
+        out->total_size = e->is_inline ? e->len : e->value.length;
+    }
+    return 0;
+}
+
 static int vk_read(void *state, const char *key, const nds_read_options *opts,
                    nds_read_result *out) {
     vk_state *st = state;
     nds_read_options o = opts ? *opts : (nds_read_options)NDS_READ_OPTIONS_INIT;
-    memset(out, 0, sizeof *out);
-    vs_snapshot view = view_get(st);
     vs_entry e;
     bool found;
-    int rc = vs_store_lookup(st->store, &view, key, &e, &found);
+    int rc = lookup_for_read(st, key, &e, &found, out);
     if (rc) return rc;
     if (!found) {
-        out->state = NDS_READ_MISSING;
-        out->generation.kind = NDS_GEN_ABSENT;
         if (o.if_equal.kind != NDS_GEN_NONE &&
             !nds_generation_satisfies(&o.if_equal, &out->generation))
             out->state = NDS_READ_ABORTED;
         return 0;
     }
-    vs_generation(e.version, &out->generation);
-    uint64_t total = e.is_inline ? e.len : e.value.length, off, len;
-    out->total_size = total;
+    uint64_t total = out->total_size, off, len;
     if (o.if_equal.kind != NDS_GEN_NONE && !nds_generation_equal(&o.if_equal, &out->generation))
         out->state = NDS_READ_ABORTED;
     else if (o.if_not_equal.kind != NDS_GEN_NONE &&
@@ -301,22 +312,12 @@ static int vk_read(void *state, const char *key, const nds_read_options *opts,
 static int vk_read_into(void *state, const char *key, uint64_t offset, const struct iovec *iov,
                         size_t iovcnt, nds_read_result *out) {
     vk_state *st = state;
-    memset(out, 0, sizeof *out);
-    vs_snapshot view = view_get(st);
     vs_entry e;
     bool found;
-    int rc = vs_store_lookup(st->store, &view, key, &e, &found);
-    if (rc) return rc;
-    if (!found) {
-        out->state = NDS_READ_MISSING;
-        out->generation.kind = NDS_GEN_ABSENT;
-        return 0;
-    }
-    uint64_t len = 0, total = e.is_inline ? e.len : e.value.length;
+    int rc = lookup_for_read(st, key, &e, &found, out);
+    if (rc || !found) return rc;
+    uint64_t len = 0, total = out->total_size;
     for (size_t i = 0; i < iovcnt; i++) len += iov[i].iov_len;
-    out->state = NDS_READ_VALUE;
-    out->total_size = total;
-    vs_generation(e.version, &out->generation);
     if (offset > total || len > total - offset)
         rc = nds_err(NDS_ERANGE, "versioned store %s: %s holds %" PRIu64 " bytes, not %" PRIu64
                      " from %" PRIu64, vs_store_url(st->store), key, total, len, offset);
