@@ -176,9 +176,10 @@ static void cache_dispose(node_cache *c) {
 
 /* ---- reading objects --------------------------------------------------------------------------- */
 
-/* Reads [offset, offset + len) of base key; a missing object or fewer bytes is corrupt. */
+/* Reads [offset, offset + len) of base key; a missing object or fewer bytes is corrupt. where
+ * (naming the store and what is read) starts every message. */
 static int read_object_range(vs_store *s, const char *key, uint64_t offset, uint64_t len,
-                             const char *why, nds_read_result *r) {
+                             const char *where, nds_read_result *r) {
     nds_read_options ro = NDS_READ_OPTIONS_INIT;
     ro.byte_start = (int64_t)offset;
     ro.byte_length = (int64_t)len;
@@ -186,16 +187,16 @@ static int read_object_range(vs_store *s, const char *key, uint64_t offset, uint
     if (rc == NDS_ERANGE || (!rc && r->state == NDS_READ_VALUE && r->value.len != len)) {
         if (!rc) nds_read_result_dispose(r);
         return nds_err(NDS_ECORRUPT,
-                       "versioned store %s: %s: object %s is shorter than the %" PRIu64
-                       " bytes at %" PRIu64 " it should hold",
-                       s->url, why, key, len, offset);
+                       "%s: object %s is shorter than the %" PRIu64 " bytes at %" PRIu64
+                       " it should hold",
+                       where, key, len, offset);
     }
-    if (rc) return nds_err_prefix(rc, "versioned store %s: %s: reading %s", s->url, why, key);
+    if (rc) return nds_err_prefix(rc, "%s: reading %s", where, key);
     if (r->state == NDS_READ_MISSING)
         return nds_err(NDS_ECORRUPT,
-                       "versioned store %s: %s: object %s is missing (collected with its version by "
-                       "gc, lost, or deleted while still referenced)",
-                       s->url, why, key);
+                       "%s: object %s is missing (collected with its version by gc, lost, or "
+                       "deleted while still referenced)",
+                       where, key);
     return 0;
 }
 
@@ -218,7 +219,7 @@ static int load_node(vs_store *s, const vs_ref *ref, unsigned level, const vs_no
         return nds_err(NDS_ECORRUPT, "%s: node length %" PRIu64 " is impossible", where,
                        ref->length);
     nds_read_result r;
-    int rc = read_object_range(s, key, ref->offset, ref->length, "reading an index node", &r);
+    int rc = read_object_range(s, key, ref->offset, ref->length, where, &r);
     if (rc) return rc;
     vs_node *node = NULL;
     rc = vs_node_decode(r.value.data, r.value.len, ref->crc, level, where, &node);

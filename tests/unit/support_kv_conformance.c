@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ndstore/sys/kv_driver.h"
 #include "support_check.h"
@@ -120,6 +122,61 @@ int nds_kv_test_increment(nds_kvstore *kv, const char *key) {
         ck_assert_msg(rc == NDS_ECONFLICT, "increment of %s: %d (%s)", key, rc,
                       nds_error_last()->message);
     }
+}
+
+/* One read + conditional write increment without Check assertions (for forked children):
+ * 0, or a status > 0 after printing the error. */
+static int increment_quietly(nds_kvstore *kv, const char *key) {
+    for (;;) {
+        nds_read_result r;
+        int rc = nds_kvstore_read(kv, key, NULL, &r);
+        if (rc) return fprintf(stderr, "read %s: %s\n", key, nds_error_last()->message), 3;
+        char next[32];
+        long n = 0;
+        if (r.state == NDS_READ_VALUE) {
+            char cur[32];
+            snprintf(cur, sizeof cur, "%.*s", (int)r.value.len, (const char *)r.value.data);
+            n = strtol(cur, NULL, 10);
+        }
+        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+        wo.if_equal = r.generation; /* ABSENT when missing: create-only */
+        nds_read_result_dispose(&r);
+        int len = snprintf(next, sizeof next, "%ld", n + 1);
+        rc = nds_kvstore_write(kv, key, next, (size_t)len, &wo, NULL);
+        if (rc == 0) return 0;
+        if (rc != NDS_ECONFLICT)
+            return fprintf(stderr, "write %s: %s\n", key, nds_error_last()->message), 4;
+    }
+}
+
+void nds_kv_test_processes_increment(const char *url, int procs, int rounds) {
+    pid_t pids[64];
+    ck_assert_int_le(procs, 64);
+    for (int p = 0; p < procs; p++) {
+        if ((pids[p] = fork()) == 0) {
+            nds_kvstore *kv = NULL;
+            if (nds_kvstore_open(&kv, url, NULL)) _exit(2);
+            int rc = 0;
+            for (int i = 0; i < rounds && !rc; i++) rc = increment_quietly(kv, "counter");
+            nds_kvstore_free(kv);
+            _exit(rc);
+        }
+    }
+    for (int p = 0; p < procs; p++) {
+        int status;
+        waitpid(pids[p], &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "process %d failed (status %d; its message above)", p, status);
+    }
+    nds_kvstore *kv = NULL;
+    NDS_OK(nds_kvstore_open(&kv, url, NULL)); /* a new handle: sees every process's commits */
+    char expected[32];
+    snprintf(expected, sizeof expected, "%d", procs * rounds);
+    char *v = nds_kv_test_get(kv, "counter", NULL);
+    ck_assert_msg(v && strcmp(v, expected) == 0, "counter %s, expected %s", v ? v : "missing",
+                  expected);
+    free(v);
+    nds_kvstore_free(kv);
 }
 
 static void assert_value(nds_kvstore *kv, const char *key, const char *expected) {

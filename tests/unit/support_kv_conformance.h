@@ -30,5 +30,9 @@ char *nds_kv_test_list(nds_kvstore *kv, const char *prefix);
 /** Adds one to the decimal counter at key with read + conditional write, retrying on conflict.
  *  @return the number of conflicts met */
 int nds_kv_test_increment(nds_kvstore *kv, const char *key);
+/** procs forked processes, each with its own handle on url, increment the decimal counter at key
+ *  "counter" rounds times (read + conditional write, retried on conflict); then the counter must
+ *  be procs * rounds (no lost update). Fails the test naming a process that failed. */
+void nds_kv_test_processes_increment(const char *url, int procs, int rounds);
 
 #endif

@@ -571,28 +571,7 @@ END_TEST
 
 /* 4 processes x 10 increments of one counter through the versioned adapter on gcs. */
 START_TEST(versioned_processes_lose_no_increment) {
-    const char *url = versioned_gcs_url();
-    enum { PROCS = 4, ROUNDS = 10 };
-    pid_t pids[PROCS];
-    for (int p = 0; p < PROCS; p++) {
-        if ((pids[p] = fork()) == 0) {
-            nds_kvstore *kv = NULL;
-            if (nds_kvstore_open(&kv, url, NULL)) _exit(2);
-            for (int i = 0; i < ROUNDS; i++) nds_kv_test_increment(kv, "counter");
-            nds_kvstore_free(kv);
-            _exit(0);
-        }
-    }
-    for (int p = 0; p < PROCS; p++) {
-        int status;
-        waitpid(pids[p], &status, 0);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "process %d: %d", p, status);
-    }
-    nds_kvstore *kv = open_spec(url);
-    char *c = nds_kv_test_get(kv, "counter", NULL);
-    ck_assert_str_eq(c, "40");
-    free(c);
-    nds_kvstore_free(kv);
+    nds_kv_test_processes_increment(versioned_gcs_url(), 4, 10);
 }
 END_TEST
 

@@ -660,53 +660,10 @@ static const char *make_versioned_url(void) {
     return keep(url);
 }
 
-/* One process's increments: read, write the next value if unchanged, again on a conflict.
- * @return 0, or the exit status naming the failure (messages on stderr) */
-static int increment_many(const char *url, int times) {
-    nds_kvstore *kv = NULL;
-    if (nds_kvstore_open(&kv, url, NULL))
-        return fprintf(stderr, "open %s: %s\n", url, nds_error_last()->message), 2;
-    for (int i = 0; i < times; i++)
-        for (;;) {
-            nds_read_result r;
-            int rc = nds_kvstore_read(kv, "counter", NULL, &r);
-            if (rc && rc != NDS_ENOTFOUND)
-                return fprintf(stderr, "read: %s\n", nds_error_last()->message), 3;
-            char cur[32] = "0", next[32];
-            nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
-            wo.if_equal.kind = NDS_GEN_ABSENT;
-            if (rc == 0) {
-                snprintf(cur, sizeof cur, "%.*s", (int)r.value.len, (const char *)r.value.data);
-                wo.if_equal = r.generation;
-                nds_read_result_dispose(&r);
-            }
-            int len = snprintf(next, sizeof next, "%ld", atol(cur) + 1);
-            rc = nds_kvstore_write(kv, "counter", next, (size_t)len, &wo, NULL);
-            if (rc == 0) break;
-            if (rc != NDS_ECONFLICT)
-                return fprintf(stderr, "write: %s\n", nds_error_last()->message), 4;
-        }
-    nds_kvstore_free(kv);
-    return 0;
-}
-
 /* 4 processes x 25 read-increment-write rounds on one key through |versioned:, each increment a
  * version decided by a create-only write of its commit object: none lost. */
 START_TEST(versioned_counter_from_four_processes) {
-    enum { PROCS = 4, EACH = 25 };
-    const char *url = make_versioned_url();
-    pid_t pids[PROCS];
-    for (int p = 0; p < PROCS; p++)
-        if ((pids[p] = fork()) == 0) _exit(increment_many(url, EACH));
-    for (int p = 0; p < PROCS; p++) {
-        int status;
-        waitpid(pids[p], &status, 0);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                      "writer %d failed (status %d; its message above)", p, status);
-    }
-    nds_kvstore *kv = open_spec(url);
-    assert_value(kv, "counter", "100");
-    nds_kvstore_free(kv);
+    nds_kv_test_processes_increment(make_versioned_url(), 4, 25);
 }
 END_TEST
 

@@ -198,24 +198,7 @@ END_TEST
 START_TEST(lmdb_base_loses_no_increment) {
     char *dir = nds_test_tmpdir(), url[1024];
     snprintf(url, sizeof url, "lmdb://%s/v.lmdb/|versioned:", dir);
-    enum { PROCS = 8, ROUNDS = 20 };
-    pid_t pids[PROCS];
-    for (int p = 0; p < PROCS; p++) {
-        if ((pids[p] = fork()) == 0) {
-            nds_kvstore *kv = NULL;
-            if (nds_kvstore_open(&kv, url, NULL)) _exit(2);
-            for (int i = 0; i < ROUNDS; i++) nds_kv_test_increment(kv, "counter");
-            nds_kvstore_free(kv);
-            _exit(0);
-        }
-    }
-    wait_all(pids, PROCS, "process");
-    nds_kvstore *kv;
-    NDS_OK(nds_kvstore_open(&kv, url, NULL));
-    char *c = nds_kv_test_get(kv, "counter", NULL);
-    ck_assert_str_eq(c, "160");
-    free(c);
-    nds_kvstore_free(kv);
+    nds_kv_test_processes_increment(url, 8, 20);
     nds_test_rmtree(dir);
     free(dir);
 }
