@@ -107,6 +107,31 @@ START_TEST(crc32c_vectors) {
 }
 END_TEST
 
+/* Long inputs run three interleaved chains in blocks of 8192 and 256 bytes (lib/crc32c.c): every
+ * length around those blocks' multiples, and random ones, agree with the slicing table. */
+START_TEST(crc32c_interleaved_blocks) {
+    size_t cap = 3 * 8192 * 2 + 3 * 256 * 3 + 64;
+    uint8_t *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < cap; i++) buf[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+    size_t bases[] = {3 * 256, 3 * 256 * 2, 3 * 8192, 3 * 8192 + 3 * 256, 3 * 8192 * 2};
+    for (size_t b = 0; b < sizeof bases / sizeof *bases; b++)
+        for (size_t n = bases[b] - 9; n <= bases[b] + 9; n++)
+            for (size_t off = 0; off < 3; off++)
+                ck_assert_uint_eq(nds_crc32c(buf + off, n), nds_crc32c_portable(buf + off, n));
+    for (int i = 0; i < 200; i++) {
+        size_t n = (x = x * 1103515245u + 12345u) % (cap - 8), off = i % 8;
+        ck_assert_uint_eq(nds_crc32c(buf + off, n), nds_crc32c_portable(buf + off, n));
+        size_t cut = n / 2 + 1;
+        if (cut > n) cut = n;
+        ck_assert_uint_eq(nds_crc32c_extend(nds_crc32c(buf + off, cut), buf + off + cut, n - cut),
+                          nds_crc32c_portable(buf + off, n));
+    }
+    free(buf);
+}
+END_TEST
+
 START_TEST(crc32c_codec) {
     const nds_codec *c = nds_codec_find("crc32c");
     ck_assert_ptr_nonnull(c);
@@ -1428,6 +1453,7 @@ int main(void) {
     TCase *tc = tcase_create("zarr3");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, crc32c_vectors);
+    tcase_add_test(tc, crc32c_interleaved_blocks);
     tcase_add_test(tc, crc32c_codec);
     tcase_add_test(tc, dtypes_round_trip);
     tcase_add_test(tc, stored_byte_layout);
