@@ -45,6 +45,10 @@ stage "unit tests (release)" bash -c "cd build && ctest --output-on-failure -j$j
 # find_package(ndstore), shared and static, run.
 [ -f tests/install/install_test.sh ] &&
   stage "install + consumer (pkg-config, find_package)" bash tests/install/install_test.sh "$root/build"
+# The Python package (python/, docs/python.md) built by the release build, its pytest suites run against
+# build/python with Debian's python3.
+[ -d tests/python ] &&
+  stage "python package (pytest)" env NDS_BUILD="$root/build" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
 stage "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DNDS_SANITIZE=ON
 stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$jobs"
 # The attack suite: the CLI against hostile stores, servers and arguments, under ASan+UBSan.

@@ -10,6 +10,7 @@ packages=(
   zlib1g-dev libdeflate-dev liblz4-dev libbz2-dev liblzma-dev libpng-dev libturbojpeg0-dev
   check
   python3 python3-numpy python3-zarr python3-numcodecs python3-fsspec
+  python3-dev python3-pytest python3-torch  # the Python package (python/): build, tests; torch for ndstore.torch
   time  # GNU time: the benchmark reads the peak RSS of `ndstore cp` from it
 )
 

@@ -6,7 +6,9 @@
 #   - pkg-config: with the shared library (`pkg-config --cflags --libs`), and with the static one
 #     (`pkg-config --static`, libndstore.a named as -l:libndstore.a since both are installed);
 #   - find_package(ndstore 0.1): ndstore::ndstore (shared) and ndstore::ndstore_static; a version the
-#     package does not provide (9.0) is refused.
+#     package does not provide (9.0) is refused;
+#   - the Python package (when built): /usr/bin/python3 in a clean environment imports it from P, with
+#     P's libndstore.so, and round-trips an array.
 # Each program is compiled with -Wall -Wextra -Werror -std=c11, runs, and must print "OK <version>";
 # ldd must show libndstore.so from P (shared) or no libndstore at all (static).
 #
@@ -77,6 +79,34 @@ else
         $(pkg-config --static --libs ndstore | sed 's/-lndstore\b/-l:libndstore.a/') 2>"$TMP/pc-static.txt"
     then runs "pkg-config --static" "$TMP/pc-static" static
     else bad "pkg-config --static: does not build:"; head -10 "$TMP/pc-static.txt"; fi
+fi
+
+# ---- Python package (when the build has it: NDS_PYTHON) ----
+# Imported by Debian's python3 in a clean environment (env -i, PYTHONPATH = the installed dist-packages
+# only, run from an empty directory), it must come from P, load P's libndstore.so (the extension's RPATH),
+# and round-trip an array.
+pydir=$(sed -n 's/^NDS_PYTHON_INSTALL_DIR:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+if grep -q '^NDS_PYTHON:BOOL=ON' "$BUILD/CMakeCache.txt" && [ -n "$pydir" ] && [ -d "$BUILD/python/ndstore" ]; then
+    mkdir -p "$TMP/pyrun"
+    # shellcheck disable=SC2016
+    if out=$(cd "$TMP/pyrun" && env -i PATH=/usr/bin:/bin PYTHONPATH="$P/$pydir" /usr/bin/python3 -c '
+import os, sys, numpy as np, ndstore
+mod = ndstore._ndstore.__file__
+libs = [l.split()[-1] for l in open("/proc/self/maps") if "libndstore.so" in l]
+a = ndstore.open("memory://install/a|zarr:", create=True, shape=(6, 4), chunks=(4, 4), dtype="int32", codec="zstd:1")
+a[1:5:2] = np.arange(4, dtype=np.int32)
+ok = (a[...].sum() == 12 and a[3, 2] == 2)
+print("OK" if ok else "WRONG", ndstore.__version__, os.path.realpath(mod), os.path.realpath(libs[0]))
+' 2>&1) && [[ "$out" == "OK "* ]]; then
+        read -r _ version module lib <<<"$out"
+        if [[ "$module" != "$P/$pydir/ndstore/"* ]]; then bad "python: ndstore imported from $module, not $P/$pydir"
+        elif [[ "$lib" != "$(realpath "$LIBDIR")/libndstore.so"* ]]; then bad "python: the extension loaded $lib, not $LIBDIR's"
+        else ok "python: import ndstore $version from $P/$pydir (libndstore from $LIBDIR), array round trip"; fi
+    else
+        bad "python: the installed package does not import or round-trip: $out"
+    fi
+else
+    echo "skip python: the build has no Python package (NDS_PYTHON is OFF)"
 fi
 
 # ---- find_package ----
