@@ -260,7 +260,9 @@ class Array:
         if s.flips:
             buf = np.ascontiguousarray(s.flip_view(buf))
         result = buf.reshape(s.shape)
-        return result[()] if not s.shape and s.dropped else result
+        # NumPy: an index of integers only (or () on a 0-d array) gives a scalar; "..." keeps an array
+        scalar = not s.shape and (s.dropped or (isinstance(sel, tuple) and not sel))
+        return result[()] if scalar else result
 
     def write(self, sel, value, txn=None):
         """Writes value to sel, broadcast to the selection's shape and cast under NumPy's same_kind rule.

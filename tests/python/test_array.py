@@ -295,3 +295,14 @@ def test_open_argument_errors(url):
         ndstore.open(url("m"), shape=(5,))
     with pytest.raises(ndstore.Exists):
         ndstore.open(url("m"), create=True, open=False, shape=(4,), chunks=(2,), dtype="uint8")
+
+
+def test_rank_zero_and_empty(url):
+    z = ndstore.open(url("z"), create=True, shape=(), chunks=(), dtype="float64")
+    z[...] = 2.5
+    ref = np.array(2.5)
+    assert type(z[...]) is np.ndarray and z[...].shape == () and z[...] == ref[...]
+    assert type(z[()]) is np.float64 and z[()] == ref[()]
+    e = ndstore.open(url("e"), create=True, shape=(0, 5), chunks=(2, 2), dtype="int32")
+    assert e[...].shape == (0, 5) and e[:, 1].shape == (0,)
+    e[...] = 1  # nothing to write
