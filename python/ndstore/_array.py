@@ -131,6 +131,11 @@ class Array:
     def _call(self, fn):
         if self._close_pending:
             raise ValueError("array is closed")
+        if self._txn is not None and self._txn.ended:
+            # The C array stays bound to its transaction; say what to do rather than the bare status.
+            from ._errors import Poisoned
+            raise Poisoned("%s: the array was opened in a transaction that has ended (committed, prepared or "
+                           "aborted); open it again to use it" % (self._url or "array"), Poisoned.code)
         return fn(self._a)
 
     # ---- description ----

@@ -33,6 +33,8 @@ def test_atomic_commit_visible_all_at_once(tmp_path):
         assert ndstore.current_version(store) == before
         np.testing.assert_array_equal(a[2], np.arange(16, 24))  # the transaction sees its own writes
     assert t.ended
+    with pytest.raises(ndstore.Poisoned, match="open it again"):
+        a[0]  # bound to the ended transaction
     assert ndstore.current_version(store) == before + 1  # one version for all of it
     a2 = ndstore.open(versioned(tmp_path, "a/"))
     np.testing.assert_array_equal(a2[...], np.arange(64).reshape(8, 8))
@@ -137,3 +139,19 @@ def test_prepare_tokens_from_three_processes(tmp_path):
     np.testing.assert_array_equal(ndstore.open(url)[...], np.repeat([1, 2, 3], 8).reshape(6, 4))
     entry = ndstore.log(store)[0]
     assert entry["message"] == "step 1" and entry["metadata"] == {"step": 1} and entry["version"] == 1
+
+
+def test_open_with_explicit_txn(tmp_path):
+    url = versioned(tmp_path, "e/")
+    t = ndstore.Transaction("atomic")
+    a = ndstore.open(url, create=True, shape=(4,), chunks=(2,), dtype="uint16", txn=t)
+    assert ndstore.current_transaction() is None
+    a[...] = 9
+    with pytest.raises(ndstore.NotFound):
+        ndstore.open(url)  # outside the transaction: not there yet
+    t.commit()
+    np.testing.assert_array_equal(ndstore.open(url)[...], [9, 9, 9, 9])
+    with pytest.raises(TypeError, match="txn"):
+        ndstore.open(url, txn="atomic")
+    with pytest.raises(ndstore.Poisoned):
+        ndstore.open(url, txn=t)  # ended
