@@ -120,6 +120,23 @@ def test_network_and_io_errors(tmp_path):
     check(info, ndstore.IO, "dir", "Is a directory")
 
 
+def test_timeout_from_a_silent_server():
+    """A server that accepts connections and never answers: the http driver's deadline ends the read."""
+    import socket
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    try:
+        spec = {"driver": "http", "base_url": "http://127.0.0.1:%d" % listener.getsockname()[1],
+                "http_request_deadline": "1s"}
+        with ndstore.kvstore_open(spec) as kv:
+            with pytest.raises(ndstore.Timeout) as info:
+                kv.read("k")
+        check(info, ndstore.Timeout, "127.0.0.1", "deadline")
+    finally:
+        listener.close()
+
+
 def test_closed_objects():
     kv = ndstore.kvstore_open("memory://closed/")
     kv.close()

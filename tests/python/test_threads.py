@@ -24,7 +24,10 @@ def test_gil_released_python_server_answers_the_read(tmp_path):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        a = ndstore.open("http://127.0.0.1:%d/a.zarr|zarr:" % server.server_address[1])
+        # a bounded deadline, so that a read keeping the GIL fails in seconds rather than a minute
+        a = ndstore.open({"driver": "zarr", "kvstore": {
+            "driver": "http", "base_url": "http://127.0.0.1:%d" % server.server_address[1], "path": "a.zarr/",
+            "http_request_deadline": "10s"}})
         np.testing.assert_array_equal(a[...], ref)
         np.testing.assert_array_equal(a.read_async(np.s_[::3, 5]).result(timeout=30), ref[::3, 5])
     finally:
