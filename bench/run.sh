@@ -1,7 +1,7 @@
 #!/bin/sh
 # ndstore vs zarr-python vs this machine's physical limit (issue 6), in one run: first the command
 # line as users run it, whole processes against zarr-python + NumPy (bench/cli_bench.py); the versioned
-# store's rows (bench/versioned_bench.py); then full write, full
+# store's rows (bench/versioned_bench.py); PyTorch checkpoints against torch.save (bench/torch_bench.py); then full write, full
 # read and random region reads of three array layouts x four compressors, peak RSS of every phase,
 # thread scaling, and the memory of `ndstore cp` of a 2 GiB array. See docs/performance.md and
 # bench/bench.py.
@@ -19,7 +19,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=build
 case "${1:-}" in ''|-*) ;; *) BUILD=$1; shift ;; esac
 
-cmake --build "$BUILD" --target nds_bench nds_limit nds_versioned_bench ndstore_cli -j2 >/dev/null
+cmake --build "$BUILD" --target nds_bench nds_limit nds_versioned_bench ndstore_cli $(grep -q '^NDS_PYTHON:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null && echo ndstore_python) -j2 >/dev/null
 BUILD=$(cd "$BUILD" && pwd)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/nds-bench-XXXXXX")
@@ -42,6 +42,13 @@ echo "## What users run"
 echo
 echo "## Versioned store (issue 18)"
 /usr/bin/python3 "$HERE/versioned_bench.py" "$BUILD" --tmp "$TMP" $([ "$cli_args" = --quick ] && echo --quick)
+echo
+echo "## PyTorch checkpoints (issue 19)"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -d "$BUILD/python/ndstore" ]; then
+  /usr/bin/python3 "$HERE/torch_bench.py" "$BUILD" --tmp "$TMP" $([ "$cli_args" = --quick ] && echo --quick)
+else
+  echo "skipped: needs python3-torch and the Python package in $BUILD/python"
+fi
 echo
 /usr/bin/python3 "$HERE/bench.py" --build "$BUILD" --tmp "$TMP" "$@"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
