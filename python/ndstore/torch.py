@@ -19,6 +19,7 @@ array path, dtype and shape). Each checkpoint is a version; `list()` and `latest
 """
 import concurrent.futures
 import json
+import math
 import threading
 
 import numpy as np
@@ -34,6 +35,7 @@ MANIFEST_FORMAT = 1
 COMMIT_TAG = "ndstore.torch"  # the member of a version's metadata that marks a checkpoint
 DEFAULT_STAGING_BUDGET = 1 << 30  # bytes of host staging memory per process
 CHUNK_TARGET_BYTES = 8 << 20  # chunks of about this size (bounded above by the whole tensor)
+CHUNK_MIN_BYTES = 1 << 20  # aligned with the ranks' boxes only down to this size
 
 _builtin_list = list
 
@@ -186,22 +188,40 @@ def _describe(path, value, where):
             "offsets": _builtin_list(offsets), "local": _builtin_list(t.shape), "where": where}
 
 
-def _chunks_for(shape, itemsize):
-    """Chunks of about CHUNK_TARGET_BYTES: whole trailing dimensions, then a cut of the first one
-    that does not fit, then 1 (deterministic: every rank derives the same)."""
-    if not shape:
-        return []
+def _chunks_for(shape, itemsize, cuts=None):
+    """Chunks of about CHUNK_TARGET_BYTES, deterministic (every rank derives the same): from the
+    last dimension on, each takes what room the inner ones leave. cuts[d] (the positions where
+    the ranks' boxes start or end in dimension d) align the chunks with the boxes where that keeps
+    chunks of at least CHUNK_MIN_BYTES: then no chunk is shared by two ranks, and the commit has
+    nothing to merge (a shared chunk is written by every rank in part and merged by the
+    committer: correct, but several times the bytes)."""
     chunks = [1] * len(shape)
     inner = itemsize
     for d in range(len(shape) - 1, -1, -1):
         n = max(shape[d], 1)
-        if inner * n <= CHUNK_TARGET_BYTES:
-            chunks[d] = n
-            inner *= n
-        else:
-            chunks[d] = max(1, CHUNK_TARGET_BYTES // inner)
-            break
+        c = min(n, max(1, CHUNK_TARGET_BYTES // inner))
+        g = 0
+        for cut in (cuts or {}).get(d, ()):
+            g = math.gcd(g, cut)
+        if g and g % c:
+            aligned = next(k for k in range(min(c, g), 0, -1) if g % k == 0)
+            outer = math.prod(max(k, 1) for k in shape[:d])  # what the outer dimensions can add
+            if aligned * inner * outer >= min(CHUNK_MIN_BYTES, n * inner * outer):
+                c = aligned
+        chunks[d] = c
+        inner *= c
     return chunks
+
+
+def _box_cuts(boxes, shape):
+    """{dimension: positions inside (0, shape) where a box starts or ends}."""
+    cuts = {}
+    for offsets, local in boxes:
+        for d, (o, n) in enumerate(zip(offsets, local)):
+            for p in (o, o + n):
+                if 0 < p < shape[d]:
+                    cuts.setdefault(d, set()).add(p)
+    return cuts
 
 
 def _plan(all_descriptions, world):
@@ -230,6 +250,13 @@ def _plan(all_descriptions, world):
                 replicated += 1
             else:
                 writes[rank].append(box)
+    boxes = {}
+    for path, offsets, local in seen:
+        boxes.setdefault(path, []).append((offsets, local))
+    for path, entry in table.items():
+        shape = entry["shape"] or [1]
+        itemsize = np.dtype(_DTYPES[_TORCH_BY_NAME[entry["dtype"]]][1]).itemsize
+        entry["chunks"] = _chunks_for(shape, itemsize, _box_cuts(boxes[path], shape))
     return table, writes
 
 
@@ -289,14 +316,24 @@ class _PartWriter:
         a = self.arrays.get(path)
         if a is None:
             entry = self.table[path]
-            shape = entry["shape"] or [1]
-            dtype = entry["dtype"]
-            itemsize = np.dtype(_DTYPES[_TORCH_BY_NAME[dtype]][1]).itemsize
-            a = ndstore.open(_array_url(self.store_url, "t/" + path), create=True, open=True,
-                             shape=shape, dtype=dtype, chunks=_chunks_for(shape, itemsize),
+            url = _array_url(self.store_url, "t/" + path)
+            a = ndstore.open(url, create=True, open=True, shape=entry["shape"] or [1],
+                             dtype=entry["dtype"], chunks=self._chunks(url, entry),
                              codec=self.codec, txn=self.txn)
             self.arrays[path] = a
         return a
+
+    @staticmethod
+    def _chunks(url, entry):
+        """The planned chunks, or those of the array a previous checkpoint left there (saved by
+        another number of ranks, say): its chunks are kept, so that it opens unchanged."""
+        try:
+            with ndstore.open(url) as old:
+                if old.dtype_name == entry["dtype"] and _builtin_list(old.shape) == (entry["shape"] or [1]):
+                    return _builtin_list(old.chunks)
+        except ndstore.NotFound:
+            pass
+        return entry["chunks"]
 
     def write(self, path, offsets, data):
         """data: a NumPy array of the box at offsets (0-d tensors are stored as shape [1])."""

@@ -7,6 +7,7 @@ killed (SIGKILL) in the middle of a save leaves the previous checkpoint intact a
 invisible. The model of the save/load test has about 100 M values in all (parameters and Adam state;
 NDS_TORCH_TEST_PARAMS changes it), the kill test's 10 M (it runs three saves that die).
 """
+import math
 import os
 import signal
 import socket
@@ -294,3 +295,28 @@ def test_rank_killed_mid_save_leaves_previous_checkpoint(tmp_path):
         assert nt.list(url) == first  # the partial checkpoint is invisible
         out, codes = run_ranks(2, job_load, url, "cols", 0, None, KILL_TEST_VALUES)
         assert list(out.values()) == ["ok"] * 2, out
+
+
+def test_chunks_follow_the_ranks_boxes():
+    mib = 1 << 20
+    # Rows split evenly by 4 ranks: no chunk spans two ranks' rows.
+    assert nt._chunks_for([3072, 1024], 4, {0: {768, 1536, 2304}}) == [768, 1024]
+    # Columns split: chunks a quarter wide, as many rows as the 8 MiB target allows.
+    assert nt._chunks_for([1024, 4096], 4, {1: {1024, 2048, 3072}}) == [1024, 1024]
+    # Uneven splits (no common divisor worth having) keep size-based chunks: merged at commit.
+    assert nt._chunks_for([3072, 1024], 4, {0: {767, 1537}}) == [2048, 1024]
+    assert nt._chunks_for([3072, 1024], 4) == [2048, 1024]
+    for shape, cuts in (([10, 7], {0: {5}}), ([0, 4], {}), ([1], {}), ([5, 3, 2], {2: {1}})):
+        chunks = nt._chunks_for(shape, 2, cuts)
+        assert len(chunks) == len(shape) and all(c >= 1 for c in chunks)
+        assert math.prod(chunks) * 2 <= 8 * mib
+
+
+def test_another_world_size_saves_into_the_same_store(tmp_path):
+    url = "file://%s/ck/" % tmp_path
+    out, codes = run_ranks(2, job_save, url, "rows", 0, False, KILL_TEST_VALUES)
+    assert codes == [0, 0], out
+    out, codes = run_ranks(3, job_save, url, "cols", 1, False, KILL_TEST_VALUES)
+    assert codes == [0, 0, 0], out
+    out, codes = run_ranks(2, job_load, url, "rows", 1, None, KILL_TEST_VALUES)
+    assert list(out.values()) == ["ok"] * 2, out
