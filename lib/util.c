@@ -113,10 +113,14 @@ void nds_sleep_ns(uint64_t ns) {
     }
 }
 
-/* splitmix64 over a per-thread state seeded from the clock, pid and the state's address. */
+/* splitmix64 over a per-thread state seeded from the clock, pid and the state's address, and
+ * seeded again in a forked child (which would otherwise repeat its parent's numbers, and every
+ * sibling's: the s3 driver's lease owners and probe keys would collide). */
 uint64_t nds_random_u64(void) {
     static _Thread_local uint64_t state;
-    if (state == 0) {
+    static _Thread_local pid_t seeded_by;
+    if (state == 0 || seeded_by != getpid()) {
+        seeded_by = getpid();
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         state = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^
