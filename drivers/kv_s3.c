@@ -777,6 +777,45 @@ static int s3_write_entry(void *state, const char *key, const uint8_t *data, siz
     return rc ? rc : s3_write(state, key, data, len, opts, new_gen);
 }
 
+static int s3_write_hint_entry(void *state, const char *key, const uint8_t *data, size_t len) {
+    int rc = check_key(key, "write");
+    return rc ? rc : s3_write_hint(state, key, data, len);
+}
+
+/* What this instance's writes are, once known: the decided conditional-write mode. "off" is known
+ * at open; "auto" (and "on", "create_only") after the probe, which detect_key runs now. Until then
+ * the static bits stand. */
+static int s3_instance_caps(void *state, const char *detect_key, uint32_t *caps, char *why,
+                            size_t cap) {
+    s3_store *s = state;
+    s3_cond_decision d = {0};
+    if (detect_key || s->cond_requested == S3_COND_OFF) { /* "off" decides without a request */
+        int rc = s3_cond_decide(s, detect_key ? detect_key : "", &d);
+        if (rc) return rc;
+    } else {
+        pthread_mutex_lock(&s->probe_mu);
+        if (atomic_load(&s->cond_ready)) d = s->decision;
+        pthread_mutex_unlock(&s->probe_mu);
+    }
+    bool atomic = d.mode == S3_COND_UNKNOWN || d.mode == S3_COND_FULL || d.mode == S3_COND_LEASE;
+    *caps = NDS_KV_CAP_BYTE_RANGE | (atomic ? NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE : 0);
+    if (!why || !cap) return 0;
+    if (d.mode == S3_COND_OFF)
+        snprintf(why, cap,
+                 "\"conditional_writes\": \"off\" (conditions checked by a HEAD, not atomic): "
+                 "remove it or set \"auto\" (the default), which finds what %s supports",
+                 s->endpoint);
+    else if (d.mode == S3_COND_NONE)
+        snprintf(why, cap,
+                 "%s does not provide create-only writes (If-None-Match: *): %s; use a server "
+                 "that does (AWS S3, Ceph RGW, MinIO), GCS or a file system",
+                 s->endpoint, d.reason);
+    else
+        snprintf(why, cap, "conditional writes \"%s\"%s%s", s3_cond_mode_name(d.mode),
+                 d.reason[0] ? ": " : "", d.reason);
+    return 0;
+}
+
 const nds_kv_driver nds_kv_driver_s3 = {
     .version = NDS_KV_DRIVER_VERSION,
     .name = "s3",
@@ -792,4 +831,6 @@ const nds_kv_driver nds_kv_driver_s3 = {
     .list = s3_list,
     .delete_range = s3_delete_range,
     .commit = NULL,
+    .instance_capabilities = s3_instance_caps,
+    .write_hint = s3_write_hint_entry,
 };

@@ -18,7 +18,8 @@
  * Threading: internally synchronised (the handle's view under mu; the engine's own locks).
  * Ownership: the state owns its engine and base handle; staged values own copies of their bytes.
  * read_into reads whole checksum blocks straight into the caller's buffers (the base's read_into)
- * and checks them there. Omits: read_ranges; a base without create-only writes is refused.
+ * and checks them there. Omits: read_ranges. A base without atomic create-only writes (what the
+ * opened instance has: kv_driver.h instance_capabilities) is refused at open, saying why.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -99,6 +100,32 @@ static int check_members(const json_object *spec) {
     return 0;
 }
 
+/* A store that commits needs a base whose create-only writes are atomic: refused here, at open,
+ * rather than at its first commit. What the base has can depend on the instance (s3: its
+ * "conditional_writes", and what its server supports), so the base finds out now (s3 probes next
+ * to the hint, once per process per endpoint). A pinned store never writes, and neither does a
+ * base that is read-only; a base whose credentials may not write (the probe refused) is left to
+ * fail at its first write, so read-only users can still read the latest version. */
+static int check_base_writes(nds_kvstore *base, const json_object *spec) {
+    if ((nds_kvstore_capabilities(base) & NDS_KV_CAP_READ_ONLY) ||
+        json_object_object_get_ex(spec, "version", NULL) ||
+        json_object_object_get_ex(spec, "tag", NULL))
+        return 0;
+    uint32_t caps;
+    char why[768];
+    int rc = nds_kvstore_capabilities_detect(base, VS_HEAD_HINT, &caps, why, sizeof why);
+    if (rc == NDS_EPERM) return 0;
+    if (rc)
+        return nds_err_prefix(rc, "versioned store: finding out whether its base %s has "
+                                  "create-only writes",
+                              nds_kvstore_url(base));
+    if (caps & NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE) return 0;
+    return nds_err(NDS_EUNSUPPORTED,
+                   "versioned store: its base %s lacks atomic create-only writes, which decide "
+                   "who commits each version, so it cannot hold a versioned store%s%s",
+                   nds_kvstore_url(base), why[0] ? ": " : "", why);
+}
+
 static int open_base(const json_object *spec, nds_kvstore **out) {
     json_object *base = json_object_object_get((json_object *)spec, "base");
     char *text = json_object_is_type(base, json_type_string)
@@ -108,13 +135,9 @@ static int open_base(const json_object *spec, nds_kvstore **out) {
     int rc = nds_kvstore_open(out, text, NULL);
     free(text);
     if (rc) return nds_err_prefix(rc, "versioned store: base");
-    uint32_t caps = nds_kvstore_capabilities(*out);
-    if (!(caps & (NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_READ_ONLY))) {
-        rc = nds_err(NDS_EUNSUPPORTED,
-                     "versioned store: its base %s has no atomic create-only writes, which "
-                     "decide who commits each version",
-                     nds_kvstore_url(*out));
+    if ((rc = check_base_writes(*out, spec))) {
         nds_kvstore_free(*out);
+        *out = NULL; /* the caller's state_free frees it too */
     }
     return rc;
 }

@@ -116,6 +116,10 @@ void s3_redact(const s3_store *s, char *msg);
 int s3_write(void *state, const char *key, const uint8_t *data, size_t len,
              const nds_write_options *opts, nds_generation *new_gen);
 
+/** The driver's write_hint method (kv_driver.h), after the key was checked: one plain PUT in
+ *  every mode (never the lease). */
+int s3_write_hint(void *state, const char *key, const uint8_t *data, size_t len);
+
 /* ---- s3_creds.c ---- */
 /** Resolves credentials from the spec's "aws_credentials" (may be NULL), the environment and
  *  ~/.aws/credentials. */

@@ -12,6 +12,9 @@
  *                delete "only if absent" changes nothing: a HEAD decides it, without the lease;
  *   none         unconditional writes only; a conditional one fails before anything is sent;
  *   off          the condition is checked by a HEAD just before the mutation (not atomic).
+ * A hint (write_hint: a key nobody writes conditionally, the versioned store's "head") is one plain
+ * PUT in every mode: in create_only mode the lease only orders unconditional writes against
+ * conditional writers of the same key, and a hint has none.
  * Values above multipart_threshold go up as a multipart upload: parts first (concurrently, before
  * any lease is taken), then CompleteMultipartUpload is the mutation; any failure aborts the upload.
  * Full mode sends If-None-Match: * on CompleteMultipartUpload. Servers in create_only mode need not
@@ -398,6 +401,30 @@ static bool lease_not_needed(const nds_generation *cond, const uint8_t *data, si
     return cond->kind == NDS_GEN_ABSENT && (!data || len <= S3_SINGLE_PUT_MAX);
 }
 
+/* A mutation of key with its unique token and the ETag and generation our bytes get. */
+static void mutation_init(mutation *m, const char *key, const uint8_t *data, size_t len) {
+    *m = (mutation){.key = key, .data = data, .len = len};
+    snprintf(m->token, sizeof m->token, "%016llx", (unsigned long long)nds_random_u64());
+    snprintf(m->meta, sizeof m->meta, "%s: %s", S3_GEN_META, m->token);
+    if (data) nds_md5_hex(data, len, m->expected_etag);
+    snprintf(m->expected_gen, sizeof m->expected_gen, "%s%c%s", m->expected_etag, S3_GEN_SEP,
+             m->token);
+}
+
+/* A hint has no conditional writer to be ordered against, so no mode needs more than the PUT (a
+ * value above the multipart threshold, never a hint in practice, takes the ordinary path). */
+int s3_write_hint(void *state, const char *key, const uint8_t *data, size_t len) {
+    s3_store *s = state;
+    nds_generation gen;
+    if (len > s->multipart_threshold) {
+        nds_write_options o = NDS_WRITE_OPTIONS_INIT;
+        return s3_write(state, key, data, len, &o, &gen);
+    }
+    mutation m;
+    mutation_init(&m, key, data, len);
+    return mutate(s, &m, &gen);
+}
+
 int s3_write(void *state, const char *key, const uint8_t *data, size_t len,
              const nds_write_options *opts, nds_generation *new_gen) {
     s3_store *s = state;
@@ -405,13 +432,10 @@ int s3_write(void *state, const char *key, const uint8_t *data, size_t len,
     int rc = s3_cond_decide(s, key, &d);
     if (rc) return rc;
     const nds_generation *cond = &opts->if_equal;
-    mutation m = {.key = key, .data = data, .len = len};
+    mutation m;
+    mutation_init(&m, key, data, len);
     if (d.mode == S3_COND_NONE && cond->kind != NDS_GEN_NONE) return refuse(s, &m, cond, &d);
     mp_upload mp = {0};
-    snprintf(m.token, sizeof m.token, "%016llx", (unsigned long long)nds_random_u64());
-    snprintf(m.meta, sizeof m.meta, "%s: %s", S3_GEN_META, m.token);
-    if (data) nds_md5_hex(data, len, m.expected_etag);
-    snprintf(m.expected_gen, sizeof m.expected_gen, "%s%c%s", m.expected_etag, S3_GEN_SEP, m.token);
     bool direct = d.mode == S3_COND_LEASE && lease_not_needed(cond, data, len);
     if (data && len > s->multipart_threshold && !direct &&
         (rc = mp_start(s, key, data, len, &m, &mp)) != 0) {

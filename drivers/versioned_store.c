@@ -894,7 +894,9 @@ static int try_commit(vs_store *s, batch *b, vs_op *ops, size_t nops, vs_snapsho
         note_head(s, snap->version);
         char text[24];
         int len = snprintf(text, sizeof text, "%" PRIu64 "\n", snap->version);
-        (void)nds_kvstore_write(s->base, VS_HEAD_HINT, text, (size_t)len, NULL, NULL);
+        /* a hint, never trusted (readers probe past it): no ordering against anyone (on s3 in
+         * create_only mode, no lease), and a failure is only a staler hint */
+        (void)nds_kvstore_write_hint(s->base, VS_HEAD_HINT, text, (size_t)len);
     }
     nds_buf_dispose(&commit);
     attempt_dispose(&a);

@@ -324,7 +324,15 @@ int nds_kvstore_sub(nds_kvstore **out, nds_kvstore *kv, const char *path) {
 
 const char *nds_kvstore_url(const nds_kvstore *kv) { return kv->url; }
 const char *nds_kvstore_path(const nds_kvstore *kv) { return kv->path; }
-uint32_t nds_kvstore_capabilities(const nds_kvstore *kv) { return kv->inst->driver->capabilities; }
+/* The instance's bits where the driver reports them (what it knows now, nothing sent). */
+uint32_t nds_kvstore_capabilities(const nds_kvstore *kv) {
+    const nds_kv_driver *d = kv->inst->driver;
+    uint32_t caps = d->capabilities;
+    if (d->instance_capabilities &&
+        d->instance_capabilities(kv->inst->state, NULL, &caps, NULL, 0) != 0)
+        caps = d->capabilities;
+    return caps;
+}
 nds_context *nds_kvstore_context(const nds_kvstore *kv) { return kv->ctx; }
 
 int nds_kvstore_spec_json(const nds_kvstore *kv, json_object **out) {
@@ -406,6 +414,28 @@ int nds_kvstore_delete(nds_kvstore *kv, const char *key, const nds_write_options
     WITH_FULL_KEY(kv, key, full,
                   rc = kv->inst->driver->write(kv->inst->state, full, NULL, 0,
                                                opts ? opts : &defaults, &ignored));
+    return rc;
+}
+
+int nds_kvstore_capabilities_detect(nds_kvstore *kv, const char *key, uint32_t *caps, char *why,
+                                    size_t cap) {
+    const nds_kv_driver *d = kv->inst->driver;
+    *caps = d->capabilities;
+    if (why && cap) why[0] = '\0';
+    if (!d->instance_capabilities) return 0;
+    int rc;
+    WITH_FULL_KEY(kv, key, full,
+                  rc = d->instance_capabilities(kv->inst->state, full, caps, why, cap));
+    return rc;
+}
+
+int nds_kvstore_write_hint(nds_kvstore *kv, const char *key, const void *data, size_t len) {
+    const nds_kv_driver *d = kv->inst->driver;
+    if (!d->write_hint) return nds_kvstore_write(kv, key, data, len, NULL, NULL);
+    if (d->capabilities & NDS_KV_CAP_READ_ONLY)
+        return nds_err(NDS_EREADONLY, "%s is read-only", kv->url);
+    int rc;
+    WITH_FULL_KEY(kv, key, full, rc = d->write_hint(kv->inst->state, full, data, len));
     return rc;
 }
 

@@ -42,6 +42,15 @@ int nds_kvstore_wrap(nds_kvstore **out, const nds_kv_driver *driver, void *state
 int nds_kvstore_with_path(nds_kvstore **out, nds_kvstore *kv, const char *path);
 /** kv's driver state when kv's driver is driver, else NULL. */
 void *nds_kvstore_driver_state(const nds_kvstore *kv, const nds_kv_driver *driver);
+/** kv's NDS_KV_CAP_* bits as nds_kvstore_capabilities gives them, but found out now where they
+ *  depend on what the store's server does (kv_driver.h instance_capabilities; key, relative to kv,
+ *  is where the caller is about to write). why (cap bytes) gets what they rest on ("" when the
+ *  driver's static bits hold). */
+int nds_kvstore_capabilities_detect(nds_kvstore *kv, const char *key, uint32_t *caps, char *why,
+                                    size_t cap);
+/** An unconditional best-effort write of a key nobody writes conditionally (kv_driver.h
+ *  write_hint; write where the driver has none). */
+int nds_kvstore_write_hint(nds_kvstore *kv, const char *key, const void *data, size_t len);
 /** The context of the handle (never NULL). */
 nds_context *nds_kvstore_context(const nds_kvstore *kv);
 

@@ -86,24 +86,29 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Sorts l's items and joins them with ','; frees them. */
+static char *listing_join(listing *l) {
+    if (l->n)
+        qsort(l->items, l->n, sizeof *l->items, cmp_str);
+    size_t total = 1;
+    for (size_t i = 0; i < l->n; i++)
+        total += strlen(l->items[i]) + 1;
+    char *out = calloc(1, total);
+    ck_assert_ptr_nonnull(out);
+    for (size_t i = 0; i < l->n; i++) {
+        if (i)
+            strcat(out, ",");
+        strcat(out, l->items[i]);
+        free(l->items[i]);
+    }
+    free(l->items);
+    return out;
+}
+
 char *nds_kv_test_list(nds_kvstore *kv, const char *prefix) {
     listing l = {0};
     NDS_OK(nds_kvstore_list(kv, prefix, list_collect, &l));
-    if (l.n)
-        qsort(l.items, l.n, sizeof *l.items, cmp_str);
-    size_t total = 1;
-    for (size_t i = 0; i < l.n; i++)
-        total += strlen(l.items[i]) + 1;
-    char *out = calloc(1, total);
-    ck_assert_ptr_nonnull(out);
-    for (size_t i = 0; i < l.n; i++) {
-        if (i)
-            strcat(out, ",");
-        strcat(out, l.items[i]);
-        free(l.items[i]);
-    }
-    free(l.items);
-    return out;
+    return listing_join(&l);
 }
 
 int nds_kv_test_increment(nds_kvstore *kv, const char *key) {
@@ -125,8 +130,8 @@ int nds_kv_test_increment(nds_kvstore *kv, const char *key) {
 }
 
 /* One read + conditional write increment without Check assertions (for forked children):
- * 0, or a status > 0 after printing the error. */
-static int increment_quietly(nds_kvstore *kv, const char *key) {
+ * 0, or a status > 0 after printing the error. *value and *gen (may be NULL) get what it wrote. */
+static int increment_quietly(nds_kvstore *kv, const char *key, long *value, nds_generation *gen) {
     for (;;) {
         nds_read_result r;
         int rc = nds_kvstore_read(kv, key, NULL, &r);
@@ -142,8 +147,11 @@ static int increment_quietly(nds_kvstore *kv, const char *key) {
         wo.if_equal = r.generation; /* ABSENT when missing: create-only */
         nds_read_result_dispose(&r);
         int len = snprintf(next, sizeof next, "%ld", n + 1);
-        rc = nds_kvstore_write(kv, key, next, (size_t)len, &wo, NULL);
-        if (rc == 0) return 0;
+        rc = nds_kvstore_write(kv, key, next, (size_t)len, &wo, gen);
+        if (rc == 0) {
+            if (value) *value = n + 1;
+            return 0;
+        }
         if (rc != NDS_ECONFLICT)
             return fprintf(stderr, "write %s: %s\n", key, nds_error_last()->message), 4;
     }
@@ -157,7 +165,8 @@ void nds_kv_test_processes_increment(const char *url, int procs, int rounds) {
             nds_kvstore *kv = NULL;
             if (nds_kvstore_open(&kv, url, NULL)) _exit(2);
             int rc = 0;
-            for (int i = 0; i < rounds && !rc; i++) rc = increment_quietly(kv, "counter");
+            for (int i = 0; i < rounds && !rc; i++)
+                rc = increment_quietly(kv, "counter", NULL, NULL);
             nds_kvstore_free(kv);
             _exit(rc);
         }
@@ -177,6 +186,138 @@ void nds_kv_test_processes_increment(const char *url, int procs, int rounds) {
                   expected);
     free(v);
     nds_kvstore_free(kv);
+}
+
+/* ---- many processes committing to a versioned store ---- */
+
+/* One commit a process made: the version it became, the key and the value. */
+typedef struct vcommit {
+    unsigned long long version;
+    char key[64], value[64];
+} vcommit;
+
+/* The version of a versioned store's generation "v<N>" (0 when it is not one). */
+static unsigned long long generation_version(const nds_generation *g) {
+    return g->kind == NDS_GEN_VALUE && g->value[0] == 'v' ? strtoull(g->value + 1, NULL, 10) : 0;
+}
+
+/* Child p: rounds x (an increment of "counter", a write of "own/<p>/<i>"), each commit recorded
+ * in rec as "VERSION KEY VALUE". Exit status 0, or > 0 after printing the error. */
+static int commit_rounds(const char *url, int p, int rounds, FILE *rec) {
+    nds_kvstore *kv = NULL;
+    if (nds_kvstore_open(&kv, url, NULL))
+        return fprintf(stderr, "process %d: open: %s\n", p, nds_error_last()->message), 2;
+    int rc = 0;
+    for (int i = 0; i < rounds && !rc; i++) {
+        long n = 0;
+        nds_generation g;
+        if ((rc = increment_quietly(kv, "counter", &n, &g)))
+            break;
+        fprintf(rec, "%llu counter %ld\n", generation_version(&g), n);
+        char key[64], value[64];
+        snprintf(key, sizeof key, "own/%d/%03d", p, i);
+        int len = snprintf(value, sizeof value, "%d-%d", p, i);
+        if (nds_kvstore_write(kv, key, value, (size_t)len, NULL, &g)) {
+            fprintf(stderr, "process %d: write %s: %s\n", p, key, nds_error_last()->message);
+            rc = 5;
+        } else {
+            fprintf(rec, "%llu %s %s\n", generation_version(&g), key, value);
+        }
+    }
+    nds_kvstore_free(kv);
+    return rc || fflush(rec) ? (rc ? rc : 6) : 0;
+}
+
+/* Reads the records of every process into by_version[1..total]; each version exactly once. */
+static void read_records(FILE **rec, int procs, vcommit *by_version, unsigned long long total) {
+    for (int p = 0; p < procs; p++) {
+        rewind(rec[p]);
+        vcommit c;
+        while (fscanf(rec[p], "%llu %63s %63s", &c.version, c.key, c.value) == 3) {
+            ck_assert_msg(c.version >= 1 && c.version <= total,
+                          "process %d committed %s as version %llu, outside 1..%llu", p, c.key,
+                          c.version, total);
+            ck_assert_msg(by_version[c.version].version == 0,
+                          "version %llu made twice (%s and %s)", c.version,
+                          by_version[c.version].key, c.key);
+            by_version[c.version] = c;
+        }
+        fclose(rec[p]);
+    }
+}
+
+/* Version v opened on its own holds exactly what the commits 1..v wrote: the key committed at v
+ * with its value and generation, the counter's value then, and exactly the keys (and sizes)
+ * written so far. */
+static void check_version(const char *url, const vcommit *by_version, unsigned long long v) {
+    char *at = NULL;
+    ck_assert_int_ge(asprintf(&at, "%s@%llu/", url, v), 0);
+    nds_kvstore *kv = open_url(at);
+    const vcommit *c = &by_version[v];
+    nds_generation g;
+    char *got = nds_kv_test_get(kv, c->key, &g);
+    ck_assert_msg(got && strcmp(got, c->value) == 0, "version %llu: %s = %s, committed %s", v,
+                  c->key, got ? got : "(missing)", c->value);
+    ck_assert_msg(generation_version(&g) == v, "version %llu: %s has generation %s", v, c->key,
+                  g.value);
+    free(got);
+    listing want = {0};
+    const char *counter = NULL;
+    for (unsigned long long u = 1; u <= v; u++)
+        if (strcmp(by_version[u].key, "counter") == 0)
+            counter = by_version[u].value;
+        else
+            list_collect(&want, by_version[u].key, strlen(by_version[u].value));
+    if (counter)
+        list_collect(&want, "counter", strlen(counter));
+    char *want_list = listing_join(&want), *have = nds_kv_test_list(kv, "");
+    ck_assert_msg(strcmp(have, want_list) == 0, "version %llu lists %s, committed %s", v, have,
+                  want_list);
+    got = counter ? nds_kv_test_get(kv, "counter", NULL) : NULL;
+    ck_assert_msg(!counter || (got && strcmp(got, counter) == 0),
+                  "version %llu: counter = %s, committed %s", v, got ? got : "(missing)", counter);
+    free(got);
+    free(want_list);
+    free(have);
+    nds_kvstore_free(kv);
+    free(at);
+}
+
+void nds_kv_test_versioned_processes(const char *url, int procs, int rounds) {
+    size_t n = strlen(url), tail = strlen("|versioned:");
+    ck_assert_msg(n >= tail && strcmp(url + n - tail, "|versioned:") == 0,
+                  "%s: a versioned store's url ending in |versioned:", url);
+    ck_assert_int_le(procs, 64);
+    pid_t pids[64];
+    FILE *rec[64];
+    for (int p = 0; p < procs; p++) {
+        ck_assert_ptr_nonnull(rec[p] = tmpfile());
+        fflush(NULL); /* nothing buffered is written twice by the children */
+        if ((pids[p] = fork()) == 0)
+            _exit(commit_rounds(url, p, rounds, rec[p]));
+    }
+    for (int p = 0; p < procs; p++) {
+        int status;
+        waitpid(pids[p], &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "process %d failed (status %d; its message above)", p, status);
+    }
+    unsigned long long total = 2ull * (unsigned long long)procs * (unsigned long long)rounds;
+    vcommit *by_version = calloc(total + 1, sizeof *by_version);
+    ck_assert_ptr_nonnull(by_version);
+    read_records(rec, procs, by_version, total);
+    for (unsigned long long v = 1; v <= total; v++)
+        ck_assert_msg(by_version[v].version == v, "version %llu: no process made it", v);
+    char *after_url = NULL; /* and no version after them */
+    ck_assert_int_ge(asprintf(&after_url, "%s@%llu/", url, total + 1), 0);
+    nds_kvstore *after = NULL;
+    int rc = nds_kvstore_open(&after, after_url, NULL);
+    ck_assert_msg(rc == NDS_ENOTFOUND, "opening version %llu, after the %llu committed: %d (%s)",
+                  total + 1, total, rc, rc ? nds_error_last()->message : "it exists");
+    free(after_url);
+    for (unsigned long long v = 1; v <= total; v++)
+        check_version(url, by_version, v);
+    free(by_version);
 }
 
 static void assert_value(nds_kvstore *kv, const char *key, const char *expected) {

@@ -34,5 +34,14 @@ int nds_kv_test_increment(nds_kvstore *kv, const char *key);
  *  "counter" rounds times (read + conditional write, retried on conflict); then the counter must
  *  be procs * rounds (no lost update). Fails the test naming a process that failed. */
 void nds_kv_test_processes_increment(const char *url, int procs, int rounds);
+/** A versioned store's contract under many processes (url ends in "|versioned:"): procs forked
+ *  processes each commit rounds times an increment of the shared "counter" (read + conditional
+ *  write, retried on conflict: an overlapping key) and a write of their own "own/<p>/<i>"
+ *  (disjoint keys), recording the version each commit made. Then no commit is lost or made twice
+ *  (versions 1..2 * procs * rounds, each made by exactly one recorded commit, and no later one),
+ *  and every version, opened as url@N/, reads back exactly what was committed in it: the key
+ *  written at N with its value and generation vN, the counter as of N, and exactly the keys (and
+ *  sizes) written up to N. */
+void nds_kv_test_versioned_processes(const char *url, int procs, int rounds);
 
 #endif

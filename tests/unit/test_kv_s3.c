@@ -15,8 +15,11 @@
  * a change is applied, slow answers and truncated bodies: writes land once or fail with an error
  * naming the key, the status and the server's code, and no partial object is ever visible.
  * A create-only write in create_only mode skips the lease. The versioned adapter over the server:
- * refused, saying why, where create-only writes are missing; with NDS_S3_TEST_VERSIONED=1 also the
- * kvstore conformance suite on "s3://.../|versioned:" and 4 processes x 25 increments of one key.
+ * refused at open, saying why, where create-only writes are missing (Swift) or turned off
+ * ("conditional_writes": "off"); its head hint written without the lease (with a commit's cost
+ * printed); with NDS_S3_TEST_VERSIONED=1 also the kvstore conformance suite on
+ * "s3://.../|versioned:" and 8 processes x 10 rounds committing a shared counter and keys of their
+ * own, every version read back (nds_kv_test_versioned_processes).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -660,25 +663,52 @@ static const char *make_versioned_url(void) {
     return keep(url);
 }
 
-/* 4 processes x 25 read-increment-write rounds on one key through |versioned:, each increment a
- * version decided by a create-only write of its commit object: none lost. */
-START_TEST(versioned_counter_from_four_processes) {
-    nds_kv_test_processes_increment(make_versioned_url(), 4, 25);
+/* A versioned store over this server, as a spec whose base has the extra members ("" or
+ * ",\"k\":v..."); *base_path gets the base's path. */
+static const char *versioned_spec(const char *extra, const char **base_path) {
+    static int n;
+    char *path = NULL, *spec = NULL;
+    ck_assert_int_ge(asprintf(&path, "%s/vs%d-%d/", g_run, (int)getpid(), n++), 0);
+    ck_assert_int_ge(asprintf(&spec,
+                              "{\"driver\":\"versioned\",\"base\":{\"driver\":\"s3\",\"bucket\":"
+                              "\"%s\",\"path\":\"%s\"%s}}",
+                              g_bucket, path, extra),
+                     0);
+    if (base_path) *base_path = keep(path);
+    else free(path);
+    return keep(spec);
+}
+
+/* The plain s3 store under a versioned spec's base path. */
+static nds_kvstore *open_base_of(const char *base_path) {
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "s3://%s/%s", g_bucket, base_path), 0);
+    return open_spec(keep(url));
+}
+
+/* 8 processes x 10 rounds, each an increment of a shared counter and a write of the process's own
+ * key, through |versioned:: no commit lost, and every version reads back exactly what was committed
+ * in it (nds_kv_test_versioned_processes). */
+START_TEST(versioned_eight_processes_disjoint_and_overlapping) {
+    uint64_t t0 = nds_now_ns();
+    nds_kv_test_versioned_processes(make_versioned_url(), 8, 10);
+    fprintf(stderr, "s3 versioned: 8 processes x 10 rounds (160 versions, each read back): %.1f s\n",
+            (double)(nds_now_ns() - t0) / 1e9);
 }
 END_TEST
 
-/* A base without create-only writes (Swift's s3api): the versioned store refuses its first write,
- * saying why, and nothing becomes visible. */
+/* A base without create-only writes (Swift's s3api) is refused at open, before anything is
+ * written, saying what it lacks and why; nothing of the store is left. */
 START_TEST(versioned_refused_without_create_only) {
     const char *url = make_versioned_url();
     nds_kvstore *kv = NULL;
     int rc = nds_kvstore_open(&kv, url, NULL);
-    if (rc == 0) rc = nds_kvstore_write(kv, "k", "v", 1, NULL, NULL);
     const char *m = nds_error_last()->message;
-    ck_assert_msg(rc == NDS_EUNSUPPORTED, "%d (%s)", rc, m);
-    ck_assert_msg(strstr(m, "needs create-only writes") && strstr(m, "If-None-Match"), "%s", m);
-    ck_assert_msg(strstr(m, "nothing was written"), "%s", m);
-    nds_kvstore_free(kv);
+    ck_assert_msg(rc == NDS_EUNSUPPORTED, "open: %d (%s)", rc, rc ? m : "opened");
+    ck_assert_msg(strstr(m, "lacks atomic create-only writes") && strstr(m, "If-None-Match") &&
+                      strstr(m, "501") && strstr(m, g_run),
+                  "%s", m);
+    ck_assert_ptr_null(kv);
     char *plain = NULL;
     ck_assert_int_ge(asprintf(&plain, "%.*s", (int)(strstr(url, "|versioned:") - url), url), 0);
     kv = open_spec(keep(plain));
@@ -686,6 +716,103 @@ START_TEST(versioned_refused_without_create_only) {
     ck_assert_str_eq(all, ""); /* no object of the store was left */
     free(all);
     nds_kvstore_free(kv);
+}
+END_TEST
+
+/* "conditional_writes": "off" on the base makes conditions a HEAD, not atomic: a store that
+ * commits is refused at open saying so and what to set; one pinned to a version (read-only) is
+ * not. */
+START_TEST(versioned_refused_when_conditional_writes_off) {
+    const char *base_path;
+    const char *spec = versioned_spec("", &base_path);
+    nds_kvstore *kv = open_spec(spec);
+    nds_kv_test_put(kv, "k", "v1");
+    nds_kvstore_free(kv);
+    char *off = NULL;
+    ck_assert_int_ge(asprintf(&off,
+                              "{\"driver\":\"versioned\",\"base\":{\"driver\":\"s3\",\"bucket\":"
+                              "\"%s\",\"path\":\"%s\",\"conditional_writes\":\"off\"}%s}",
+                              g_bucket, base_path, "%s"),
+                     0);
+    char *latest = NULL, *pinned = NULL;
+    ck_assert_int_ge(asprintf(&latest, off, ""), 0);
+    ck_assert_int_ge(asprintf(&pinned, off, ",\"version\":1"), 0);
+    kv = NULL;
+    int rc = nds_kvstore_open(&kv, latest, NULL);
+    const char *m = nds_error_last()->message;
+    ck_assert_msg(rc == NDS_EUNSUPPORTED, "open: %d (%s)", rc, rc ? m : "opened");
+    ck_assert_msg(strstr(m, "lacks atomic create-only writes") &&
+                      strstr(m, "\"conditional_writes\": \"off\"") && strstr(m, "\"auto\"") &&
+                      strstr(m, base_path),
+                  "%s", m);
+    kv = open_spec(pinned);
+    assert_value(kv, "k", "v1");
+    nds_kvstore_free(kv);
+    free(off);
+    free(latest);
+    free(pinned);
+}
+END_TEST
+
+/* Requests of each method the double has served (0 elsewhere). */
+static void request_counts(long long out[4]) {
+    static const char *const methods[4] = {"GET", "PUT", "HEAD", "DELETE"};
+    memset(out, 0, 4 * sizeof *out);
+    if (!g_strict) return;
+    json_object *o = stats(), *req, *v;
+    for (int i = 0; i < 4; i++)
+        if (json_object_object_get_ex(o, "requests", &req) &&
+            json_object_object_get_ex(req, methods[i], &v))
+            out[i] = json_object_get_int64(v);
+    json_object_put(o);
+}
+
+/* The head hint is a plain PUT, never under the lease, in create_only mode (where unconditional
+ * writes take the key's lease): commits go through while someone holds the hint's lease, and the
+ * hint follows them. Prints a commit's cost (requests on the double; latency everywhere). */
+START_TEST(versioned_hint_skips_the_lease) {
+    if (strcmp(g_expect, "none") == 0) return;
+    const char *base_path;
+    const char *spec = versioned_spec(
+        ",\"conditional_writes\":\"create_only\",\"lease_wait_seconds\":1", &base_path);
+    nds_kvstore *base = open_base_of(base_path);
+    s3_store *raw = raw_store(spec_with(""));
+    char *lock = full_key(base, "head.__lock");
+    raw_put(raw, lock, "{\"owner\":\"live-writer\",\"lease_ms\":600000}");
+    nds_kvstore *kv = open_spec(spec);
+    uint64_t t0 = nds_now_ns();
+    for (int i = 0; i < 3; i++) nds_kv_test_put(kv, "k", "v");
+    double secs = (double)(nds_now_ns() - t0) / 1e9;
+    ck_assert_msg(secs < 1.0, "3 commits took %.1f s: the hint waited for its lease", secs);
+    assert_value(base, "head", "3\n");
+    enum { COMMITS = 50 };
+    long long before[4], after[4];
+    request_counts(before);
+    t0 = nds_now_ns();
+    for (int i = 0; i < COMMITS; i++) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", i);
+        nds_kv_test_put(kv, "k", v);
+    }
+    double ms = (double)(nds_now_ns() - t0) / 1e6 / COMMITS;
+    request_counts(after);
+    double per[4];
+    for (int i = 0; i < 4; i++) per[i] = (double)(after[i] - before[i]) / COMMITS;
+    fprintf(stderr,
+            "s3 versioned commit (create_only mode, %d commits of one key): %.1f ms each%s",
+            COMMITS, ms, g_strict ? "" : "\n");
+    if (g_strict) {
+        fprintf(stderr, "; requests per commit: GET %.1f, PUT %.1f, HEAD %.1f, DELETE %.1f\n",
+                per[0], per[1], per[2], per[3]);
+        ck_assert_msg(per[3] == 0 && per[1] <= 3,
+                      "a commit sent %.1f PUTs and %.1f DELETEs: a lease was taken", per[1],
+                      per[3]);
+    }
+    assert_value(base, "head", "53\n");
+    nds_kvstore_free(kv);
+    nds_kvstore_free(base);
+    nds_kv_driver_s3.close(raw);
+    free(lock);
 }
 END_TEST
 
@@ -981,6 +1108,8 @@ int main(void) {
             tcase_add_test(tc, multipart_upload);
             tcase_add_test(tc, lease_lock);
             tcase_add_test(tc, create_only_skips_the_lease);
+            tcase_add_test(tc, versioned_refused_when_conditional_writes_off);
+            tcase_add_test(tc, versioned_hint_skips_the_lease);
         }
         if (g_strict) {
             tcase_add_test(tc, fault_503_then_success);
@@ -1001,7 +1130,7 @@ int main(void) {
             suite_add_tcase(s, conf);
             TCase *vc = tcase_create("s3 versioned");
             tcase_set_timeout(vc, 600);
-            tcase_add_test(vc, versioned_counter_from_four_processes);
+            tcase_add_test(vc, versioned_eight_processes_disjoint_and_overlapping);
             suite_add_tcase(s, vc);
         }
     } else {

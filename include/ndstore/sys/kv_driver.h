@@ -163,6 +163,25 @@ typedef struct nds_kv_driver {
     void (*prepared_dispose)(void *state, nds_kv_prepared *p);
     int (*commit_prepared)(void *state, const char *const *tokens, size_t n, nds_kv_op *extra,
                            size_t nextra, const char *message, const char *metadata);
+    /* ---- optional, each on its own (no version change: NULL = not provided) ---- */
+    /**
+     * This instance's NDS_KV_CAP_* bits, where they depend on its spec or on what its server
+     * turned out to do (s3: with "conditional_writes": "off", or on a server without create-only
+     * writes, conditional writes are not atomic). NULL: the static capabilities hold. With
+     * detect_key (a full key the caller is about to write near) an instance that has not found
+     * out yet does so now: it may send requests, and writes only next to that key. Without it,
+     * what is not found out yet is reported as the static bits. why (cap bytes; may be NULL)
+     * gets one line: what the bits rest on, and for a missing bit what the user can do.
+     */
+    int (*instance_capabilities)(void *state, const char *detect_key, uint32_t *caps, char *why,
+                                 size_t cap);
+    /**
+     * An unconditional, best-effort write of a full key that nobody writes conditionally (a hint
+     * such as the versioned store's "head"): the driver may skip what orders unconditional writes
+     * against conditional writers of the same key (s3 in create_only mode: the key's lease, three
+     * extra requests). NULL: write is used.
+     */
+    int (*write_hint)(void *state, const char *key, const uint8_t *data, size_t len);
 } nds_kv_driver;
 
 /** Registers a driver (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
