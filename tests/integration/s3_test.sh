@@ -9,8 +9,11 @@
 # checked element by element (no lost update). On the double also: `ndstore cp` while PUTs and GETs fail
 # with 503s and resets. On Swift: writes refused with a reason, then accepted with "conditional_writes":"off".
 # The versioned store (`s3://bucket/p/|versioned:`, issue 18), on the double and on Ceph: the kvstore contract
-# suite and 4 processes x 25 increments of one key (test_kv_s3 with NDS_S3_TEST_VERSIONED=1), and
-# `ndstore create/write/read/log/tag` of a zarr v3 array; on Swift: refused, saying it needs create-only writes.
+# suite, 8 processes x 10 rounds committing a shared counter and keys of their own with every version read
+# back, "conditional_writes":"off" refused at open, and the head hint written without the lease, with a
+# commit's cost printed (test_kv_s3 with NDS_S3_TEST_VERSIONED=1), and `ndstore create/write/read/log/tag` of
+# a zarr v3 array; on Swift: refused at open (test_kv_s3, `ndstore create` and `ndstore log`), saying it
+# lacks create-only writes.
 #
 # usage: tests/integration/s3_test.sh [BUILD_DIR] [--only strict|ceph|swift] [--section base|versioned]
 #   (BUILD_DIR default build; --section runs only the driver's checks, or only the versioned store's)
@@ -115,16 +118,19 @@ unit_suite() { # name expect [env...]
 base_tests() { [ "$SECTION" != versioned ]; }
 versioned_tests() { [ "$SECTION" != base ]; }
 
-# The contract suite and 4 processes x 25 increments of one key, through |versioned: (test_kv_s3).
+# The contract suite, and 8 processes committing, the refusals and the hint (test_kv_s3), through
+# |versioned:. Prints the commit cost and the 8 processes' time that test_kv_s3 reports.
 versioned_unit() { # name [env...]
-    local name=$1 c=0 case; shift
-    for case in "s3 versioned conformance" "s3 versioned"; do
+    local name=$1 c=0 case cases=("s3 versioned conformance" "s3 versioned"); shift
+    [ "$name" = swift ] && cases=("s3 versioned")
+    for case in "${cases[@]}"; do
         c=$((c + 1))
         local out=$TMP/vunit-$name-$c.txt s=$SECONDS
         if env "$@" NDS_S3_TEST_VERSIONED=1 CK_RUN_CASE="$case" CK_FORK=yes "$TKV" >"$out" 2>&1 &&
             grep -q '100%: Checks: [1-9]' "$out"
         then ok "$name: test_kv_s3 \"$case\" ($(grep -o 'Checks: [0-9]*' "$out"), $((SECONDS - s)) s)"
         else bad "$name: test_kv_s3 \"$case\""; grep -E "F:|E:|%|failed" "$out" | head -10; fi
+        grep -E "^s3 versioned" "$out" | sed 's/^/  /'
         cat "$out" >>"$TMP/all-output.txt"
     done
 }
@@ -277,15 +283,25 @@ if [ -z "$ONLY" ] || [ "$ONLY" = swift ]; then
         fi
         export AWS_ENDPOINT_URL_S3=$SEP AWS_ACCESS_KEY_ID=test:tester AWS_SECRET_ACCESS_KEY=testing
         if versioned_tests; then
+            versioned_unit swift NDS_S3_TEST_ENDPOINT=$SEP NDS_S3_TEST_BUCKET=ndstest NDS_S3_TEST_EXPECT=none
             "$NDS" create 's3://ndstest/ck/|versioned:m/a/|zarr3:' --shape 8,8 --chunks 4,4 --dtype uint16 >"$TMP/swift-vrefused.txt" 2>&1
             vrc=$?
             left=$("$NDS" ls s3://ndstest/ck/ 2>&1 | tail -1)
             if [ $vrc = 0 ]; then bad "swift: a versioned store was created without create-only writes"
-            elif grep -q 'needs create-only writes' "$TMP/swift-vrefused.txt" && grep -q 'versioned store' "$TMP/swift-vrefused.txt" &&
+            elif grep -q 'lacks atomic create-only writes' "$TMP/swift-vrefused.txt" && grep -q 'versioned store' "$TMP/swift-vrefused.txt" &&
                 grep -q '501' "$TMP/swift-vrefused.txt" && [ "$left" = "0 entries, 0 bytes" ]
-            then ok "swift: ndstore create through |versioned: refused, saying why, nothing left ($(grep -o 'needs create-only writes[^,]*' "$TMP/swift-vrefused.txt" | head -1))"
+            then ok "swift: ndstore create through |versioned: refused at open, saying why, nothing left"
             else bad "swift: versioned refusal (ls after it: $left)"; cat "$TMP/swift-vrefused.txt"; fi
             cat "$TMP/swift-vrefused.txt" >>"$TMP/all-output.txt"
+            # a command that only reads the latest version opens it the same way: refused too
+            "$NDS" log 's3://ndstest/ck/|versioned:' >"$TMP/swift-vlog.txt" 2>&1
+            vrc=$?
+            if [ $vrc = 0 ]; then bad "swift: ndstore log of a versioned store without create-only writes succeeded"
+            elif grep -q 'ndstore: versioned store: its base s3://ndstest/ck/ lacks atomic create-only writes' "$TMP/swift-vlog.txt" &&
+                grep -q 'If-None-Match' "$TMP/swift-vlog.txt" && grep -q '501' "$TMP/swift-vlog.txt"
+            then ok "swift: ndstore log 's3://ndstest/ck/|versioned:' refused (exit $vrc), naming the base and the server's 501"
+            else bad "swift: ndstore log refusal (exit $vrc)"; cat "$TMP/swift-vlog.txt"; fi
+            cat "$TMP/swift-vlog.txt" >>"$TMP/all-output.txt"
         fi
         if base_tests; then
             if "$NDS" cp "$TMP/src.zarr" "s3://ndstest/refused.zarr/|zarr:" >"$TMP/swift-refused.txt" 2>&1; then
