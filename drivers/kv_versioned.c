@@ -116,13 +116,13 @@ static int check_base_writes(nds_kvstore *base, const json_object *spec) {
     int rc = nds_kvstore_capabilities_detect(base, VS_HEAD_HINT, &caps, why, sizeof why);
     if (rc == NDS_EPERM) return 0;
     if (rc)
-        return nds_err_prefix(rc, "versioned store: finding out whether its base %s has "
-                                  "create-only writes",
+        return nds_err_prefix(rc, "finding out whether its base %s has create-only writes",
                               nds_kvstore_url(base));
     if (caps & NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE) return 0;
+    /* the core prefixes "versioned kvstore: " */
     return nds_err(NDS_EUNSUPPORTED,
-                   "versioned store: its base %s lacks atomic create-only writes, which decide "
-                   "who commits each version, so it cannot hold a versioned store%s%s",
+                   "its base %s lacks atomic create-only writes, which decide who commits each "
+                   "version, so it cannot hold a versioned store%s%s",
                    nds_kvstore_url(base), why[0] ? ": " : "", why);
 }
 

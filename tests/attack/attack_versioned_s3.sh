@@ -84,7 +84,7 @@ fi
 export AWS_ENDPOINT_URL_S3=http://127.0.0.1:$NOCOND
 nds log 's3://ndstest/ck/|versioned:'
 refused "ndstore log of a versioned store on a server without create-only writes" \
-    "versioned store: its base s3://ndstest/ck/ lacks atomic create-only writes"
+    "versioned kvstore: its base s3://ndstest/ck/ lacks atomic create-only writes"
 expect_err "HTTP 501 NotImplemented" "the refusal says what the server answered"
 expect_err "use a server that does" "the refusal says what to do"
 nds create 's3://ndstest/ck/|versioned:m/a/|zarr3:' --shape 8,8 --chunks 4,4 --dtype uint16

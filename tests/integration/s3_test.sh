@@ -297,7 +297,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = swift ]; then
             "$NDS" log 's3://ndstest/ck/|versioned:' >"$TMP/swift-vlog.txt" 2>&1
             vrc=$?
             if [ $vrc = 0 ]; then bad "swift: ndstore log of a versioned store without create-only writes succeeded"
-            elif grep -q 'ndstore: versioned store: its base s3://ndstest/ck/ lacks atomic create-only writes' "$TMP/swift-vlog.txt" &&
+            elif grep -q 'ndstore: versioned kvstore: its base s3://ndstest/ck/ lacks atomic create-only writes' "$TMP/swift-vlog.txt" &&
                 grep -q 'If-None-Match' "$TMP/swift-vlog.txt" && grep -q '501' "$TMP/swift-vlog.txt"
             then ok "swift: ndstore log 's3://ndstest/ck/|versioned:' refused (exit $vrc), naming the base and the server's 501"
             else bad "swift: ndstore log refusal (exit $vrc)"; cat "$TMP/swift-vlog.txt"; fi
