@@ -4,7 +4,7 @@
 # base with "conditional_writes": "off" (the strict S3 double, tests/servers/strict_s3.py). Every
 # command that opens the latest version (log, create, write) must be refused at open, exit 1, naming the
 # base, what it lacks and what to do, leaving nothing behind; a version pinned read-only still opens.
-# Servers on 127.0.0.1 with free ports, bounded in time (they exit after 170 s), killed on exit.
+# Servers on 127.0.0.1 with free ports, bounded in time (300 s at most), killed on exit by pid.
 source "$(dirname "$0")/attack_lib.sh"
 
 export HOME="$T/home" # no real ~/.aws files
@@ -65,17 +65,20 @@ threading.Thread(target=lambda: (time.sleep(170), srv.shutdown()), daemon=True).
 srv.serve_forever()
 EOF
 
-start_server() { # start_server PORTFILE COMMAND...: runs it in the background, waits for the port
-    local pf=$1; shift
-    "$@" >/dev/null 2>&1 &
+# start_server VAR PORTFILE COMMAND...: runs it in the background (killed on exit, by pid), waits for
+# its port and sets VAR to it (not in a $(...) subshell, whose on_exit would be lost)
+start_server() {
+    local var=$1 pf=$2; shift 2
+    timeout -k 5 300 "$@" >/dev/null 2>&1 &
     on_exit "kill $! 2>/dev/null"
     for _ in $(seq 100); do [ -s "$pf" ] && break; sleep 0.1; done
-    cat "$pf"
+    printf -v "$var" '%s' "$(cat "$pf" 2>/dev/null)"
 }
 
-NOCOND=$(start_server "$T/nocond.port" python3 "$T/nocond.py" "$T/nocond.port")
-STRICT=$(start_server "$T/strict.port" python3 "$ATTACK_DIR/../servers/strict_s3.py" --port-file "$T/strict.port" \
-    --buckets ndstest --access-key ATTACKAK --secret-key 'attack/SECRET+key')
+start_server NOCOND "$T/nocond.port" /usr/bin/python3 "$T/nocond.py" "$T/nocond.port"
+start_server STRICT "$T/strict.port" /usr/bin/python3 "$ATTACK_DIR/../servers/strict_s3.py" --port-file "$T/strict.port" \
+    --buckets ndstest --access-key ATTACKAK --secret-key 'attack/SECRET+key'
+
 if [ -z "$NOCOND" ] || [ -z "$STRICT" ]; then
     echo "SKIP: the test servers did not start (python3)"; finish; exit
 fi
