@@ -136,6 +136,19 @@ versioned_unit() { # name [env...]
 }
 
 # ndstore create/write/read/log/tag of a small zarr v3 array through URL|versioned: (the store's base).
+torch_checkpoint() { # name base-url: ndstore.torch's S3 test (tests/python/test_torch.py -k s3)
+    local name=$1 out=$TMP/torch-$1.txt s=$SECONDS
+    if [ ! -d "$BUILD/python/ndstore" ] || ! "$PY" -c 'import torch' 2>/dev/null; then
+        echo "  $name: ndstore.torch not checked: needs python3-torch and the Python package in $BUILD/python"
+        return 0
+    fi
+    if NDS_BUILD=$BUILD NDS_TORCH_TEST_S3_URL=$2 timeout 900 "$PY" -m pytest -q -p no:cacheprovider \
+        "$ROOT/tests/python/test_torch.py" -k s3 >"$out" 2>&1 && grep -q ' passed' "$out" && ! grep -q skipped "$out"
+    then ok "$name: ndstore.torch: 4 ranks save a model-shaped state dict to $2, 3 ranks load it resharded, bit for bit ($((SECONDS - s)) s)"
+    else bad "$name: ndstore.torch on $2"; tail -30 "$out"; fi
+    cat "$out" >>"$TMP/all-output.txt"
+}
+
 versioned_cli() { # name base-url (s3://bucket/prefix/)
     local name=$1 S=$2 A="$2|versioned:m/a/|zarr3:"
     "$PY" -c "import numpy as np; a = np.arange(64*48, dtype='<u2').reshape(64, 48); np.save('$TMP/v1.npy', a); np.save('$TMP/v2.npy', a * 3 + 1)"
@@ -250,6 +263,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = ceph ]; then
         if versioned_tests; then
             versioned_unit ceph NDS_S3_TEST_ENDPOINT=$CEP NDS_S3_TEST_BUCKET=ndstest NDS_S3_TEST_EXPECT=create_only
             versioned_cli ceph s3://ndstest/ck/
+            torch_checkpoint ceph s3://ndstest/torch-ck/
         fi
         base_tests && cp_roundtrip ceph s3://ndstest
         s=$SECONDS

@@ -320,3 +320,16 @@ def test_another_world_size_saves_into_the_same_store(tmp_path):
     assert codes == [0, 0, 0], out
     out, codes = run_ranks(2, job_load, url, "rows", 1, None, KILL_TEST_VALUES)
     assert list(out.values()) == ["ok"] * 2, out
+
+
+def test_s3_four_ranks_save_three_ranks_load():
+    """On an S3 server (tests/integration/s3_test.sh runs it against Ceph RGW with the endpoint and
+    credentials in the environment): 4 ranks save, 3 ranks load another sharding."""
+    url = os.environ.get("NDS_TORCH_TEST_S3_URL")
+    if not url:
+        pytest.skip("NDS_TORCH_TEST_S3_URL not set (tests/integration/s3_test.sh sets it)")
+    values = int(os.environ.get("NDS_TORCH_TEST_S3_PARAMS", str(TARGET_VALUES)))
+    out, codes = run_ranks(4, job_save, url, "rows", 0, False, values)
+    assert codes == [0] * 4 and len(set(out.values())) == 1, (codes, out)
+    out, codes = run_ranks(3, job_load, url, "cols", 0, None, values)
+    assert list(out.values()) == ["ok"] * 3, out
