@@ -48,8 +48,16 @@ static const char *where_or_default(const char *where) {
 
 /* ---- names ----------------------------------------------------------------------------------- */
 
+/* Bytes 0-5: the writer's wall clock in milliseconds since the epoch, big-endian, so names sort by
+ * creation time and gc lists only the names made since its last run (docs/versioned-format.md
+ * "Objects"); bytes 6-15: random. Readers treat the name as opaque. */
 int vs_id_random(vs_id *id) {
-    size_t got = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    for (int i = 0; i < VS_ID_TIME_BYTES; i++)
+        id->b[i] = (uint8_t)(ms >> (8 * (VS_ID_TIME_BYTES - 1 - i)));
+    size_t got = VS_ID_TIME_BYTES;
     while (got < sizeof id->b) {
         ssize_t n = getrandom(id->b + got, sizeof id->b - got, 0);
         if (n < 0) {

@@ -46,6 +46,8 @@
 #define VS_HEADER_SIZE 16
 #define VS_ID_SIZE 16
 #define VS_ID_HEX (2 * VS_ID_SIZE + 1)
+/* An id's first bytes: its creation time in ms, big-endian (vs_id_random); the rest is random. */
+#define VS_ID_TIME_BYTES 6
 /* Values longer than one block carry a crc32c per block, so a byte range is checked by reading only
  * the blocks it touches. */
 #define VS_BLOCK_SIZE ((uint64_t)1 << 20)
@@ -143,7 +145,8 @@ static inline size_t vs_child_encoded_size(const vs_child *c) {
 
 /* ---- versioned_format.c: names ----------------------------------------------------------------- */
 
-/** A fresh random id (getrandom). @return 0 or NDS_EIO */
+/** A fresh id: creation time (ms, VS_ID_TIME_BYTES) then random bytes (getrandom).
+ *  @return 0 or NDS_EIO */
 int vs_id_random(vs_id *id);
 /** Lower-case hex of id into out. */
 void vs_id_hex(const vs_id *id, char out[VS_ID_HEX]);
@@ -350,5 +353,87 @@ int vs_tree_diff(const vs_tree_io *io, const vs_root *a, const vs_root *b, vs_di
 /** vs_tree_diff restricted to keys k with begin <= k < end ("" end: no bound). */
 int vs_tree_diff_range(const vs_tree_io *io, const vs_root *a, const vs_root *b,
                        const char *begin, const char *end, vs_diff_fn fn, void *ctx);
+
+
+/* ---- versioned_gc_state.c: garbage collection state (docs/versioned-format.md "GC state") ------- */
+
+#define VS_KIND_GC_STATE 'G'
+#define VS_GC_STATE_PREFIX "gc/state/"
+/* gc/superseded/<version, 20 digits>: a copy of a version's superseded list ('S' envelope) kept
+ * when gc deletes the index object that held it. */
+#define VS_GC_SUPERSEDED_PREFIX "gc/superseded/"
+/* Orphan kinds: the object prefixes a gc run lists. */
+typedef enum vs_gc_orphan_kind {
+    VS_GC_ORPHAN_DATA = 0,
+    VS_GC_ORPHAN_INDEX = 1,
+    VS_GC_ORPHAN_PREPARED = 2
+} vs_gc_orphan_kind;
+/* State flags. */
+#define VS_GC_STATE_FULL_SCAN 1u
+
+/** An object some commit listed, with what the history says of it. It is referenced by exactly the
+ *  versions [created, dead_at) (dead_at 0: still referenced by the state's version). */
+typedef struct vs_gc_object {
+    vs_id id;
+    vs_object_kind kind;
+    uint64_t created;   /**< the first version that lists it */
+    uint64_t dead_at;   /**< the version that superseded its last item, or 0 */
+    uint64_t total;     /**< items the commits listing it made reachable */
+    uint64_t superseded;/**< items later versions stopped referencing */
+    int64_t max_time_ns;/**< the newest commit time among the versions that reference it (up to
+                             the state's version while it is live); INT64_MIN when none known */
+    int64_t dead_time_ns; /**< commit time of dead_at (0 while live) */
+    uint64_t size;      /**< bytes, or UINT64_MAX when no listing has shown it */
+} vs_gc_object;
+
+/** An object no commit lists (a killed writer's, a lost race's, a prepared set). */
+typedef struct vs_gc_orphan {
+    vs_id id;
+    vs_gc_orphan_kind kind;
+    int64_t first_seen_ns; /**< the collector's clock when a run first listed it */
+    uint64_t size;         /**< bytes as listed, or UINT64_MAX */
+} vs_gc_orphan;
+
+/** Versions first..last (inclusive) whose objects a gc run deleted: they can no longer be read. */
+typedef struct vs_gc_range {
+    uint64_t first, last;
+} vs_gc_range;
+
+/** What a gc run leaves for the next ("gc/state/<seq>", one 'G' envelope, binary payload). */
+typedef struct vs_gc_state {
+    uint64_t seq;       /**< >= 1; run k + 1 writes seq k + 1 create-only */
+    uint64_t version;   /**< the history is processed up to here (0: none) */
+    int64_t time_ns;    /**< the run's clock when it began (its listing starts after this) */
+    uint32_t flags;     /**< VS_GC_STATE_FULL_SCAN */
+    vs_gc_range *collected; /**< sorted, disjoint, not adjacent, within [1, version] */
+    size_t ncollected;
+    vs_gc_object *objects;  /**< tracked objects (created <= version) */
+    size_t nobjects;
+    vs_gc_object *deleting; /**< objects this run deletes (the next run finishes a killed run) */
+    size_t ndeleting;
+    vs_gc_orphan *pending;  /**< orphans waiting for the grace period */
+    size_t npending;
+    vs_gc_orphan *doomed;   /**< orphans this run deletes */
+    size_t ndoomed;
+} vs_gc_state;
+
+/** "gc/state/" + seq as 20 decimal digits. */
+void vs_gc_state_key(uint64_t seq, char out[VS_OBJECT_KEY_MAX]);
+/** Parses a key made by vs_gc_state_key. @return 0 or -1 */
+int vs_gc_state_key_parse(const char *key, uint64_t *seq);
+/** Encodes s as one envelope (NDS_EINVAL for a state the decoder would refuse). */
+int vs_gc_state_encode(const vs_gc_state *s, nds_buf *out);
+/**
+ * Decodes a state envelope whose seq must be expect_seq (0: any): envelope checks, records within
+ * the payload, kinds known, versions consistent (1 <= created <= version, dead_at 0 or in
+ * (created, version]), collected ranges sorted and merged, nothing after the last record.
+ * The encoding is canonical: what decodes re-encodes to the same bytes.
+ * @return 0 or NDS_ECORRUPT naming where; NDS_ENOMEM
+ */
+int vs_gc_state_decode(const uint8_t *p, size_t n, uint64_t expect_seq, const char *where,
+                       vs_gc_state *out);
+void vs_gc_state_dispose(vs_gc_state *s);
+/** 1 when version v lies in one of s's collected ranges. */
+bool vs_gc_state_collected(const vs_gc_state *s, uint64_t v);
 
 #endif

@@ -119,6 +119,10 @@ int vs_store_prepared_load(vs_store *s, const char *token, vs_prepared *out);
 int vs_store_commit_prepared(vs_store *s, vs_snapshot *snap, const char *const *tokens, size_t n,
                              const vs_write *extra, size_t nextra, const vs_commit_options *o);
 
+/** Whether the newest readable gc state says version v is collected (some of its objects deleted;
+ *  versioned_gc.c). Taggers ask after writing their tag: see the order in versioned_gc.c. */
+int vs_gc_version_collected(vs_store *s, uint64_t v, bool *collected);
+
 /** The engine behind a versioned store handle and the version the handle sees; NULL (message
  *  set, NDS_EINVAL) when kv is not a versioned store. (kv_versioned.c) */
 vs_store *vs_store_of(nds_kvstore *kv, vs_snapshot *view);

@@ -78,26 +78,43 @@ typedef struct nds_gc_options {
     int64_t grace_ms;      /**< never delete what became garbage less than this ago, nor an
                                 unreferenced object seen by a run less than this ago (a writer may
                                 be about to commit it); default 6 hours */
-    int dry_run;           /**< count, delete nothing */
+    int dry_run;           /**< count, delete nothing (and write no gc state) */
+    int full_scan;         /**< read the whole history and list every object, as when no gc
+                                state exists (finds objects of writers whose clocks lag by more
+                                than an hour; deletes the same as an incremental run otherwise) */
 } nds_gc_options;
-#define NDS_GC_OPTIONS_INIT {NDS_GC_OPTIONS_VERSION, 0, -1, 6 * 3600 * 1000, 0}
+#define NDS_GC_OPTIONS_INIT {NDS_GC_OPTIONS_VERSION, 0, -1, 6 * 3600 * 1000, 0, 0}
 
 /** What a collection did. */
 typedef struct nds_gc_result {
-    uint64_t versions_kept;      /**< versions whose objects are all kept */
-    uint64_t versions_collected; /**< versions no longer kept (their commits stay in the log) */
-    uint64_t objects_deleted;
-    uint64_t bytes_deleted;
-    uint64_t objects_pending;    /**< unreferenced objects seen now, deleted by a run after the
-                                      grace period if still unreferenced */
+    uint64_t versions_kept;      /**< versions whose objects are all kept (latest - collected) */
+    uint64_t versions_collected; /**< versions some of whose objects this or an earlier run
+                                      deleted: they stay in the log but can no longer be read */
+    uint64_t objects_deleted;    /**< deleted by this run (a killed run's deletions that this run
+                                      finished are not counted again) */
+    uint64_t bytes_deleted;      /**< of those, as far as a listing showed their size */
+    uint64_t objects_pending;    /**< unreferenced objects waiting for the grace period, deleted
+                                      by a later run if still unreferenced */
+    uint64_t commits_read;       /**< commit objects read (each with its superseded list) */
+    uint64_t keys_listed;        /**< keys the run's listings of data/, index/, prepared/ returned */
+    int full_scan;               /**< 1 when the run read the whole history (note says why) */
+    char note[320];              /**< why a full scan ran ("" otherwise): no gc state yet, a state
+                                      that does not decode (named), or full_scan asked */
 } nds_gc_result;
 
 /**
  * Deletes what no kept version references: objects whose every item later versions superseded,
  * when no kept version lies between their creation and that, and the objects of writers that never
  * committed (killed, lost races, prepared parts never committed), in two runs at least grace_ms
- * apart. Versions not kept stay in the log but can no longer be read. Cost: one read per version
- * of the history plus listings of the objects, never the trees.
+ * apart. Versions not kept stay in the log but can no longer be read; tagging one is refused.
+ * Cost: a run reads the newest gc state (one object, about 73 bytes per object still referenced),
+ * the commits made since the run that wrote it (one read each plus one for its superseded list),
+ * the tags, and lists only the object names made since that run (names start with their creation
+ * time; an hour of margin), so it costs what changed and what it deletes, not the size of the
+ * history. Without a readable state (the first run, a corrupt one: result->note says which) it
+ * reads every commit and lists every object, and deletes the same. Writes one new state object
+ * create-only: of two concurrent runs one fails with NDS_ECONFLICT, having deleted nothing new.
+ * Thread: any. @return 0, NDS_EINVAL (no keep rule), NDS_ECONFLICT (another run), or a store error
  */
 NDS_API int nds_versioned_gc(nds_kvstore *kv, const nds_gc_options *opts, nds_gc_result *out);
 
