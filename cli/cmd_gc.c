@@ -1,5 +1,6 @@
-/* `ndstore gc URL (--keep-last N | --older-than DURATION) [--grace DURATION] [--dry-run]`: deletes
- * what no kept version of a versioned store references (nds_versioned_gc).
+/* `ndstore gc URL (--keep-last N | --older-than DURATION) [--grace DURATION] [--dry-run]
+ * [--full-scan]`: deletes what no kept version of a versioned store references (nds_versioned_gc),
+ * and says what the run read: the commits since the last run, or the whole history and why.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -9,20 +10,25 @@
 
 #include "cli.h"
 
-static const char usage[] =
-    "ndstore gc URL (--keep-last N | --older-than DURATION) [--grace DURATION] [--dry-run]";
+static const char usage[] = "ndstore gc URL (--keep-last N | --older-than DURATION) "
+                            "[--grace DURATION] [--dry-run] [--full-scan]";
 static const char help[] =
     "usage: ndstore gc URL (--keep-last N | --older-than DURATION) [--grace DURATION] [--dry-run]\n"
+    "                      [--full-scan]\n"
     "\n"
     "Delete what no kept version of the versioned store at URL references. The latest version and\n"
     "tagged versions are always kept; versions not kept stay in `ndstore log` but can no longer be\n"
     "read. Objects of writers that never committed are deleted by a run at least the grace period\n"
-    "after a run that first saw them.\n"
+    "after a run that first saw them. A run reads only the commits made since the previous run (its\n"
+    "state is kept under gc/state/ in the store) and lists only the objects made since; the first\n"
+    "run, or one that finds no readable state, reads the whole history.\n"
     "\n"
     "  --keep-last N          keep the newest N versions\n"
     "  --older-than D         keep the versions committed less than D ago (30s, 10m, 6h, 7d)\n"
     "  --grace D              never delete what became garbage less than D ago (default 6h)\n"
     "  --dry-run              count, delete nothing\n"
+    "  --full-scan            read the whole history and list every object (finds objects of\n"
+    "                         writers whose clocks lag by more than an hour)\n"
     "  -h, --help             show this help\n";
 
 /* "30s", "10m", "6h", "7d", or "250ms" into milliseconds. */
@@ -43,13 +49,14 @@ static int parse_duration(const char *text, int64_t *ms) {
     return -1;
 }
 
-enum { OPT_KEEP = 256, OPT_OLDER, OPT_GRACE, OPT_DRY };
+enum { OPT_KEEP = 256, OPT_OLDER, OPT_GRACE, OPT_DRY, OPT_FULL };
 
 static int parse(int argc, char **argv, nds_gc_options *o) {
     static const struct option options[] = {{"keep-last", required_argument, NULL, OPT_KEEP},
                                             {"older-than", required_argument, NULL, OPT_OLDER},
                                             {"grace", required_argument, NULL, OPT_GRACE},
                                             {"dry-run", no_argument, NULL, OPT_DRY},
+                                            {"full-scan", no_argument, NULL, OPT_FULL},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     int c;
@@ -67,6 +74,7 @@ static int parse(int argc, char **argv, nds_gc_options *o) {
                 return cli_usage(usage, "%s: expected a duration such as 30s, 10m, 6h or 7d, got '%s'",
                                  c == OPT_OLDER ? "--older-than" : "--grace", optarg);
         } else if (c == OPT_DRY) o->dry_run = 1;
+        else if (c == OPT_FULL) o->full_scan = 1;
         else return cli_bad_option(usage, argv, c);
     }
     if (argc - optind != 1)
@@ -92,11 +100,20 @@ int cli_cmd_gc(int argc, char **argv) {
     nds_gc_result r;
     st = nds_versioned_gc(kv, &o, &r);
     int status = st ? cli_fail_nds(st, "gc") : CLI_OK;
-    if (!st)
+    if (!st) {
         printf("%s%" PRIu64 " objects (%" PRIu64 " bytes); kept %" PRIu64 " versions, %" PRIu64
-               " no longer kept; %" PRIu64 " unreferenced objects wait for the grace period\n",
+               " no longer readable; %" PRIu64 " unreferenced objects wait for the grace period\n",
                o.dry_run ? "would delete " : "deleted ", r.objects_deleted, r.bytes_deleted,
                r.versions_kept, r.versions_collected, r.objects_pending);
+        if (r.full_scan)
+            printf("read the whole history: %" PRIu64 " commits, %" PRIu64
+                   " objects listed (%s)\n",
+                   r.commits_read, r.keys_listed, r.note);
+        else
+            printf("read %" PRIu64 " commits made since the last gc run, %" PRIu64
+                   " objects listed%s%s\n",
+                   r.commits_read, r.keys_listed, r.note[0] ? "; " : "", r.note);
+    }
     nds_kvstore_free(kv);
     return status;
 }

@@ -240,7 +240,7 @@ static int load_previous(gc_run *g) {
     if (rc) return rc;
     g->seq = g->nstates ? g->state_seqs[0] + 1 : 1;
     if (g->nstates == 0) {
-        set_note(g, "%sno gc state yet: read the whole history", "");
+        set_note(g, "%sno gc state yet: the first run", "");
         g->full = true;
         return 0;
     }

@@ -1,8 +1,9 @@
 /* libFuzzer harness for the versioned store's on-disk decoders (drivers/versioned_format.c). The
  * first input byte chooses the decoder (0 node, 1 commit, 2 superseded list, 3 tag, 4 envelope,
- * 5 prepared set; other values modulo 5, as before prepared sets had one), the second is its
- * parameter (node: the wanted level, above 32 meaning any; commit: the expected version;
- * envelope: the kind wanted; prepared set: unused), the rest is the stored object. A node's and a
+ * 5 prepared set, 6 gc state; other values modulo 5, as before prepared sets had one), the second
+ * is its parameter (node: the wanted level, above 32 meaning any; commit: the expected version;
+ * envelope: the kind wanted; prepared set: unused; gc state: the expected sequence number, 0 any),
+ * the rest is the stored object. A node's and a
  * superseded list's expected crc is taken from the object's own header; when the first byte's top
  * bit is set, that header crc is first replaced by the payload's true crc32c. Both model a hostile
  * writer (it controls crcs as well as bytes), and they let mutated payloads reach the structural
@@ -11,9 +12,9 @@
  * Invariants trap: whatever decodes re-encodes to exactly the input bytes (nodes and superseded
  * lists: the encoding is canonical) or, for commits, to an object that decodes again to the same
  * version and tree, for prepared sets to one that decodes again to the same set (and a refused
- * set leaves nothing allocated); an opened envelope's payload lies inside the input. Errors are
- * expected and must come with a message. Threading: single-threaded, as libFuzzer runs it.
- * Ownership: everything is freed per input.
+ * set leaves nothing allocated), for gc states to exactly the input; an opened envelope's payload
+ * lies inside the input. Errors are expected and must come with a message. Threading:
+ * single-threaded, as libFuzzer runs it. Ownership: everything is freed per input.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -140,6 +141,30 @@ static void fuzz_prepared(const uint8_t *p, size_t n) {
     nds_buf_dispose(&b);
 }
 
+/* A gc state (versioned_gc_state.c): decoded states re-encode to exactly the input (the encoding
+ * is canonical), their collected ranges answer lookups consistently, and a refused state leaves
+ * nothing allocated. expect_seq 0 accepts any sequence number. */
+static void fuzz_gc_state(const uint8_t *p, size_t n, uint64_t expect_seq) {
+    vs_gc_state st;
+    int rc = vs_gc_state_decode(p, n, expect_seq, "fuzz", &st);
+    check_error(rc);
+    if (rc) {
+        if (st.collected || st.objects || st.deleting || st.pending || st.doomed) __builtin_trap();
+        return;
+    }
+    if (expect_seq && st.seq != expect_seq) __builtin_trap();
+    for (size_t i = 0; i < st.ncollected; i++)
+        if (!vs_gc_state_collected(&st, st.collected[i].first) ||
+            !vs_gc_state_collected(&st, st.collected[i].last) ||
+            vs_gc_state_collected(&st, st.collected[i].last + 1))
+            __builtin_trap();
+    nds_buf b = {0};
+    if (vs_gc_state_encode(&st, &b) != 0) __builtin_trap();
+    same_bytes(&b, p, n);
+    nds_buf_dispose(&b);
+    vs_gc_state_dispose(&st);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2 || size > (1 << 20)) return 0;
     const uint8_t *p = data + 2;
@@ -153,13 +178,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t crc = n >= VS_HEADER_SIZE ? nds_load_le32(obj + 12) : 0;
     uint64_t version;
     unsigned selector = data[0] & 0x7f;
-    switch (selector == 5 ? 5 : selector % 5) {
+    switch (selector == 5 || selector == 6 ? selector : selector % 5) {
     case 0: fuzz_node(obj, n, data[1], crc); break;
     case 1: fuzz_commit(obj, n, data[1]); break;
     case 2: fuzz_superseded(obj, n, crc); break;
     case 3: check_error(vs_tag_decode(obj, n, "fuzz", &version)); break;
     case 4: fuzz_envelope(obj, n, (vs_kind)data[1]); break;
-    default: fuzz_prepared(obj, n); break;
+    case 5: fuzz_prepared(obj, n); break;
+    default: fuzz_gc_state(obj, n, data[1]); break;
     }
     free(obj);
     return 0;
