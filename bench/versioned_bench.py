@@ -11,6 +11,9 @@ each number.
    1 key into a store of 10^6 keys; base reads and time per lookup in a version of 10^6 keys
    (cold: a new handle per lookup; warm: one handle, cached nodes) against the tree height; 1,000
    zarr v3 arrays created and written in one atomic transaction on file://.
+5. Garbage collection: `ndstore gc --keep-last 1 --grace 0s` of a store of about 1,000 versions
+   (the first run reads the whole history), then again after 10 more versions (it reads the gc
+   state and the 10 new commits): wall time of the process, commits read, objects listed, deleted.
 
 usage: bench/versioned_bench.py BUILD_DIR [--reps N] [--quick] [--tmp DIR]
        BUILD_DIR holds ndstore and nds_versioned_bench (bench/run.sh builds them).
@@ -19,6 +22,7 @@ usage: bench/versioned_bench.py BUILD_DIR [--reps N] [--quick] [--tmp DIR]
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -178,6 +182,68 @@ def engine_rows(args, tmp):
     return rows
 
 
+GC_LINE1 = re.compile(r'deleted? (\d+) objects')
+GC_LINE2 = re.compile(r'read (?:the whole history: )?(\d+) commits.*?, (\d+) objects listed')
+
+
+def gc_run(nds, store, *flags):
+    """One `ndstore gc --keep-last 1 --grace 0s` process: (seconds, deleted, commits read, listed)."""
+    t0 = time.perf_counter()
+    p = subprocess.run([nds, 'gc', store, '--keep-last', '1', '--grace', '0s'] + list(flags),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    secs = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit('ndstore gc failed: %s' % p.stderr.decode().strip())
+    out = p.stdout.decode()
+    d, r = GC_LINE1.search(out), GC_LINE2.search(out)
+    if not d or not r:
+        sys.exit('unexpected ndstore gc output: %s' % out)
+    return secs, int(d.group(1)), int(r.group(1)), int(r.group(2))
+
+
+def gc_rows(args, tmp):
+    """gc on a store of about 1,000 versions (two passes over a uint8 array of one-row chunks of
+    600 bytes: 64 chunks per version, each value in a data object), then on 10 more versions. Each
+    point: a dry run (reads and listings: what deciding costs), a full-scan dry run for comparison,
+    then the run itself (its deletions are fsynced, so it costs about what it deletes)."""
+    nds = os.path.join(args.build, 'ndstore')
+    rows_n = 3200 if args.quick else 32000
+    root = os.path.join(tmp, 'gc')
+    store = 'file://%s/' % root
+    url = store + '|versioned:a/|zarr3:'
+    subprocess.run([nds, 'create', url, '--shape', '%d,600' % rows_n, '--chunks', '1,600',
+                    '--dtype', 'uint8', '--codec', 'none'], check=True, stdout=subprocess.DEVNULL)
+    raw = os.path.join(tmp, 'gc.raw')
+    for seed in (1, 2):
+        np.random.default_rng(seed).integers(0, 255, (rows_n, 600), dtype=np.uint8).tofile(raw)
+        run([nds, 'write', url, '-i', raw, '--raw'])
+    versions = len(os.listdir(os.path.join(root, 'commits')))
+    dry1 = gc_run(nds, store, '--dry-run')
+    first = gc_run(nds, store)
+    np.random.default_rng(3).integers(0, 255, (640, 600), dtype=np.uint8).tofile(raw)
+    run([nds, 'write', url, '-r', '[0:640, :]', '-i', raw, '--raw'])
+    more = len(os.listdir(os.path.join(root, 'commits'))) - versions
+    full2 = gc_run(nds, store, '--dry-run', '--full-scan')
+    dry2 = gc_run(nds, store, '--dry-run')
+    second = gc_run(nds, store)
+    decide = '%.0f ms: %d commits read, %d objects listed'
+    done = '%.0f ms: %d objects deleted'
+    return [
+        ('gc (keep last 1) of %d versions, first run (no gc state: whole history): deciding (dry run)'
+         % versions, decide % (dry1[0] * 1e3, dry1[2], dry1[3]), '-', '-'),
+        ('gc, first run: the run (state written, deletions fsynced)',
+         done % (first[0] * 1e3, first[1]), '-', '-'),
+        ('gc after %d more versions: deciding, full scan (dry run, --full-scan)' % more,
+         decide % (full2[0] * 1e3, full2[2], full2[3]), '-', '-'),
+        ('gc after %d more versions: deciding, incremental from the gc state (dry run)' % more,
+         decide % (dry2[0] * 1e3, dry2[2], dry2[3]),
+         'reads only the %d new commits' % more, 'met' if dry2[2] == more else 'MISSED'),
+        ('gc after %d more versions: the run' % more, done % (second[0] * 1e3, second[1]),
+         'deletes what the full scan would (%d)' % full2[1],
+         'met' if second[1] == full2[1] else 'MISSED'),
+    ]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('build', help='the build directory (ndstore and nds_versioned_bench)')
@@ -195,7 +261,7 @@ def main():
               ' and bench/nds_versioned_bench%s' % (args.reps, smoke))
         print('| measurement | result | target | |')
         print('|---|---|---|---|')
-        for row in read_rows(args, tmp) + engine_rows(args, tmp):
+        for row in read_rows(args, tmp) + engine_rows(args, tmp) + gc_rows(args, tmp):
             print('| %s | %s | %s | %s |' % row, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

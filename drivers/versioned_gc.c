@@ -15,17 +15,19 @@
  * every object instead (said in nds_gc_result.note); either way the same objects are deleted.
  *
  * Order of a run (what makes it safe against kills, taggers and other runs):
- *   1. finish the previous run's deletions (its state lists them), except objects a tag created
- *      since keeps: those are tracked again;
- *   2. read the new commits, list the tags, list the new object names, choose what to delete;
+ *   1. read the newest state, the commits after it and the tags; finish the previous run's
+ *      deletions (its state lists them), except objects a tag created since keeps (tracked again);
+ *   2. list the new object names, choose what to delete;
  *   3. write the new state create-only as number seq + 1: of two runs from one state exactly one
  *      wins, the other deletes nothing new;
- *   4. list the tags again: an object whose versions a tag created meanwhile names is not deleted
- *      (a tagger writes its tag, then reads the newest state and withdraws when the state says the
- *      version is collected: one of the two always sees the other);
- *   5. delete, then delete the states older than the one this run started from.
+ *   4. list the states again (a newer one means others finished meanwhile: delete nothing) and
+ *      the tags: an object whose versions a tag created meanwhile names is not deleted (a tagger
+ *      writes its tag, then reads the newest state and withdraws when the state says the version
+ *      is collected: one of the two always sees the other);
+ *   5. delete, mark the run done (gc/done/<seq>), then delete the states (and marks) older than
+ *      the one this run started from.
  * A run killed anywhere leaves either no new state (the next run redoes it) or a state whose
- * deletions the next run finishes.
+ * deletions the next run finishes (unless the mark says they are done).
  *
  * Threading: runs of one store serialise through the state's create-only write. Ownership:
  * everything is freed before returning.
@@ -89,8 +91,7 @@ static int64_t wall_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* ---- the table of objects
- * ------------------------------------------------------------------------ */
+/* ---- the table of objects -------------------------------------------------------------------- */
 
 static size_t bucket_of(const vs_id *id, int kind) {
     uint64_t h = 1469598103934665603ull ^ (uint64_t)kind;
@@ -146,8 +147,7 @@ static int track_state_object(gc_run *g, const vs_gc_object *o) {
     return 0;
 }
 
-/* ---- collected ranges
- * ----------------------------------------------------------------------------- */
+/* ---- collected ranges ------------------------------------------------------------------------ */
 
 /* Adds versions [first, last] to the sorted, merged list. */
 static int add_collected(gc_run *g, uint64_t first, uint64_t last) {
@@ -183,8 +183,7 @@ static uint64_t last_referencing(const gc_run *g, const vs_gc_object *o) {
     return o->dead_at ? o->dead_at - 1 : g->latest;
 }
 
-/* ---- the previous state
- * --------------------------------------------------------------------------- */
+/* ---- the previous state ---------------------------------------------------------------------- */
 
 static int note_state(void *ctx, const char *key, uint64_t size) {
     (void)size;
@@ -292,8 +291,7 @@ static int load_previous(gc_run *g) {
     return rc;
 }
 
-/* ---- the history
- * ---------------------------------------------------------------------------------- */
+/* ---- the history ----------------------------------------------------------------------------- */
 
 /* Counts commit v's listing of object oc. */
 static int add_object(gc_run *g, const vs_object_count *oc, uint64_t v) {
@@ -439,8 +437,7 @@ static void update_times(gc_run *g) {
         }
 }
 
-/* ---- tags
- * ------------------------------------------------------------------------------------------ */
+/* ---- tags ------------------------------------------------------------------------------------ */
 
 static int note_tag(void *ctx, const char *key, uint64_t size) {
     (void)size;
@@ -497,8 +494,7 @@ static bool kept_range(const gc_run *g, const vs_gc_object *o) {
     return tagged_between(g, o->created, hi);
 }
 
-/* ---- the previous run's deletions
- * ------------------------------------------------------------------- */
+/* ---- the previous run's deletions ------------------------------------------------------------ */
 
 static int delete_key(gc_run *g, const char *prefix, const vs_id *id);
 
@@ -525,23 +521,39 @@ static const char *orphan_prefix(int kind) {
 
 /* Deletes again what the previous run chose (a killed run left some), except objects a tag created
  * since its state keeps: those are tracked again. Not counted: the previous run counted them. */
+static void done_key(uint64_t seq, char out[VS_OBJECT_KEY_MAX]) {
+    snprintf(out, VS_OBJECT_KEY_MAX, VS_GC_DONE_PREFIX "%020" PRIu64, seq);
+}
+
+/* Whether run seq finished its deletions (it wrote gc/done/<seq> after them). */
+static int run_finished(gc_run *g, uint64_t seq, bool *done) {
+    char key[VS_OBJECT_KEY_MAX];
+    done_key(seq, key);
+    nds_read_result r;
+    int rc = nds_kvstore_read(g->base, key, NULL, &r);
+    if (rc) return nds_err_prefix(rc, "versioned store %s: reading %s", vs_store_url(g->s), key);
+    *done = r.state == NDS_READ_VALUE;
+    nds_read_result_dispose(&r);
+    return 0;
+}
+
 static int finish_previous(gc_run *g) {
-    int rc = 0;
+    bool done = false;
+    int rc = g->have_prev ? run_finished(g, g->prev.seq, &done) : 0;
     for (size_t i = 0; g->have_prev && !rc && i < g->prev.ndeleting; i++) {
         const vs_gc_object *o = &g->prev.deleting[i];
         if (tagged_between(g, o->created, o->dead_at ? o->dead_at - 1 : g->latest)) {
             if (!g->full) rc = track_state_object(g, o);
-        } else if (!g->o->dry_run) {
+        } else if (!done && !g->o->dry_run) {
             rc = delete_tracked(g, o);
         }
     }
-    for (size_t i = 0; g->have_prev && !rc && !g->o->dry_run && i < g->prev.ndoomed; i++)
+    for (size_t i = 0; g->have_prev && !done && !rc && !g->o->dry_run && i < g->prev.ndoomed; i++)
         rc = delete_key(g, orphan_prefix((int)g->prev.doomed[i].kind), &g->prev.doomed[i].id);
     return rc;
 }
 
-/* ---- listing
- * ---------------------------------------------------------------------------------------- */
+/* ---- listing --------------------------------------------------------------------------------- */
 
 typedef struct lister {
     gc_run *g;
@@ -626,8 +638,7 @@ static int list_objects(gc_run *g) {
     return !rc && g->full ? forget_unlisted(g) : rc;
 }
 
-/* ---- choosing, recording, deleting
- * ------------------------------------------------------------------ */
+/* ---- choosing, recording, deleting ----------------------------------------------------------- */
 
 static int choose(gc_run *g) {
     int64_t before = g->now_ns - g->o->grace_ms * (int64_t)1000000;
@@ -716,15 +727,36 @@ static int write_state(gc_run *g) {
     return rc;
 }
 
+/* A run slow enough that others wrote two more states meanwhile (and deleted the one it was
+ * numbered after) could write its number again: it must then delete nothing, since the newest state
+ * knows nothing of its deletions. Its own state is withdrawn. */
+static int check_still_newest(gc_run *g) {
+    uint64_t *seqs = NULL;
+    size_t n = 0;
+    int rc = list_states(g->s, &seqs, &n);
+    bool stale = !rc && n && seqs[0] > g->seq;
+    free(seqs);
+    if (rc || !stale) return rc;
+    char key[VS_OBJECT_KEY_MAX];
+    vs_gc_state_key(g->seq, key);
+    (void)nds_kvstore_delete(g->base, key, NULL);
+    return nds_err(NDS_ECONFLICT,
+                   "versioned store %s: other gc runs finished while this one ran; it deleted "
+                   "nothing new (run it again)",
+                   vs_store_url(g->s));
+}
+
 /* Deletes what this run chose, except objects whose versions a tag created since the first tag
  * listing names (the next run tracks them again from the state's deleting list). */
 static int delete_chosen(gc_run *g) {
-    int rc = list_tags(g);
+    int rc = check_still_newest(g);
+    if (!rc) rc = list_tags(g);
     for (size_t b = 0; !rc && b < GC_BUCKETS; b++)
         for (gc_entry *e = g->buckets[b]; !rc && e; e = e->next) {
             if (!e->doomed) continue;
             if (e->tracked && tagged_between(g, e->o.created, e->o.dead_at - 1)) {
                 g->result->objects_deleted--;
+                if (e->o.size != UINT64_MAX) g->result->bytes_deleted -= e->o.size;
                 continue;
             }
             rc = e->tracked ? delete_tracked(g, &e->o)
@@ -742,9 +774,19 @@ static int delete_old_states(gc_run *g) {
         char key[VS_OBJECT_KEY_MAX];
         vs_gc_state_key(g->state_seqs[i], key);
         rc = nds_kvstore_delete(g->base, key, NULL);
+        done_key(g->state_seqs[i], key);
+        if (!rc) rc = nds_kvstore_delete(g->base, key, NULL);
         if (rc) rc = nds_err_prefix(rc, "versioned store %s: deleting %s", vs_store_url(g->s), key);
     }
     return rc;
+}
+
+/* Says the deletions of this run are all done, so the next run need not repeat them. */
+static int mark_done(gc_run *g) {
+    char key[VS_OBJECT_KEY_MAX];
+    done_key(g->seq, key);
+    int rc = nds_kvstore_write(g->base, key, "", 0, NULL, NULL);
+    return rc ? nds_err_prefix(rc, "versioned store %s: writing %s", vs_store_url(g->s), key) : 0;
 }
 
 static int run(gc_run *g) {
@@ -760,6 +802,7 @@ static int run(gc_run *g) {
     if (rc || g->o->dry_run) return rc;
     rc = write_state(g);
     if (!rc) rc = delete_chosen(g);
+    if (!rc) rc = mark_done(g);
     if (!rc) rc = delete_old_states(g);
     return rc;
 }
@@ -792,8 +835,7 @@ int nds_versioned_gc(nds_kvstore *kv, const nds_gc_options *opts, nds_gc_result 
     return rc;
 }
 
-/* ---- tagging a collected version
- * ---------------------------------------------------------------------- */
+/* ---- tagging a collected version ------------------------------------------------------------- */
 
 int vs_gc_version_collected(vs_store *s, uint64_t v, bool *collected) {
     *collected = false;

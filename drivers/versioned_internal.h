@@ -362,6 +362,8 @@ int vs_tree_diff_range(const vs_tree_io *io, const vs_root *a, const vs_root *b,
 /* gc/superseded/<version, 20 digits>: a copy of a version's superseded list ('S' envelope) kept
  * when gc deletes the index object that held it. */
 #define VS_GC_SUPERSEDED_PREFIX "gc/superseded/"
+/* gc/done/<seq, 20 digits>: empty; run seq finished its deletions. */
+#define VS_GC_DONE_PREFIX "gc/done/"
 /* Orphan kinds: the object prefixes a gc run lists. */
 typedef enum vs_gc_orphan_kind {
     VS_GC_ORPHAN_DATA = 0,

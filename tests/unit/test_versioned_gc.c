@@ -332,8 +332,7 @@ START_TEST(gc_racing_writers_keeps_what_versions_reference) {
 }
 END_TEST
 
-/* ---- random histories with a model of every version
- * ---------------------------------------------- */
+/* ---- random histories with a model of every version ------------------------------------------ */
 
 enum { HKEYS = 12, HMAX = 700 };
 
@@ -851,8 +850,7 @@ START_TEST(gc_state_codec_round_trips_and_refuses_damage) {
 }
 END_TEST
 
-/* ---- SIGKILLs during gc
- * --------------------------------------------------------------------------- */
+/* ---- SIGKILLs during gc ---------------------------------------------------------------------- */
 
 static void arm_sigkill_us(long us) {
     timer_t id;
