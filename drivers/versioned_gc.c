@@ -83,6 +83,7 @@ typedef struct gc_run {
     gc_entry **buckets;
     vs_gc_range *collected;
     size_t ncollected, capcollected;
+    bool skipped; /* a tag made during the run saved objects it had chosen */
 } gc_run;
 
 static int64_t wall_ns(void) {
@@ -757,6 +758,7 @@ static int delete_chosen(gc_run *g) {
             if (e->tracked && tagged_between(g, e->o.created, e->o.dead_at - 1)) {
                 g->result->objects_deleted--;
                 if (e->o.size != UINT64_MAX) g->result->bytes_deleted -= e->o.size;
+                g->skipped = true;
                 continue;
             }
             rc = e->tracked ? delete_tracked(g, &e->o)
@@ -802,7 +804,9 @@ static int run(gc_run *g) {
     if (rc || g->o->dry_run) return rc;
     rc = write_state(g);
     if (!rc) rc = delete_chosen(g);
-    if (!rc) rc = mark_done(g);
+    /* Objects a late tag saved are left for the next run to track again, or to delete when the
+     * tag was withdrawn: without the mark it looks at every one. */
+    if (!rc && !g->skipped) rc = mark_done(g);
     if (!rc) rc = delete_old_states(g);
     return rc;
 }

@@ -363,6 +363,12 @@ static double wall_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+static double mono_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
 /* The value key k holds when version w wrote it: inline (<= 512 bytes) or in a data object. */
 static size_t hvalue(int k, unsigned w, uint8_t *out) {
     size_t len = (k * 7 + w) % 3 == 0 ? 40 + (w * 13 + (unsigned)k) % 300
@@ -791,22 +797,140 @@ START_TEST(gc_corrupt_state_falls_back) {
 }
 END_TEST
 
-/* ---- the state codec -------------------------------------------------------------------------------- */
+/* A tag gc cannot read could name any version: gc stops with a message naming it and deletes
+ * nothing; a key under tags/ that is not a tag name of ours keeps nothing and stops nothing. */
+START_TEST(gc_stops_at_an_unreadable_tag) {
+    history h;
+    history_open(&h, 12);
+    for (int i = 0; i < 8; i++) history_commit(&h);
+    nds_kvstore *b = NULL;
+    NDS_OK(nds_kvstore_open(&b, h.url, NULL));
+    NDS_OK(nds_kvstore_write(b, "tags/broken", "not a tag", 9, NULL, NULL));
+    NDS_OK(nds_kvstore_write(b, "tags/12345", "x", 1, NULL, NULL)); /* all digits: not a name */
+    key_list before = store_objects(h.url);
+    nds_gc_options o = NDS_GC_OPTIONS_INIT;
+    o.keep_last = 1;
+    o.grace_ms = 0;
+    nds_gc_result r;
+    ck_assert_int_eq(nds_versioned_gc(h.kv, &o, &r), NDS_ECORRUPT);
+    ck_assert_msg(strstr(nds_error_last()->message, "gc stops") &&
+                      strstr(nds_error_last()->message, "tags/broken"),
+                  "%s", nds_error_last()->message);
+    key_list after = store_objects(h.url);
+    ck_assert_uint_eq(after.n, before.n);
+    key_list_free(&after);
+    NDS_OK(nds_kvstore_delete(b, "tags/broken", NULL));
+    NDS_OK(nds_versioned_gc(h.kv, &o, &r));
+    ck_assert_uint_gt(r.objects_deleted, 0);
+    nds_kvstore_free(b);
+    key_list_free(&before);
+    history_close(&h);
+}
+END_TEST
+
+typedef struct tag_names {
+    nds_kvstore *kv;
+    history *h;
+    int checked;
+} tag_names;
+
+static int check_tagged_version(void *ctx, const char *key, uint64_t size) {
+    (void)size;
+    tag_names *t = ctx;
+    uint64_t v = 0;
+    nds_kvstore *kv = NULL;
+    char at[200];
+    snprintf(at, sizeof at, "@%s/", key + strlen("tags/"));
+    kv = open_versioned(t->h->url, at);
+    NDS_OK(nds_versioned_current(kv, &v));
+    nds_kvstore_free(kv);
+    history_check_version(t->h, v);
+    t->checked++;
+    return 0;
+}
+
+/* A process tags random recent versions (some collected, some not) as fast as it can while this one
+ * commits and runs gc (keep the last 2, grace 0) again and again: every tag that exists afterwards
+ * names a version that reads back exactly (a tag either lands before gc decides, and keeps its
+ * version, or is refused or withdrawn), and a full scan then finds nothing leaked. */
+START_TEST(gc_racing_taggers_never_leave_a_tag_on_a_collected_version) {
+    history h;
+    history_open(&h, 21);
+    for (int i = 0; i < 20; i++) history_commit(&h);
+    pid_t pid = fork();
+    if (pid == 0) {
+        nds_kvstore *kv = NULL;
+        char spec[1200];
+        snprintf(spec, sizeof spec, "%s|versioned:", h.url);
+        if (nds_kvstore_open(&kv, spec, NULL)) _exit(2);
+        for (unsigned n = 0;; n++) {
+            uint64_t latest = 0;
+            if (nds_versioned_refresh(kv, &latest)) _exit(3);
+            char name[32];
+            snprintf(name, sizeof name, "race%u", n);
+            int rc = nds_versioned_tag(kv, name, latest - (n * 7919u) % 12);
+            if (rc && rc != NDS_EINVAL) _exit(4);
+        }
+    }
+    nds_gc_options o = NDS_GC_OPTIONS_INIT;
+    o.keep_last = 2;
+    o.grace_ms = 0;
+    double t0 = mono_ms();
+    int runs = 0;
+    while (mono_ms() - t0 < 4000) {
+        history_commit(&h);
+        nds_gc_result r;
+        NDS_OK(nds_versioned_gc(h.kv, &o, &r));
+        runs++;
+    }
+    int status;
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFSIGNALED(status), "tagger stopped by itself (status %d)", status);
+    nds_kvstore *b = NULL;
+    NDS_OK(nds_kvstore_open(&b, h.url, NULL));
+    tag_names t = {b, &h, 0};
+    NDS_OK(nds_kvstore_list(b, "tags/", check_tagged_version, &t));
+    nds_kvstore_free(b);
+    nds_gc_result r, full;
+    NDS_OK(nds_versioned_gc(h.kv, &o, &r));
+    nds_gc_options f = o;
+    f.full_scan = 1;
+    f.dry_run = 1;
+    NDS_OK(nds_versioned_gc(h.kv, &f, &full));
+    ck_assert_uint_eq(full.objects_deleted, 0);
+    ck_assert_int_gt(t.checked, 0);
+    fprintf(stderr, "gc vs taggers: %d gc runs, %d tags left, each reads exactly\n", runs,
+            t.checked);
+    history_close(&h);
+}
+END_TEST
+
+/* ---- the state codec ------------------------------------------------------------------------- */
 
 /* A state with one of everything encodes, decodes to the same, and re-encodes to the same bytes;
  * every damaged form is NDS_ECORRUPT with a message naming where, never a crash; a state the
  * decoder would refuse is not written (NDS_EINVAL). */
 START_TEST(gc_state_codec_round_trips_and_refuses_damage) {
     vs_gc_range ranges[2] = {{1, 3}, {6, 6}};
-    vs_gc_object objects[2] = {
-        {{{1}}, VS_OBJECT_DATA, 2, 0, 8, 3, 1000, 0, 4096},
-        {{{2}}, VS_OBJECT_INDEX, 4, 7, 3, 3, 2000, 3000, UINT64_MAX}};
+    vs_gc_object objects[2] = {{{{1}}, VS_OBJECT_DATA, 2, 0, 8, 3, 1000, 0, 4096},
+                               {{{2}}, VS_OBJECT_INDEX, 4, 7, 3, 3, 2000, 3000, UINT64_MAX}};
     vs_gc_orphan orphans[2] = {{{{3}}, VS_GC_ORPHAN_PREPARED, 500, 77},
                                {{{4}}, VS_GC_ORPHAN_DATA, 400, UINT64_MAX}};
-    vs_gc_state st = {.seq = 5, .version = 9, .time_ns = 123456789, .flags = 0,
-                      .collected = ranges, .ncollected = 2, .objects = objects, .nobjects = 1,
-                      .deleting = objects + 1, .ndeleting = 1, .pending = orphans,
-                      .npending = 1, .doomed = orphans + 1, .ndoomed = 1};
+    vs_gc_state st = {.seq = 5,
+                      .version = 9,
+                      .time_ns = 123456789,
+                      .flags = 0,
+                      .collected = ranges,
+                      .ncollected = 2,
+                      .objects = objects,
+                      .nobjects = 1,
+                      .deleting = objects + 1,
+                      .ndeleting = 1,
+                      .pending = orphans,
+                      .npending = 1,
+                      .doomed = orphans + 1,
+                      .ndoomed = 1};
     nds_buf b = {0}, again = {0};
     NDS_OK(vs_gc_state_encode(&st, &b));
     vs_gc_state d;
@@ -858,12 +982,6 @@ static void arm_sigkill_us(long us) {
     long ns = us * 1000 + 1; /* 0 would disarm */
     struct itimerspec it = {.it_value = {ns / 1000000000, ns % 1000000000}};
     if (timer_create(CLOCK_MONOTONIC, &ev, &id) || timer_settime(id, 0, &it, NULL)) _exit(10);
-}
-
-static double mono_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
 static uint64_t newest_state(const char *dir) {
@@ -964,11 +1082,13 @@ int main(void) {
     tcase_add_test(tc, gc_tag_of_collected_version_fails);
     tcase_add_test(tc, gc_corrupt_state_falls_back);
     tcase_add_test(tc, gc_state_codec_round_trips_and_refuses_damage);
+    tcase_add_test(tc, gc_stops_at_an_unreadable_tag);
     tcase_add_test(tc, gc_incremental_equals_full_scan);
     suite_add_tcase(s, tc);
     TCase *race = tcase_create("race");
     tcase_set_timeout(race, 300);
     tcase_add_test(race, gc_racing_writers_keeps_what_versions_reference);
+    tcase_add_test(race, gc_racing_taggers_never_leave_a_tag_on_a_collected_version);
     suite_add_tcase(s, race);
     TCase *kill = tcase_create("kill");
     tcase_set_timeout(kill, 600);
