@@ -671,6 +671,45 @@ START_TEST(gc_second_run_reads_only_new_commits) {
 }
 END_TEST
 
+/* An incremental run lists only the names made since the previous run (less an hour): an orphan
+ * named now is found, one whose name says 1970 (a writer whose clock lags by decades, or a name
+ * from before names carried their time) is left to a full scan, which finds it. */
+START_TEST(gc_incremental_lists_only_recent_names) {
+    history h;
+    history_open(&h, 8);
+    for (int i = 0; i < 5; i++) history_commit(&h);
+    nds_gc_options o = NDS_GC_OPTIONS_INIT;
+    o.keep_last = 1;
+    o.grace_ms = 3600 * 1000;
+    nds_gc_result r;
+    NDS_OK(nds_versioned_gc(h.kv, &o, &r));
+    ck_assert_int_eq(r.full_scan, 1);
+    uint64_t listed_full = r.keys_listed;
+    nds_kvstore *b = NULL;
+    NDS_OK(nds_kvstore_open(&b, h.url, NULL));
+    vs_id fresh, old;
+    NDS_OK(vs_id_random(&fresh));
+    old = fresh;
+    memset(old.b, 0, VS_ID_TIME_BYTES);
+    old.b[VS_ID_TIME_BYTES - 1] = 1; /* 1 ms after the epoch */
+    char key[VS_OBJECT_KEY_MAX];
+    vs_object_key(VS_DATA_PREFIX, &fresh, key);
+    NDS_OK(nds_kvstore_write(b, key, "fresh", 5, NULL, NULL));
+    vs_object_key(VS_DATA_PREFIX, &old, key);
+    NDS_OK(nds_kvstore_write(b, key, "old", 3, NULL, NULL));
+    nds_kvstore_free(b);
+    NDS_OK(nds_versioned_gc(h.kv, &o, &r));
+    ck_assert_int_eq(r.full_scan, 0);
+    ck_assert_uint_eq(r.objects_pending, 1);
+    ck_assert_uint_eq(r.keys_listed, listed_full + 1); /* every name is recent here, but "old" */
+    o.full_scan = 1;
+    o.dry_run = 1;
+    NDS_OK(nds_versioned_gc(h.kv, &o, &r));
+    ck_assert_uint_eq(r.objects_pending, 2);
+    history_close(&h);
+}
+END_TEST
+
 /* Tagging a version gc collected fails naming it; a kept version still takes tags. */
 START_TEST(gc_tag_of_collected_version_fails) {
     history h;
@@ -1079,6 +1118,7 @@ int main(void) {
     tcase_add_test(tc, gc_keeps_latest_tags_and_recent);
     tcase_add_test(tc, gc_collects_unreferenced_objects_in_two_runs);
     tcase_add_test(tc, gc_second_run_reads_only_new_commits);
+    tcase_add_test(tc, gc_incremental_lists_only_recent_names);
     tcase_add_test(tc, gc_tag_of_collected_version_fails);
     tcase_add_test(tc, gc_corrupt_state_falls_back);
     tcase_add_test(tc, gc_state_codec_round_trips_and_refuses_damage);
