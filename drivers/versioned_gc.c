@@ -283,9 +283,9 @@ static int load_previous(gc_run *g) {
         rc = track_state_object(g, &g->prev.objects[i]);
     for (size_t i = 0; !rc && i < g->prev.npending; i++) {
         const vs_gc_orphan *p = &g->prev.pending[i];
-        gc_entry *e =
-            find_entry(g, &p->id, (int)p->kind) ? NULL : add_entry(g, &p->id, (int)p->kind);
-        if (!e) continue;
+        if (find_entry(g, &p->id, (int)p->kind)) continue; /* listed twice: the first counts */
+        gc_entry *e = add_entry(g, &p->id, (int)p->kind);
+        if (!e) return NDS_ENOMEM;
         e->first_seen_ns = p->first_seen_ns;
         e->o.size = p->size;
     }
@@ -380,7 +380,7 @@ static int apply_superseded(gc_run *g, const vs_commit *c) {
         gc_entry *e = find_entry(g, &list[i].object, (int)list[i].kind);
         if (!e || !e->tracked) continue; /* deleted before (no kept version reached it) */
         e->o.superseded += list[i].items;
-        if (e->o.superseded >= e->o.total && !e->o.dead_at) {
+        if (e->o.superseded >= e->o.total && !e->o.dead_at && c->version > e->o.created) {
             e->o.dead_at = c->version;
             e->o.dead_time_ns = c->time_ns;
         }
