@@ -34,10 +34,11 @@ static char *new_base(void) {
 }
 
 static nds_kvstore *open_versioned(const char *base, const char *at) {
-    char spec[1024];
-    snprintf(spec, sizeof spec, "%s|versioned:%s", base, at);
+    char *spec = NULL;
+    ck_assert_int_ge(asprintf(&spec, "%s|versioned:%s", base, at), 0);
     nds_kvstore *kv = NULL;
     NDS_OK(nds_kvstore_open(&kv, spec, NULL));
+    free(spec);
     return kv;
 }
 
