@@ -1,4 +1,4 @@
-/* `ndstore log URL [-n COUNT] [--json]`, `ndstore tag URL NAME [VERSION]` and
+/* `ndstore log URL [-n COUNT] [--json]`, `ndstore tag URL [NAME [VERSION]]` and
  * `ndstore diff URL A B [--keys] [--json]`: the history of a versioned store
  * (include/ndstore/versioned.h). URL names the store, with or without its "|versioned:" segment
  * ("file:///ckpt/" means "file:///ckpt/|versioned:"); a path after the segment narrows diff.
@@ -22,19 +22,19 @@ static const char log_help[] =
     "usage: ndstore log URL [-n COUNT] [--json]\n"
     "\n"
     "Print the versions of the versioned store at URL (file:///ckpt/|versioned:, or file:///ckpt/),\n"
-    "newest first: number, time (UTC), keys, message and metadata.\n"
+    "newest first: number, time (UTC), keys, message, metadata and the tags naming it.\n"
     "\n"
     "  -n, --max-count N   print at most N versions\n"
     "  --json              one JSON object per line\n"
     "  -h, --help          show this help\n";
 
-static const char tag_usage[] = "ndstore tag URL NAME [VERSION]";
+static const char tag_usage[] = "ndstore tag URL [NAME [VERSION]]";
 static const char tag_help[] =
-    "usage: ndstore tag URL NAME [VERSION]\n"
+    "usage: ndstore tag URL [NAME [VERSION]]\n"
     "\n"
     "Name VERSION (default: the latest) of the versioned store at URL. Tags never move: naming a\n"
     "second version with an existing tag fails. Open a tagged version read-only with\n"
-    "URL|versioned:@NAME/.\n"
+    "URL|versioned:@NAME/. Without NAME, list the tags: one \"NAME VERSION\" line each, by name.\n"
     "\n"
     "  -h, --help   show this help\n";
 
@@ -56,9 +56,40 @@ static void format_time(int64_t ns, char *buf, size_t cap) {
     strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* The store's tags (nds_versioned_tags), in name order. */
+typedef struct tag_list {
+    char **names;
+    uint64_t *versions;
+    size_t n, cap;
+    bool out_of_memory;
+} tag_list;
+
+static int collect_tag(void *ctx, const char *name, uint64_t version) {
+    tag_list *t = ctx;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 16;
+        char **names = realloc(t->names, cap * sizeof *names);
+        if (names) t->names = names;
+        uint64_t *versions = names ? realloc(t->versions, cap * sizeof *versions) : NULL;
+        if (!versions) return t->out_of_memory = true;
+        t->versions = versions;
+        t->cap = cap;
+    }
+    if (!(t->names[t->n] = strdup(name))) return t->out_of_memory = true;
+    t->versions[t->n++] = version;
+    return 0;
+}
+
+static void tag_list_dispose(tag_list *t) {
+    for (size_t i = 0; i < t->n; i++) free(t->names[i]);
+    free(t->names);
+    free(t->versions);
+}
+
 typedef struct log_call {
     long left;
     bool json;
+    tag_list tags;
 } log_call;
 
 static int print_version(void *ctx, const nds_version_info *v) {
@@ -75,13 +106,24 @@ static int print_version(void *ctx, const nds_version_info *v) {
         if (v->message) json_object_object_add(o, "message", json_object_new_string(v->message));
         if (v->metadata)
             json_object_object_add(o, "metadata", json_tokener_parse(v->metadata));
+        json_object *tags = json_object_new_array();
+        for (size_t i = 0; i < c->tags.n; i++)
+            if (c->tags.versions[i] == v->version)
+                json_object_array_add(tags, json_object_new_string(c->tags.names[i]));
+        json_object_object_add(o, "tags", tags);
         printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         json_object_put(o);
         return 0;
     }
-    printf("version %" PRIu64 "  %s  %" PRIu64 " keys%s%s%s%s\n", v->version, when, v->keys,
-           v->message ? "  " : "", v->message ? v->message : "", v->metadata ? "  " : "",
-           v->metadata ? v->metadata : "");
+    printf("version %" PRIu64 "  %s  %" PRIu64 " keys", v->version, when, v->keys);
+    const char *sep = "  tags: ";
+    for (size_t i = 0; i < c->tags.n; i++)
+        if (c->tags.versions[i] == v->version) {
+            printf("%s%s", sep, c->tags.names[i]);
+            sep = ", ";
+        }
+    printf("%s%s%s%s\n", v->message ? "  " : "", v->message ? v->message : "",
+           v->metadata ? "  " : "", v->metadata ? v->metadata : "");
     return 0;
 }
 
@@ -90,7 +132,7 @@ int cli_cmd_log(int argc, char **argv) {
                                             {"json", no_argument, NULL, 'j'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
-    log_call call = {-1, false};
+    log_call call = {-1, false, {NULL, NULL, 0, 0, false}};
     int c;
     cli_getopt_reset();
     while ((c = getopt_long(argc, argv, ":hn:", options, NULL)) != -1) {
@@ -106,8 +148,27 @@ int cli_cmd_log(int argc, char **argv) {
     if (cli_require_spec("URL", argv[optind]) != CLI_OK) return CLI_FAIL;
     nds_kvstore *kv;
     if (open_versioned(argv[optind], &kv) != CLI_OK) return CLI_FAIL;
-    int rc = nds_versioned_log(kv, 0, print_version, &call);
+    int rc = nds_versioned_tags(kv, collect_tag, &call.tags);
+    if (!rc) rc = nds_versioned_log(kv, 0, print_version, &call);
     int status = rc < 0 ? cli_fail_nds(rc, nds_kvstore_url(kv)) : CLI_OK;
+    if (call.tags.out_of_memory) status = cli_fail("out of memory listing tags");
+    tag_list_dispose(&call.tags);
+    nds_kvstore_free(kv);
+    return status;
+}
+
+static int print_tag(void *ctx, const char *name, uint64_t version) {
+    (void)ctx;
+    printf("%s %" PRIu64 "\n", name, version);
+    return 0;
+}
+
+static int list_tags(const char *url) {
+    if (cli_require_spec("URL", url) != CLI_OK) return CLI_FAIL;
+    nds_kvstore *kv;
+    if (open_versioned(url, &kv) != CLI_OK) return CLI_FAIL;
+    int rc = nds_versioned_tags(kv, print_tag, NULL);
+    int status = rc ? cli_fail_nds(rc, nds_kvstore_url(kv)) : CLI_OK;
     nds_kvstore_free(kv);
     return status;
 }
@@ -122,8 +183,9 @@ int cli_cmd_tag(int argc, char **argv) {
         return cli_bad_option(tag_usage, argv, c);
     }
     int args = argc - optind;
-    if (args < 2 || args > 3)
-        return cli_usage(tag_usage, args < 2 ? "missing URL or NAME" : "too many arguments");
+    if (args < 1 || args > 3)
+        return cli_usage(tag_usage, args < 1 ? "missing URL" : "too many arguments");
+    if (args == 1) return list_tags(argv[optind]);
     uint64_t version = 0;
     if (args == 3) {
         long v;

@@ -698,3 +698,9 @@ int nds_versioned_tag(nds_kvstore *kv, const char *name, uint64_t version) {
                        vs_store_url(st->store));
     return vs_store_tag_create(st->store, name, version);
 }
+
+int nds_versioned_tags(nds_kvstore *kv, nds_tag_fn fn, void *ctx) {
+    vk_state *st;
+    int rc = versioned_state(kv, &st);
+    return rc ? rc : vs_store_tags(st->store, fn, ctx);
+}

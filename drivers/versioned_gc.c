@@ -440,17 +440,9 @@ static void update_times(gc_run *g) {
 
 /* ---- tags ------------------------------------------------------------------------------------ */
 
-static int note_tag(void *ctx, const char *key, uint64_t size) {
-    (void)size;
+static int note_tag(void *ctx, const char *name, uint64_t v) {
+    (void)name;
     gc_run *g = ctx;
-    uint64_t v;
-    int rc = vs_store_tag(g->s, key + strlen(VS_TAG_PREFIX), &v);
-    if (rc == NDS_EINVAL || rc == NDS_ENOTFOUND) {
-        nds_error_clear(); /* not a tag name of ours, or deleted meanwhile: it keeps nothing */
-        return 0;
-    }
-    if (rc) /* an unreadable tag could name any version: collect nothing until it is fixed */
-        return nds_err_prefix(rc, "gc stops (a tag it cannot read could keep any version)");
     if (g->ntags == g->captags) {
         size_t cap = g->captags ? 2 * g->captags : 16;
         uint64_t *grown = realloc(g->tags, cap * sizeof *grown);
@@ -466,9 +458,11 @@ static int oldest_first(const void *a, const void *b) { return -newest_first(a, 
 
 static int list_tags(gc_run *g) {
     g->ntags = 0;
-    int rc = nds_kvstore_list(g->base, VS_TAG_PREFIX, note_tag, g);
-    if (!rc && g->ntags) qsort(g->tags, g->ntags, sizeof *g->tags, oldest_first);
-    return rc;
+    int rc = vs_store_tags(g->s, note_tag, g);
+    if (rc) /* an unreadable tag could name any version: collect nothing until it is fixed */
+        return nds_err_prefix(rc, "gc stops (a tag it cannot read could keep any version)");
+    if (g->ntags) qsort(g->tags, g->ntags, sizeof *g->tags, oldest_first);
+    return 0;
 }
 
 /* 1 when a tag names a version in [lo, hi]. */

@@ -30,6 +30,11 @@ int vs_store_latest(vs_store *s, vs_snapshot *out);
 int vs_store_version(vs_store *s, uint64_t v, vs_snapshot *out);
 /** The version a tag names (NDS_ENOTFOUND for an unknown tag). */
 int vs_store_tag(vs_store *s, const char *tag, uint64_t *version);
+/** Called by vs_store_tags once per tag; non-zero stops the listing and is returned. */
+typedef int (*vs_tag_fn)(void *ctx, const char *name, uint64_t version);
+/** Calls fn for every tag of the store, by name (versioned_tags.c). An unreadable tag is an
+ *  error naming it; keys under tags/ that are not tag names are skipped. */
+int vs_store_tags(vs_store *s, vs_tag_fn fn, void *ctx);
 /** Creates tag name for version v (create-only: NDS_ECONFLICT when the tag exists). */
 int vs_store_tag_create(vs_store *s, const char *name, uint64_t v);
 /** Reads commit object v (for log). */

@@ -45,6 +45,16 @@ NDS_API int nds_versioned_log(nds_kvstore *kv, uint64_t newest, nds_version_fn f
  */
 NDS_API int nds_versioned_tag(nds_kvstore *kv, const char *name, uint64_t version);
 
+/** Called once per tag by nds_versioned_tags (name borrowed for the call); a non-zero return
+ *  stops the listing and is returned. */
+typedef int (*nds_tag_fn)(void *ctx, const char *name, uint64_t version);
+/**
+ * Calls fn for every tag of the store kv is on, in name order, with the version it names. Cost: one
+ * listing of the store's tags/ and one read per tag. @return 0, fn's non-zero return, NDS_EINVAL
+ * when kv is not a versioned store, or the error of a tag that cannot be read (NDS_ECORRUPT naming
+ * it). Thread: any; fn runs on the calling thread.
+ */
+NDS_API int nds_versioned_tags(nds_kvstore *kv, nds_tag_fn fn, void *ctx);
 /** How a key differs between two versions. */
 typedef enum nds_diff_kind {
     NDS_DIFF_ADDED,   /**< in the second version only */

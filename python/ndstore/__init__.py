@@ -13,11 +13,11 @@ from ._errors import Error, CLASSES as _ERROR_CLASSES
 from ._array import Array, Attributes, executor, open  # noqa: A001
 from ._txn import Transaction, current as current_transaction
 from ._kvstore import KvStore, kvstore_open
-from ._versioned import commit, current_version, diff, gc, log, tag
+from ._versioned import commit, current_version, diff, gc, log, tag, tags
 from ._dtypes import NAMES as dtypes, bfloat16_to_float32, float32_to_bfloat16
 
 __version__ = _ndstore.version()
 
 __all__ = ["open", "Array", "Attributes", "Transaction", "current_transaction", "KvStore", "kvstore_open",
-           "commit", "current_version", "diff", "gc", "log", "tag", "Error", "executor", "dtypes",
+           "commit", "current_version", "diff", "gc", "log", "tag", "tags", "Error", "executor", "dtypes",
            "bfloat16_to_float32", "float32_to_bfloat16", "__version__"] + sorted(_ERROR_CLASSES)

@@ -66,10 +66,14 @@ def commit(url, tokens, message=None, metadata=None):
 
 def log(url, newest=0):
     """The versions newest first (from newest, 0: the latest), each a dict: version, time (a UTC
-    datetime), time_ns, message (or None), metadata (a dict or None), keys."""
+    datetime), time_ns, message (or None), metadata (a dict or None), keys, tags (the names of the
+    tags naming it)."""
     newest = _version_arg(newest, "newest")
     with _Store(url) as kv:
         entries = _ndstore.versioned_log(kv, newest)
+        named = {}
+        for name, version in _ndstore.versioned_tags(kv):
+            named.setdefault(version, []).append(name)
     out = []
     for version, time_ns, message, metadata, keys in entries:
         out.append({
@@ -79,8 +83,15 @@ def log(url, newest=0):
             "message": message,
             "metadata": json.loads(metadata) if metadata is not None else None,
             "keys": keys,
+            "tags": named.get(version, []),
         })
     return out
+
+
+def tags(url):
+    """{name: version} of every tag of the store, by name."""
+    with _Store(url) as kv:
+        return dict(_ndstore.versioned_tags(kv))
 
 
 def tag(url, name, version=0):

@@ -522,14 +522,16 @@ def _error_class(name):
 # ---- reading ------------------------------------------------------------------------------------
 
 def list(url):  # noqa: A001  (the issue's name: ndstore.torch.list)
-    """The checkpoints at url, newest first: dicts {version, time, message, world_size, tensors}."""
+    """The checkpoints at url, newest first: dicts {version, time, message, tags, world_size,
+    tensors} (tags: the names of the tags naming that version)."""
     store_url = _store_url(url)
     out = []
     for v in ndstore.log(store_url):
         meta = (v.get("metadata") or {}).get(COMMIT_TAG)
         if isinstance(meta, dict):
             out.append({"version": v["version"], "time": v["time"], "message": v["message"],
-                        "world_size": meta.get("world_size"), "tensors": meta.get("tensors")})
+                        "tags": v["tags"], "world_size": meta.get("world_size"),
+                        "tensors": meta.get("tensors")})
     return out
 
 

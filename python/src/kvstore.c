@@ -105,20 +105,20 @@ static PyObject *kv_delete(nds_py_kvstore *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* A growing list of malloc'd strings with a small int each, filled without the GIL. */
+/* A growing list of malloc'd strings with an integer each (a kind, a version), filled without the GIL. */
 typedef struct str_list {
     char **s;
-    int *kind;
+    long long *kind;
     size_t n, cap;
     int oom;
 } str_list;
 
-static int str_list_add(str_list *l, const char *s, int kind) {
+static int str_list_add(str_list *l, const char *s, long long kind) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
         char **ns = realloc(l->s, cap * sizeof *ns);
         if (ns) l->s = ns;
-        int *nk = ns ? realloc(l->kind, cap * sizeof *nk) : NULL;
+        long long *nk = ns ? realloc(l->kind, cap * sizeof *nk) : NULL;
         if (nk) l->kind = nk;
         if (!ns || !nk) return l->oom = 1;
         l->cap = cap;
@@ -138,7 +138,7 @@ static void str_list_free(str_list *l) {
 static PyObject *str_list_to_py(const str_list *l, int with_kind) {
     PyObject *out = PyList_New((Py_ssize_t)l->n);
     for (size_t i = 0; out && i < l->n; i++) {
-        PyObject *item = with_kind ? Py_BuildValue("(si)", l->s[i], l->kind[i]) : PyUnicode_FromString(l->s[i]);
+        PyObject *item = with_kind ? Py_BuildValue("(sL)", l->s[i], l->kind[i]) : PyUnicode_FromString(l->s[i]);
         if (!item) Py_CLEAR(out);
         else PyList_SET_ITEM(out, (Py_ssize_t)i, item);
     }
@@ -320,6 +320,27 @@ PyObject *nds_py_versioned_tag(PyObject *self, PyObject *args) {
     nds_kvstore_free(kv);
     if (st) return nds_py_raise(st);
     Py_RETURN_NONE;
+}
+
+static int tag_one(void *ctx, const char *name, uint64_t version) {
+    return str_list_add(ctx, name, (long long)version) ? NDS_ENOMEM : 0;
+}
+
+PyObject *nds_py_versioned_tags(PyObject *self, PyObject *args) {
+    PyObject *kvobj;
+    if (!PyArg_ParseTuple(args, "O:versioned_tags", &kvobj)) return NULL;
+    nds_kvstore *kv;
+    if (!nds_py_kvstore_take(kvobj, &kv)) return NULL;
+    str_list l = {0};
+    int st;
+    Py_BEGIN_ALLOW_THREADS
+    nds_error_clear();
+    st = nds_versioned_tags(kv, tag_one, &l);
+    Py_END_ALLOW_THREADS
+    nds_kvstore_free(kv);
+    PyObject *out = l.oom ? PyErr_NoMemory() : st ? nds_py_raise(st) : str_list_to_py(&l, 1);
+    str_list_free(&l);
+    return out;
 }
 
 static int diff_one(void *ctx, const char *key, nds_diff_kind kind) {

@@ -85,6 +85,7 @@ static PyMethodDef module_methods[] = {
     {"kvstore_open", nds_py_kvstore_open, METH_VARARGS, "kvstore_open(spec) -> KvStore (nds_kvstore_open)."},
     {"versioned_current", nds_py_versioned_current, METH_VARARGS, "versioned_current(kv) -> int."},
     {"versioned_refresh", nds_py_versioned_refresh, METH_VARARGS, "versioned_refresh(kv) -> int."},
+    {"versioned_tags", nds_py_versioned_tags, METH_VARARGS, "versioned_tags(kv) -> [(name, version)] by name."},
     {"versioned_log", nds_py_versioned_log, METH_VARARGS,
      "versioned_log(kv, newest) -> [(version, time_ns, message, metadata_json, keys)] newest first."},
     {"versioned_tag", nds_py_versioned_tag, METH_VARARGS, "versioned_tag(kv, name, version)."},

@@ -55,6 +55,7 @@ PyObject *nds_py_kvstore_open(PyObject *self, PyObject *args);
 PyObject *nds_py_versioned_current(PyObject *self, PyObject *args);
 PyObject *nds_py_versioned_refresh(PyObject *self, PyObject *args);
 PyObject *nds_py_versioned_log(PyObject *self, PyObject *args);
+PyObject *nds_py_versioned_tags(PyObject *self, PyObject *args);
 PyObject *nds_py_versioned_tag(PyObject *self, PyObject *args);
 PyObject *nds_py_versioned_diff(PyObject *self, PyObject *args);
 PyObject *nds_py_versioned_gc(PyObject *self, PyObject *args, PyObject *kw);

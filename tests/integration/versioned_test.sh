@@ -48,6 +48,7 @@ nds write "$A" --raw -i one.raw
 check '[ "$RC" -eq 0 ]' "write version one"
 nds tag "$S" first
 check '[ "$RC" -eq 0 ] && [[ "$OUT" == "tag first -> version "* ]]' "tag the latest version"
+FIRST_VERSION=${OUT##* }
 nds write "$A" --raw -i two.raw
 check '[ "$RC" -eq 0 ]' "write version two"
 nds read "$A" --raw -o now.raw
@@ -56,6 +57,11 @@ nds read "$S|versioned:@first/model/a/|zarr3:" --raw -o then.raw
 check '[ "$RC" -eq 0 ] && cmp -s then.raw one.raw' "the tag reads the first write"
 nds tag "$S" first
 check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"exists (tags never move)"* ]]' "tags never move"
+nds tag "$S" base 1
+nds tag "$S"
+check '[ "$RC" -eq 0 ] && [ "$OUT" = "$(printf "base 1\nfirst %s" "${FIRST_VERSION:-}")" ]' "tag URL lists the tags by name"
+nds log "$S"
+check '[ "$RC" -eq 0 ] && [[ "$OUT" == *"keys  tags: base"* ]]' "log shows the tags naming each version"
 nds write "$S|versioned:@first/model/a/|zarr3:" --raw -i two.raw
 check '[ "$RC" -eq 1 ] && [[ "$ERR" == *"read-only"* ]]' "a pinned version refuses writes"
 nds log "$S"

@@ -233,6 +233,7 @@ def test_versions_list_and_older_checkpoint(tmp_path):
     assert nt.load(url, like, version=2)["step"] == 1 and like["w"][0].item() == 1.0
     ndstore.tag(url, "best", 2)
     assert nt.load(url, like, version="best")["step"] == 1
+    assert [c["tags"] for c in nt.list(url)] == [[], ["best"], []]
     assert nt.load(url, like)["step"] == 2 and like["w"][0].item() == 2.0
     assert nt.load(url + "|versioned:", like)["step"] == 2
 

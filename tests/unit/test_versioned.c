@@ -432,6 +432,52 @@ START_TEST(tags_name_versions_and_never_move) {
 }
 END_TEST
 
+typedef struct seen_tags {
+    char names[8][32];
+    uint64_t versions[8];
+    int n;
+} seen_tags;
+
+static int note_tag(void *ctx, const char *name, uint64_t version) {
+    seen_tags *t = ctx;
+    ck_assert_int_lt(t->n, 8);
+    snprintf(t->names[t->n], sizeof t->names[t->n], "%s", name);
+    t->versions[t->n++] = version;
+    return 0;
+}
+
+/* nds_versioned_tags: every tag by name with its version; keys under tags/ that are not tags are
+ * skipped; a tag that does not decode is an error naming it; a plain store is refused. */
+START_TEST(tags_are_listed_by_name) {
+    const char *base = memory_base();
+    nds_kvstore *kv = open_kv("%s|versioned:", base), *b = open_kv("%s", base);
+    seen_tags t = {0};
+    NDS_OK(nds_versioned_tags(kv, note_tag, &t));
+    ck_assert_int_eq(t.n, 0);
+    nds_kv_test_put(kv, "k", "first");
+    nds_kv_test_put(kv, "k", "second");
+    NDS_OK(nds_versioned_tag(kv, "zeta", 1));
+    NDS_OK(nds_versioned_tag(kv, "alpha", 2));
+    NDS_OK(nds_versioned_tag(kv, "mid.1", 1));
+    nds_kv_test_put(b, "tags/not a tag", "junk"); /* not a valid tag name: names nothing */
+    NDS_OK(nds_versioned_tags(kv, note_tag, &t));
+    ck_assert_int_eq(t.n, 3);
+    ck_assert_str_eq(t.names[0], "alpha");
+    ck_assert_str_eq(t.names[1], "mid.1");
+    ck_assert_str_eq(t.names[2], "zeta");
+    ck_assert_uint_eq(t.versions[0], 2);
+    ck_assert_uint_eq(t.versions[1], 1);
+    ck_assert_uint_eq(t.versions[2], 1);
+    nds_kv_test_put(b, "tags/broken", "NDSV garbage");
+    t.n = 0;
+    ck_assert_int_eq(nds_versioned_tags(kv, note_tag, &t), NDS_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "tags/broken"));
+    ck_assert_int_eq(nds_versioned_tags(b, note_tag, &t), NDS_EINVAL);
+    nds_kvstore_free(kv);
+    nds_kvstore_free(b);
+}
+END_TEST
+
 START_TEST(bad_specs_are_refused) {
     ck_assert_int_eq(open_status("{\"driver\":\"versioned\"}"), NDS_EINVAL);
     ck_assert_int_eq(open_status("{\"driver\":\"versioned\",\"base\":\"memory://x/\",\"bogus\":1}"),
@@ -1460,6 +1506,7 @@ int main(void) {
     tcase_add_test(tc, corrupt_index_and_commit_are_errors);
     tcase_add_test(tc, head_hint_is_only_a_hint);
     tcase_add_test(tc, tags_name_versions_and_never_move);
+    tcase_add_test(tc, tags_are_listed_by_name);
     tcase_add_test(tc, bad_specs_are_refused);
     tcase_add_test(tc, atomic_transaction_on_a_file_base);
     tcase_add_test(tc, checkpoint_recipe_from_four_processes);
