@@ -83,21 +83,22 @@ class Shard:
 # ---- store URLs ---------------------------------------------------------------------------------
 
 def _store_url(url):
-    """The versioned kvstore URL for a user's URL: a base store gets `|versioned:` stacked on it."""
+    """The versioned kvstore URL for a user's URL: a base store gets `|versioned:` stacked on it;
+    a URL ending in `|versioned:` is taken as it is."""
     if not isinstance(url, str) or not url:
         raise TypeError("ndstore.torch: url must be a non-empty string")
-    if url.rstrip("/").endswith("|versioned:") or "|versioned:" in url.rsplit("|", 1)[-1:][0]:
-        return url if url.endswith(":") or url.endswith("/") else url + "/"
+    if "|versioned:" in url:
+        base, rest = url.rsplit("|versioned:", 1)
+        if rest.strip("/"):
+            raise ValueError("ndstore.torch: %r names a path or version inside the versioned store; "
+                             "give the store itself (e.g. file:///ckpt/)" % url)
+        return base + "|versioned:"
     return url + "|versioned:"
 
 
 def _at_version(store_url, version):
     """The URL of the store pinned at a version (number or tag), read-only."""
-    base, rest = store_url.rsplit("|versioned:", 1)
-    if rest not in ("", "/"):
-        raise ValueError("ndstore.torch: %r already names a path or version inside the versioned "
-                         "store; give the store itself" % store_url)
-    return "%s|versioned:@%s/" % (base, version)
+    return "%s@%s/" % (store_url, version)
 
 
 def _array_url(store_url, path):
