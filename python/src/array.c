@@ -171,12 +171,16 @@ static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t want, int writa
     return 1;
 }
 
-/* read(start, stop, step, out, txn=None): fills out (any writable C-contiguous buffer of the box's size). */
-static PyObject *array_read(nds_py_array *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"start", "stop", "step", "out", "txn", NULL};
-    PyObject *start, *stop, *step, *out;
+/* read(start, stop, step, out, txn=None) fills out (any writable C-contiguous buffer of the box's size);
+ * write(start, stop, step, data, txn=None) writes data (a C-contiguous buffer of the box's size, of the
+ * dtype). One body: they differ in the buffer's direction and the C call. */
+static PyObject *array_io(nds_py_array *self, PyObject *args, PyObject *kw, int writing) {
+    static char *read_names[] = {"start", "stop", "step", "out", "txn", NULL};
+    static char *write_names[] = {"start", "stop", "step", "data", "txn", NULL};
+    PyObject *start, *stop, *step, *buf;
     nds_py_txn *txn = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|O&:read", names, &start, &stop, &step, &out,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, writing ? "OOOO|O&:write" : "OOOO|O&:read",
+                                     writing ? write_names : read_names, &start, &stop, &step, &buf,
                                      nds_py_txn_converter, &txn))
         return NULL;
     nds_box box;
@@ -184,7 +188,7 @@ static PyObject *array_read(nds_py_array *self, PyObject *args, PyObject *kw) {
     if (!open_array(self) || !box_from_args(self, start, stop, step, &box)) return NULL;
     Py_ssize_t want = box_bytes(self, &box, &empty);
     Py_buffer view;
-    if (want < 0 || !get_buffer(out, &view, want, 1, "out")) return NULL;
+    if (want < 0 || !get_buffer(buf, &view, want, !writing, writing ? "data" : "out")) return NULL;
     if (empty) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
@@ -200,7 +204,7 @@ static PyObject *array_read(nds_py_array *self, PyObject *args, PyObject *kw) {
     Py_BEGIN_ALLOW_THREADS
     lock_txns(own, txn);
     nds_error_clear();
-    st = nds_array_read(self->a, &box, view.buf, &o);
+    st = writing ? nds_array_write(self->a, &box, view.buf, &o) : nds_array_read(self->a, &box, view.buf, &o);
     unlock_txns(own, txn);
     Py_END_ALLOW_THREADS
     end_call(self);
@@ -209,43 +213,9 @@ static PyObject *array_read(nds_py_array *self, PyObject *args, PyObject *kw) {
     Py_RETURN_NONE;
 }
 
-/* write(start, stop, step, data, txn=None): data is a C-contiguous buffer of the box's size, of the dtype. */
-static PyObject *array_write(nds_py_array *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"start", "stop", "step", "data", "txn", NULL};
-    PyObject *start, *stop, *step, *data;
-    nds_py_txn *txn = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|O&:write", names, &start, &stop, &step, &data,
-                                     nds_py_txn_converter, &txn))
-        return NULL;
-    nds_box box;
-    int empty;
-    if (!open_array(self) || !box_from_args(self, start, stop, step, &box)) return NULL;
-    Py_ssize_t want = box_bytes(self, &box, &empty);
-    Py_buffer view;
-    if (want < 0 || !get_buffer(data, &view, want, 0, "data")) return NULL;
-    if (empty) {
-        PyBuffer_Release(&view);
-        Py_RETURN_NONE;
-    }
-    if (!begin_call(self)) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    nds_io_options o = NDS_IO_OPTIONS_INIT;
-    o.txn = txn ? txn->txn : NULL;
-    nds_py_txn *own = self->txn;
-    int st;
-    Py_BEGIN_ALLOW_THREADS
-    lock_txns(own, txn);
-    nds_error_clear();
-    st = nds_array_write(self->a, &box, view.buf, &o);
-    unlock_txns(own, txn);
-    Py_END_ALLOW_THREADS
-    end_call(self);
-    PyBuffer_Release(&view);
-    if (st) return nds_py_raise(st);
-    Py_RETURN_NONE;
-}
+static PyObject *array_read(nds_py_array *self, PyObject *args, PyObject *kw) { return array_io(self, args, kw, 0); }
+
+static PyObject *array_write(nds_py_array *self, PyObject *args, PyObject *kw) { return array_io(self, args, kw, 1); }
 
 static PyObject *array_resize(nds_py_array *self, PyObject *args) {
     PyObject *shape_obj;
