@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "zarr2_metadata.h"
+#include "zarr_consolidated.h"
 #include "ndstore/sys/codec.h"
 #include "ndstore/sys/format.h"
 #include "ndstore/array.h"
@@ -37,6 +38,7 @@ typedef struct zarr2 {
     bool swap;              /* stored byte order differs from the host's */
     char url[512];          /* the array's kvstore URL, for messages */
     char doc_name[600];     /* "zarr: .zarray of <url>" */
+    json_object *snapshot_attrs; /* opened from consolidated metadata: its .zattrs, owned */
 } zarr2;
 
 /* ---- per-thread scratch ---------------------------------------------------------------------- */
@@ -66,6 +68,7 @@ static void zarr2_close(void *state) {
     zarr2 *z = state;
     if (!z) return;
     zarr2_reset(z);
+    json_object_put(z->snapshot_attrs);
     free(z);
 }
 
@@ -177,6 +180,28 @@ static int open_or_create(zarr2 *z, nds_kvstore *kv, const json_object *req, uns
                    "zarr: .zarray of %s kept appearing and disappearing while opening", z->url);
 }
 
+/* With "consolidated": true, opens from the consolidated copy (zarr_consolidated.h); *done stays
+ * false when there is none for this array, or its entry does not load or match the spec (stale):
+ * the array's own .zarray decides then. */
+static int open_consolidated(zarr2 *z, nds_kvstore *kv, const json_object *spec,
+                             const json_object *req, unsigned mode, bool *done) {
+    json_object *doc, *attrs;
+    char name[sizeof z->doc_name];
+    int rc = nds_zc_open_entry(kv, spec, mode, NDS_ZC_V2, &doc, &attrs, name, sizeof name);
+    if (rc || !doc) return rc;
+    rc = zarr2_load(z, doc, name);
+    if (rc == 0) rc = nds_zarr2_meta_check(&z->m, req, z->url);
+    if (rc) {
+        json_object_put(attrs);
+        zarr2_reset(z);
+        nds_error_clear();
+        return 0;
+    }
+    z->snapshot_attrs = attrs;
+    *done = true;
+    return 0;
+}
+
 static int zarr2_open(nds_kvstore *kv, const json_object *spec, unsigned mode, void **state,
                       nds_array_meta *meta) {
     *state = NULL;
@@ -185,8 +210,10 @@ static int zarr2_open(nds_kvstore *kv, const json_object *spec, unsigned mode, v
     snprintf(z->url, sizeof z->url, "%s", nds_kvstore_url(kv));
     snprintf(z->doc_name, sizeof z->doc_name, "zarr: .zarray of %s", z->url);
     json_object *req = NULL;
+    bool done = false;
     int rc = nds_zarr2_request_from_spec(spec, z->url, &req);
-    if (rc == 0) rc = open_or_create(z, kv, req, mode);
+    if (rc == 0) rc = open_consolidated(z, kv, spec, req, mode, &done);
+    if (rc == 0 && !done) rc = open_or_create(z, kv, req, mode);
     json_object_put(req);
     if (rc) {
         zarr2_close(z);
@@ -416,6 +443,10 @@ static int zarr2_get_attributes(void *state, nds_kvstore *kv, json_object **out)
     nds_read_result r;
     bool found = false;
     *out = NULL;
+    if (z->snapshot_attrs) /* opened from consolidated metadata: its copy, no read */
+        return json_object_deep_copy(z->snapshot_attrs, out, NULL) == 0
+                   ? 0
+                   : nds_err(NDS_ENOMEM, "zarr: out of memory");
     int rc = nds_format_read_key(kv, ".zattrs", "zarr", z->url, &r, &found);
     if (rc) return rc;
     if (!found) {
@@ -459,6 +490,10 @@ static int zarr2_create_group(nds_kvstore *kv) {
     rc = nds_format_write_json(kv, ".zgroup", doc, &nds_json_style_python, &absent, "zarr", url);
     json_object_put(doc);
     return rc == NDS_ECONFLICT ? 0 : rc; /* an existing group is left as it is */
+}
+
+static int zarr2_consolidate(nds_kvstore *kv, size_t *count) {
+    return nds_zc_consolidate(kv, NDS_ZC_V2, count);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -514,4 +549,5 @@ const nds_format nds_format_zarr2 = {
     .set_attributes = zarr2_set_attributes,
     .create_group = zarr2_create_group,
     .describe_codec = zarr2_describe_codec,
+    .consolidate = zarr2_consolidate,
 };

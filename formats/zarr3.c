@@ -5,8 +5,8 @@
  * (the unit of storage and of writes: one read-modify-write per shard per write call) and its
  * inner chunk shape as the read chunk shape; reads then go through read_chunk, which fetches the
  * shard index and the inner chunk with byte-range reads (zarr3_shard.c). Metadata parsing and spec
- * handling live in zarr3_metadata.c, codecs in zarr3_codecs.c. Omits: consolidated metadata,
- * implicit groups, and the zarr v3 features listed in docs/formats.md.
+ * handling live in zarr3_metadata.c, codecs in zarr3_codecs.c, consolidated metadata in
+ * zarr_consolidated.c. Omits: implicit groups, and the zarr v3 features listed in docs/formats.md.
  *
  * Threading: an instance is immutable after open except through resize / set_attributes, which
  * the core serialises; decode_chunk, encode_chunk and read_chunk run on many threads at once (the
@@ -19,6 +19,7 @@
 
 #include "zarr3_metadata.h"
 #include "zarr3_shard.h"
+#include "zarr_consolidated.h"
 #include "ndstore/sys/format.h"
 #include "ndstore/array.h"
 #include "internal/error.h"
@@ -161,6 +162,31 @@ static int open_or_create(zarr3 *z, nds_kvstore *kv, const json_object *req, uns
                    z->url);
 }
 
+/* With "consolidated": true, opens from the consolidated copy (zarr_consolidated.h); *done stays
+ * false when there is none for this array, or its entry does not load or match the spec (stale):
+ * the array's own zarr.json decides then. */
+static int open_consolidated(zarr3 *z, nds_kvstore *kv, const json_object *spec,
+                             const json_object *req, unsigned mode, bool *done) {
+    json_object *doc;
+    char name[sizeof z->doc_name];
+    int rc = nds_zc_open_entry(kv, spec, mode, NDS_ZC_V3, &doc, NULL, name, sizeof name);
+    if (rc || !doc) return rc;
+    if (nds_zarr3_node_type(doc) && nds_zarr3_node_type(doc)[0] == 'a') {
+        rc = zarr3_load(z, doc, name);
+        if (rc == 0) rc = nds_zarr3_meta_check(&z->m, z->doc, req, z->url);
+    } else {
+        json_object_put(doc); /* a group: the own key gives the error */
+        rc = NDS_ENOTFOUND;
+    }
+    if (rc) {
+        zarr3_reset(z);
+        nds_error_clear();
+        return 0;
+    }
+    *done = true;
+    return 0;
+}
+
 static int zarr3_open(nds_kvstore *kv, const json_object *spec, unsigned mode, void **state,
                       nds_array_meta *meta) {
     *state = NULL;
@@ -170,8 +196,10 @@ static int zarr3_open(nds_kvstore *kv, const json_object *spec, unsigned mode, v
     snprintf(z->doc_name, sizeof z->doc_name, "zarr3: zarr.json of %s", z->url);
     json_object *req = NULL;
     int rc = nds_z3_index_cache_new(&z->cache);
+    bool done = false;
     if (rc == 0) rc = nds_zarr3_request_from_spec(spec, z->url, &req);
-    if (rc == 0) rc = open_or_create(z, kv, req, mode);
+    if (rc == 0) rc = open_consolidated(z, kv, spec, req, mode, &done);
+    if (rc == 0 && !done) rc = open_or_create(z, kv, req, mode);
     json_object_put(req);
     if (rc) {
         zarr3_close(z);
@@ -397,6 +425,10 @@ static int zarr3_set_attributes(void *state, nds_kvstore *kv, const json_object 
     return rmw(z, kv, set_attrs, attrs, "setting attributes");
 }
 
+static int zarr3_consolidate(nds_kvstore *kv, size_t *count) {
+    return nds_zc_consolidate(kv, NDS_ZC_V3, count);
+}
+
 /* ---- groups, description --------------------------------------------------------------------- */
 
 static int zarr3_create_group(nds_kvstore *kv) {
@@ -456,4 +488,5 @@ const nds_format nds_format_zarr3 = {
     .create_group = zarr3_create_group,
     .describe_codec = zarr3_describe_codec,
     .read_chunk = zarr3_read_chunk,
+    .consolidate = zarr3_consolidate,
 };

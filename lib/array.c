@@ -180,6 +180,11 @@ static bool checks_metadata(const nds_array *a) {
 }
 
 int nds_array_check_stale(const nds_array *a, const char *what) {
+    if (a->snapshot)
+        return nds_err(NDS_EINVAL,
+                       "%s %s: opened from consolidated metadata (\"consolidated\": true), a "
+                       "read-only snapshot; open it without \"consolidated\" to change it",
+                       what, nds_kvstore_url(a->kv));
     if (!checks_metadata(a) || !__atomic_load_n(&a->meta_stale, __ATOMIC_ACQUIRE)) return 0;
     return nds_err(NDS_ECONFLICT,
                    "%s %s: array metadata changed since it was opened (resized?): reopen it", what,
@@ -232,14 +237,15 @@ static int open_format(nds_array *a, const nds_format *f, json_object *spec, uns
     nds_generation before = {NDS_GEN_NONE, {0}}, after;
     a->format = f;                   /* for the generation reads */
     a->meta_gen.kind = NDS_GEN_NONE; /* compared against nothing: read whole */
-    if (!a->txn && nds_array_metadata_generation(a, &before)) before.kind = NDS_GEN_NONE;
+    if (!a->txn && !a->snapshot && nds_array_metadata_generation(a, &before))
+        before.kind = NDS_GEN_NONE;
     for (int attempt = 0; attempt < 3; attempt++) {
         a->format =
             NULL; /* set again only when open succeeded: destroy must not close a failed state */
         int rc = f->open(a->kv, spec, attempt ? reopen : mode, &a->state, &a->meta);
         if (rc) return rc; /* its errors name the format already */
         a->format = f;
-        if (a->txn || nds_array_metadata_generation(a, &after) ||
+        if (a->txn || a->snapshot || nds_array_metadata_generation(a, &after) ||
             nds_generation_equal(&before, &after) || attempt == 2)
             break;
         if (before.kind != NDS_GEN_VALUE && (mode & NDS_OPEN_CREATE)) {
@@ -253,7 +259,30 @@ static int open_format(nds_array *a, const nds_format *f, json_object *spec, uns
         a->state = NULL;
         before = after;
     }
-    a->meta_gen = a->txn ? (nds_generation){NDS_GEN_NONE, {0}} : before;
+    a->meta_gen = a->txn || a->snapshot ? (nds_generation){NDS_GEN_NONE, {0}} : before;
+    return 0;
+}
+
+/* "consolidated": true asks the format to open from its consolidated metadata: a read-only
+ * snapshot (docs/formats.md), so not with a mode that creates, nor in a transaction, and only for
+ * a format that has consolidated metadata. The metadata generation is then not read at all: the
+ * open costs the consolidated copy's read alone. */
+static int check_consolidated(nds_array *a, json_object *spec, unsigned mode) {
+    bool asked = false;
+    int rc = nds_json_get_bool(spec, "consolidated", true, "spec", &asked);
+    if (rc || !asked) return rc;
+    if (mode & (NDS_OPEN_CREATE | NDS_OPEN_DELETE_EXISTING))
+        return nds_err(NDS_EINVAL, "spec: \"consolidated\": true opens a read-only snapshot; it "
+                                   "cannot be combined with \"create\"");
+    if (a->txn)
+        return nds_err(NDS_EINVAL,
+                       "spec: \"consolidated\": true opens a read-only snapshot, not inside a "
+                       "transaction");
+    if (!a->format->consolidate)
+        return nds_err(NDS_EUNSUPPORTED,
+                       "spec: \"consolidated\": format %s has no consolidated metadata",
+                       a->format->name);
+    a->snapshot = true;
     return 0;
 }
 
@@ -269,6 +298,7 @@ static int open_with_spec(nds_array *a, json_object *spec, unsigned mode) {
         }
     }
     if (!rc) rc = resolve_format(spec, a->kv, mode, &a->format);
+    if (!rc) rc = check_consolidated(a, spec, mode);
     if (!rc && (mode & NDS_OPEN_DELETE_EXISTING)) rc = delete_existing(a);
     if (rc) return rc;
     rc = open_format(a, a->format, spec, mode);
@@ -383,6 +413,10 @@ int nds_array_set_attributes(nds_array *a, const char *text) {
         json_object_put(attrs);
         return nds_err(NDS_EINVAL, "attributes must be a json object");
     }
+    if ((rc = nds_array_check_stale(a, "attributes of")) != 0) { /* a read-only snapshot */
+        json_object_put(attrs);
+        return rc;
+    }
     pthread_rwlock_wrlock(&a->meta_lock);
     bool current = metadata_current(a);
     rc = a->format->set_attributes(a->state, a->kv, attrs);
@@ -437,5 +471,40 @@ int nds_group_create(const char *kvstore_spec, const char *path, const char *for
     free(norm);
     if (root != kv) nds_kvstore_free(root);
     nds_kvstore_free(kv);
+    return rc;
+}
+
+/* The group's handle: path inside the store named by kvstore_spec, as a directory. */
+static int open_group_kvstore(const char *kvstore_spec, const char *path, nds_context *ctx,
+                              nds_kvstore **out) {
+    nds_kvstore *kv;
+    int rc = nds_kvstore_open(&kv, kvstore_spec, ctx);
+    if (rc) return rc;
+    char *norm = NULL, *dir = NULL;
+    rc = nds_path_join("", path ? path : "", "group path", &norm);
+    if (!rc) {
+        const char *p = nds_kvstore_path(kv);
+        size_t n = strlen(p);
+        /* The store path is a directory ("d/s.zarr" holds "d/s.zarr/.zgroup"). */
+        dir = nds_asprintf("%s%s%s", n && p[n - 1] != '/' ? "/" : "", norm, norm[0] ? "/" : "");
+        rc = dir ? nds_kvstore_sub(out, kv, dir) : nds_err(NDS_ENOMEM, "out of memory");
+    }
+    free(dir);
+    free(norm);
+    nds_kvstore_free(kv);
+    return rc;
+}
+
+int nds_group_consolidate(const char *kvstore_spec, const char *path, const char *format,
+                          size_t *count, nds_context *ctx) {
+    if (count) *count = 0;
+    const nds_format *f = nds_format_find(format ? format : "zarr");
+    if (!f) return nds_err(NDS_ENOTFOUND, "unknown format \"%s\"", format);
+    if (!f->consolidate)
+        return nds_err(NDS_EUNSUPPORTED, "%s: consolidated metadata is not supported", f->name);
+    nds_kvstore *g = NULL;
+    int rc = open_group_kvstore(kvstore_spec, path, ctx, &g);
+    if (!rc) rc = f->consolidate(g, count);
+    nds_kvstore_free(g);
     return rc;
 }

@@ -422,6 +422,8 @@ int nds_array_resize(nds_array *a, const uint64_t *new_shape) {
     if (!a->format->resize)
         return nds_err(NDS_EUNSUPPORTED, "%s: %s arrays cannot be resized", nds_kvstore_url(a->kv),
                        a->format->name);
+    int snap = nds_array_check_stale(a, "resize of"); /* consolidated snapshots are read-only */
+    if (snap) return snap;
     pthread_rwlock_wrlock(&a->meta_lock);
     nds_array_meta old = a->meta;
     /* Clean up first, then publish: a crash in between loses only data the caller was removing,

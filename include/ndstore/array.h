@@ -144,6 +144,22 @@ NDS_API int nds_array_verify(nds_array *a, nds_verify_fn fn, void *ctx, uint64_t
 NDS_API int nds_group_create(const char *kvstore_spec, const char *path, const char *format, int parents,
                              nds_context *ctx);
 
+/**
+ * Writes the consolidated metadata of the group at path inside a store (kvstore_spec: URL or JSON;
+ * path relative to it, "" for the store root), built by listing the hierarchy below it and reading
+ * every metadata document: format "zarr" (NULL too) writes .zmetadata as zarr-python's
+ * consolidate_metadata does ({"zarr_consolidated_format": 1, "metadata": {...}}, replacing one
+ * that is there); "zarr3" writes "consolidated_metadata" inline into the group's zarr.json as
+ * zarr-python 3 does (a conditional write; other members kept). The copy is a snapshot: later
+ * metadata changes below the group leave it stale until this runs again (docs/formats.md).
+ * *count (may be NULL) receives the number of documents consolidated.
+ * @return 0; NDS_ENOTFOUND when there is no group at path; NDS_EUNSUPPORTED when the store cannot
+ * list or the format has no consolidated metadata; a store's or a document's error otherwise,
+ * naming the key. Any thread.
+ */
+NDS_API int nds_group_consolidate(const char *kvstore_spec, const char *path, const char *format,
+                                  size_t *count, nds_context *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,6 +32,7 @@ struct nds_array {
      * chunks outside the shape. */
     nds_generation meta_gen;
     int meta_stale; /* set (atomically) once a check found the metadata changed */
+    bool snapshot;  /* opened with "consolidated": true: read-only (nds_array_check_stale) */
 };
 
 /** Reads the generation of a's metadata key into *gen (kind NONE when the format has none). */

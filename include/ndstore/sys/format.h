@@ -214,6 +214,14 @@ typedef struct nds_format {
      */
     int (*group_list)(void *state, const char *key, const uint8_t *obj, size_t len,
                       int (*fn)(void *ctx, const uint64_t *cell), void *ctx);
+    /**
+     * Optional: builds the consolidated metadata of the hierarchy under kv (a group's prefix) by
+     * listing it, and writes it (zarr: .zmetadata; zarr3: inline in the group's zarr.json);
+     * *count (may be NULL) gets the documents consolidated. NULL when the format has none: a spec
+     * with "consolidated": true is then refused. A format that has it reads the spec's
+     * "consolidated" member in open (issue 20; docs/formats.md).
+     */
+    int (*consolidate)(nds_kvstore *kv, size_t *count);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
