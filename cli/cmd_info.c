@@ -4,6 +4,9 @@
  * index; N5 compression, block size, axes/units/resolution; precomputed volume type and every
  * scale); --json prints the same as one JSON object (the detail as "details", plus the format's
  * metadata document and the spec that reopens the array).
+ * --consolidated (the default for a http(s)://, s3:// or gs:// URL) opens the array with
+ * "consolidated": true: from the consolidated metadata of an ancestor group when there is one
+ * (docs/formats.md), a read-only snapshot; --no-consolidated reads the array's own metadata.
  * Omits: per-chunk listings (use `ndstore ls`).
  */
 #include <getopt.h>
@@ -13,10 +16,10 @@
 #include "cli.h"
 #include "npy.h"
 
-static const char usage[] = "ndstore info SPEC [--json]";
+static const char usage[] = "ndstore info SPEC [--json] [--consolidated | --no-consolidated]";
 
 static const char help[] =
-    "usage: ndstore info SPEC [--json]\n"
+    "usage: ndstore info SPEC [--json] [--consolidated | --no-consolidated]\n"
     "\n"
     "Show an array's format, shape, dtype, chunk shape, codec, fill value, stored chunks and bytes, and\n"
     "attributes, then what its format adds: zarr compressor, filters, order and key separator;\n"
@@ -29,10 +32,17 @@ static const char help[] =
     "               chunks_per_shard when sharded, codec, fill_value, chunks_stored,\n"
     "               chunks_total, bytes_stored, attributes, details (the format's own, as\n"
     "               above), metadata, spec)\n"
+    "  -c, --consolidated     open the array from the consolidated metadata of the nearest\n"
+    "               ancestor group that has it (zarr .zmetadata, zarr3 consolidated_metadata;\n"
+    "               one read per level searched), falling back to its own metadata; the default\n"
+    "               for http(s)://, s3:// and gs:// URLs\n"
+    "  -C, --no-consolidated  read the array's own metadata\n"
     "  -h, --help   show this help\n";
 
 static const struct option options[] = {
     {"json", no_argument, NULL, 'j'},
+    {"consolidated", no_argument, NULL, 'c'},
+    {"no-consolidated", no_argument, NULL, 'C'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -186,25 +196,70 @@ int cli_info_print(nds_array *a, bool as_json, FILE *out) {
     return rc;
 }
 
+/* Remote stores, where each metadata read is a request. */
+static bool is_remote(const char *url) {
+    static const char *const schemes[] = {"http://", "https://", "s3://", "gs://"};
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+        if (strncmp(url, schemes[i], strlen(schemes[i])) == 0)
+            return true;
+    return false;
+}
+
+/* SPEC (JSON text or a URL; @file is left as it is) with "consolidated": true added, unless it
+ * says otherwise; asked < 0: only for a remote URL. *out is NULL when SPEC stays as it is. */
+static int consolidated_spec(const char *text, int asked, char **out) {
+    *out = NULL;
+    json_object *spec = NULL;
+    char url[4096], fmt[64];
+    if (text[0] == '@' || asked == 0)
+        return CLI_OK;
+    if (text[strspn(text, " \t\r\n")] == '{') {
+        if (asked < 0 || cli_json_parse(text, "SPEC", &spec) != CLI_OK)
+            return asked < 0 ? CLI_OK : CLI_FAIL;
+    } else {
+        if (cli_kvstore_url(text, url, sizeof url, fmt, sizeof fmt) != CLI_OK)
+            return CLI_FAIL;
+        if (asked < 0 && !is_remote(url))
+            return CLI_OK;
+        spec = json_object_new_object();
+        json_object_object_add(spec, "kvstore", json_object_new_string(url));
+        if (fmt[0])
+            json_object_object_add(spec, "driver", json_object_new_string(fmt));
+    }
+    if (json_object_is_type(spec, json_type_object) &&
+        !json_object_object_get_ex(spec, "consolidated", NULL))
+        json_object_object_add(spec, "consolidated", json_object_new_boolean(1));
+    *out = strdup(json_object_to_json_string_ext(spec, JSON_C_TO_STRING_PLAIN));
+    json_object_put(spec);
+    return *out ? CLI_OK : cli_fail("out of memory");
+}
+
 int cli_cmd_info(int argc, char **argv) {
     bool as_json = false;
-    int c;
+    int consolidated = -1, c;
     cli_getopt_reset();
-    while ((c = getopt_long(argc, argv, ":hj", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hjcC", options, NULL)) != -1) {
         if (c == 'h')
             return cli_help(help);
-        if (c != 'j')
+        if (c == 'c' || c == 'C')
+            consolidated = c == 'c';
+        else if (c == 'j')
+            as_json = true;
+        else
             return cli_bad_option(usage, argv, c);
-        as_json = true;
     }
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
     nds_array *a = NULL;
+    char *spec = NULL;
     int rc = cli_require_spec("SPEC", argv[optind]);
     if (rc == CLI_OK)
-        rc = cli_open_array(argv[optind], NULL, 0, &a);
+        rc = consolidated_spec(argv[optind], consolidated, &spec);
+    if (rc == CLI_OK)
+        rc = cli_open_array(spec ? spec : argv[optind], NULL, 0, &a);
     if (rc == CLI_OK)
         rc = cli_info_print(a, as_json, stdout);
     nds_array_free(a);
+    free(spec);
     return rc;
 }

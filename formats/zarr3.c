@@ -39,6 +39,7 @@ typedef struct zarr3 {
     nds_z3_index_cache *cache; /* decoded shard indexes, for read_chunk */
     char url[512];             /* the array's kvstore URL, for messages */
     char doc_name[600];        /* "zarr3: zarr.json of <url>" */
+    bool from_snapshot;        /* opened from consolidated metadata: attributes from doc too */
 } zarr3;
 
 /* ---- instance -------------------------------------------------------------------------------- */
@@ -183,6 +184,7 @@ static int open_consolidated(zarr3 *z, nds_kvstore *kv, const json_object *spec,
         nds_error_clear();
         return 0;
     }
+    z->from_snapshot = true;
     *done = true;
     return 0;
 }
@@ -392,13 +394,20 @@ static int zarr3_get_attributes(void *state, nds_kvstore *kv, json_object **out)
     bool found = false;
     json_object *doc = NULL, *attrs = NULL;
     *out = NULL;
-    int rc = nds_format_read_key(kv, META_KEY, "zarr3", z->url, &r,
+    int rc = 0;
+    if (z->from_snapshot) { /* a consolidated snapshot: its copy, no read (a deep copy: readers
+                             * share z->doc across threads) */
+        if (json_object_deep_copy(z->doc, &doc, NULL) != 0)
+            return nds_err(NDS_ENOMEM, "zarr3: out of memory");
+    } else {
+        rc = nds_format_read_key(kv, META_KEY, "zarr3", z->url, &r,
                                  &found); /* fresh: others may have changed them */
-    if (rc) return rc;
-    if (!found) return nds_err(NDS_ENOTFOUND, "%s: disappeared", z->doc_name);
-    rc = parse_doc(&r.value, z->doc_name, &doc);
-    nds_read_result_dispose(&r);
-    if (rc) return rc;
+        if (rc) return rc;
+        if (!found) return nds_err(NDS_ENOTFOUND, "%s: disappeared", z->doc_name);
+        rc = parse_doc(&r.value, z->doc_name, &doc);
+        nds_read_result_dispose(&r);
+        if (rc) return rc;
+    }
     if (json_object_object_get_ex(doc, "attributes", &attrs) &&
         !json_object_is_type(attrs, json_type_object))
         rc = nds_err(NDS_EFORMAT, "%s: \"attributes\" must be an object", z->doc_name);
