@@ -279,6 +279,8 @@ static int open_as_directory(const char *url, nds_kvstore **out) {
 
 /* snapshot_read's outcomes besides CLI_FAIL (a malformed copy, named on stderr). */
 enum { SNAP_NONE = 0, SNAP_FOUND = 10 };
+/* Largest consolidated document read (the library's limit too: formats/zarr_consolidated.h). */
+#define SNAP_MAX_BYTES (256 << 20)
 
 /* The consolidated metadata at a listing's root. */
 typedef struct snapshot {
@@ -364,7 +366,10 @@ static int snapshot_try(nds_kvstore *kv, snapshot *s) {
     int rc = SNAP_NONE;
     char where[4200];
     snprintf(where, sizeof where, "%s of %s", s->key, nds_kvstore_url(kv));
-    if (r.state == NDS_READ_VALUE) {
+    if (r.state == NDS_READ_VALUE && r.value.len > SNAP_MAX_BYTES) {
+        rc = cli_fail("%s: %zu bytes, more than the %d MiB read as consolidated metadata", where,
+                      r.value.len, SNAP_MAX_BYTES >> 20);
+    } else if (r.state == NDS_READ_VALUE) {
         json_tokener *tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
         s->doc = tok ? json_tokener_parse_ex(tok, (const char *)r.value.data, (int)r.value.len)
                      : NULL;
