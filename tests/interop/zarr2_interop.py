@@ -12,6 +12,10 @@ Runs with Debian's zarr-python 2.13, numcodecs and numpy (python3-zarr); nothing
       read exactly what was written; ndstore also updates arrays zarr-python wrote.
   (c) every array of FIXTURES_DIR/zarr2_zarr_python/data.zarr reads as expected/<name>.npy; string
       and object arrays fail with exit status 1 and one error line naming the dtype.
+  (d) consolidated metadata: zarr.consolidate_metadata's .zmetadata is listed by `ndstore ls -c`, and
+      arrays whose own .zarray/.zattrs were removed read through it ("consolidated": true); the
+      .zmetadata `ndstore group consolidate` writes equals zarr-python's and zarr.open_consolidated
+      reads the hierarchy through it alone.
 Comparisons are exact: bit for bit, except that any NaN equals any NaN (payloads need not survive).
 Prints one line per case ("ok NAME" or "FAIL NAME REASON") and then "N passed, N failed"; exits 1 on
 any failure. Everything is written under one temporary directory, removed at the end.
@@ -644,6 +648,82 @@ def c_fixture_cases(fixtures):
         case('c/fixture/%s' % name, c_fixture_one, data_dir, exp_dir, name)
 
 
+# ---- (d) consolidated metadata -------------------------------------------------------------------
+
+def d_hierarchy(root):
+    """A zarr-python group with two arrays (one in a subgroup), attributes on both."""
+    g = zarr.open_group(zarr.DirectoryStore(root), mode='w')
+    a = g.create_dataset('a', shape=(5, 7), chunks=(2, 3), dtype='<i4', compressor=Zstd(3))
+    a[...] = random_data('<i4', (5, 7), seed=5)
+    a.attrs['units'] = 'nm'
+    b = g.create_group('sub').create_dataset('b', shape=(9,), chunks=(4,), dtype='>f8',
+                                             compressor=None, fill_value=1.5)
+    b[2:6] = [1.0, 2.0, 3.0, 4.0]
+    g.attrs['title'] = 'd'
+    return g
+
+
+def drop_own_metadata(root, arrays):
+    """Removes the arrays' own .zarray and .zattrs: only the consolidated copy describes them."""
+    for name in arrays:
+        for key in ('.zarray', '.zattrs'):
+            path = os.path.join(root, name, key)
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def d_zarr_python_writes():
+    root = os.path.join(newdir('dzp'), 'h.zarr')
+    g = d_hierarchy(root)
+    zarr.consolidate_metadata(zarr.DirectoryStore(root))
+    want_a, want_b = g['a'][...], g['sub/b'][...]
+    out = nds_ok('ls', root, '--consolidated').stdout
+    for line in ('consolidated metadata: ', 'a/.zarray  (zarr: int32 [5, 7], chunks [2, 3], zstd',
+                 'sub/b/.zarray  (zarr: float64 [9], chunks [4], raw)'):
+        if line not in out:
+            raise CaseFail('ls -c lacks %r: %s' % (line, out))
+    drop_own_metadata(root, ['a', 'sub/b'])
+    compare(nds_read(json.dumps({'driver': 'zarr', 'kvstore': os.path.join(root, 'a'),
+                                 'consolidated': True})), want_a)
+    compare(nds_read(json.dumps({'driver': 'zarr', 'kvstore': os.path.join(root, 'sub', 'b'),
+                                 'consolidated': True})), want_b)
+    info = nds_ok('info', os.path.join(root, 'a') + '|zarr:', '--consolidated').stdout
+    if '"units": "nm"' not in info:
+        raise CaseFail('info --consolidated lacks the attributes from .zmetadata: ' + info)
+    r = nds('info', os.path.join(root, 'a') + '|zarr:', '--no-consolidated')
+    if r.returncode == 0:
+        raise CaseFail('the own .zarray was removed, yet info without the copy opened the array')
+
+
+def d_ndstore_writes():
+    root = os.path.join(newdir('dnds'), 'h.zarr')
+    g = d_hierarchy(root)
+    want_a, want_b = g['a'][...], g['sub/b'][...]
+    zarr.consolidate_metadata(zarr.DirectoryStore(root))
+    with open(os.path.join(root, '.zmetadata')) as f:
+        theirs = json.load(f)
+    os.unlink(os.path.join(root, '.zmetadata'))
+    out = nds_ok('group', 'consolidate', root).stdout
+    if 'consolidated 6 metadata documents' not in out:
+        raise CaseFail('group consolidate: ' + out)
+    with open(os.path.join(root, '.zmetadata')) as f:
+        ours = json.load(f)
+    if ours != theirs:
+        raise CaseFail('.zmetadata differs from zarr-python\'s: %s vs %s' % (ours, theirs))
+    drop_own_metadata(root, ['a', 'sub/b'])
+    c = zarr.open_consolidated(zarr.DirectoryStore(root), mode='r')
+    compare(c['a'][...], want_a)
+    compare(c['sub/b'][...].astype('<f8'), want_b.astype('<f8'))  # byte order as zarr-python hands it
+    if c['a'].attrs['units'] != 'nm' or c.attrs['title'] != 'd':
+        raise CaseFail('attributes through open_consolidated: %s %s' % (dict(c['a'].attrs),
+                                                                         dict(c.attrs)))
+
+
+def d_consolidated_cases():
+    case('d/consolidated/zarr-python-writes', d_zarr_python_writes)
+    case('d/consolidated/ndstore-writes', d_ndstore_writes)
+
+
 # ---- main ---------------------------------------------------------------------------------------
 
 def run_cases(fixtures):
@@ -660,6 +740,7 @@ def run_cases(fixtures):
     case('b/create-delete-existing', b_delete_existing)
     case('b/errors', b_errors)
     c_fixture_cases(fixtures)
+    d_consolidated_cases()
 
 
 def main(argv):
