@@ -356,8 +356,10 @@ static int snapshot_parse(snapshot *s, const char *where) {
 /* Reads one candidate key: SNAP_FOUND, SNAP_NONE when missing or no consolidated copy, CLI_FAIL. */
 static int snapshot_try(nds_kvstore *kv, snapshot *s) {
     nds_read_result r = {0};
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.byte_length = (int64_t)SNAP_MAX_BYTES + 1; /* a huge copy is refused without being held */
     nds_error_clear();
-    int st = nds_kvstore_read(kv, s->key, NULL, &r);
+    int st = nds_kvstore_read(kv, s->key, &o, &r);
     if (st != 0) {
         char what[4200];
         snprintf(what, sizeof what, "%s%s", nds_kvstore_url(kv), s->key);
@@ -366,9 +368,9 @@ static int snapshot_try(nds_kvstore *kv, snapshot *s) {
     int rc = SNAP_NONE;
     char where[4200];
     snprintf(where, sizeof where, "%s of %s", s->key, nds_kvstore_url(kv));
-    if (r.state == NDS_READ_VALUE && r.value.len > SNAP_MAX_BYTES) {
-        rc = cli_fail("%s: %zu bytes, more than the %d MiB read as consolidated metadata", where,
-                      r.value.len, SNAP_MAX_BYTES >> 20);
+    if (r.state == NDS_READ_VALUE && (r.value.len > SNAP_MAX_BYTES || r.total_size > SNAP_MAX_BYTES)) {
+        rc = cli_fail("%s: more than the %d MiB read as consolidated metadata", where,
+                      SNAP_MAX_BYTES >> 20);
     } else if (r.state == NDS_READ_VALUE) {
         json_tokener *tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
         s->doc = tok ? json_tokener_parse_ex(tok, (const char *)r.value.data, (int)r.value.len)
@@ -473,6 +475,23 @@ static int snapshot_store(const snapshot *s, listing *l, nds_kvstore **out) {
     return l->oom ? cli_fail("out of memory listing consolidated metadata") : CLI_OK;
 }
 
+/* Notes name the private store's URL mem; they should name the listed store's, url. */
+static void unname_store(listing *l, const char *mem, const char *url) {
+    size_t m = strlen(mem);
+    for (size_t i = 0; i < l->n; i++) {
+        char *note = l->v[i].note, *at = note ? strstr(note, mem) : NULL;
+        if (!at)
+            continue;
+        size_t n = strlen(note) + strlen(url) + 1;
+        char *out = malloc(n);
+        if (!out)
+            continue;
+        snprintf(out, n, "%.*s%s%s", (int)(at - note), note, url, at + m);
+        free(note);
+        l->v[i].note = out;
+    }
+}
+
 /* Lists kv from its consolidated metadata s. */
 static int list_snapshot(nds_kvstore *kv, const snapshot *s, bool recursive) {
     listing l = {0};
@@ -483,6 +502,7 @@ static int list_snapshot(nds_kvstore *kv, const snapshot *s, bool recursive) {
         if (l.n > 1)
             qsort(l.v, l.n, sizeof *l.v, by_key);
         annotate(mem, &l);
+        unname_store(&l, nds_kvstore_url(mem), nds_kvstore_url(kv));
         if (!recursive)
             fold_dirs(&l);
         printf("consolidated metadata: %s%s\n", nds_kvstore_url(kv), s->key);

@@ -144,13 +144,23 @@ int nds_zc_read(nds_kvstore *kv, nds_zc_layout layout, bool *found, json_object 
     nds_read_result r;
     *doc = NULL;
     *entries = NULL;
-    int rc = nds_format_read_key(kv, key, who, url, &r, found);
-    if (rc || !*found) return rc;
+    /* At most one byte past the limit is read: a huge copy is refused without being held. */
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.byte_length = (int64_t)NDS_ZC_MAX_BYTES + 1;
+    int rc = nds_kvstore_read(kv, key, &o, &r);
+    if (rc) return nds_err_prefix(rc, "%s: reading %s of %s", who, key, url);
+    *found = r.state == NDS_READ_VALUE;
+    if (!*found) {
+        nds_read_result_dispose(&r);
+        return 0;
+    }
     char name[700];
     snprintf(name, sizeof name, "%s: %s of %s", who, key, url);
-    if (r.value.len > NDS_ZC_MAX_BYTES)
-        rc = nds_err(NDS_ELIMIT, "%s: %zu bytes, more than the %zu read as consolidated metadata",
-                     name, r.value.len, NDS_ZC_MAX_BYTES);
+    if (r.value.len > NDS_ZC_MAX_BYTES || r.total_size > NDS_ZC_MAX_BYTES)
+        rc = nds_err(NDS_ELIMIT, "%s: %llu bytes, more than the %zu read as consolidated metadata",
+                     name, (unsigned long long)(r.total_size > r.value.len ? r.total_size
+                                                                           : r.value.len),
+                     NDS_ZC_MAX_BYTES);
     else
         rc = nds_json_parse((const char *)r.value.data, r.value.len, name, doc);
     nds_read_result_dispose(&r);
