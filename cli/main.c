@@ -33,7 +33,7 @@ static const cli_command commands[] = {
     {"verify", "decode every stored chunk and report the bad ones", cli_cmd_verify},
     {"resize", "change an array's shape", cli_cmd_resize},
     {"attrs", "print or replace an array's user attributes", cli_cmd_attrs},
-    {"group", "create a group (and its parents)", cli_cmd_group},
+    {"group", "create a group (and its parents), or consolidate its metadata", cli_cmd_group},
     {"checkpoint", "mark a checkpoint complete, or check whether it is", cli_cmd_checkpoint},
     {"commit", "publish prepared parts as one version of a versioned store", cli_cmd_commit},
     {"gc", "delete what no kept version of a versioned store references", cli_cmd_gc},
