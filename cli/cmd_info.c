@@ -7,6 +7,8 @@
  * --consolidated (the default for a http(s)://, s3:// or gs:// URL) opens the array with
  * "consolidated": true: from the consolidated metadata of an ancestor group when there is one
  * (docs/formats.md), a read-only snapshot; --no-consolidated reads the array's own metadata.
+ * Otherwise (a local store, text output) a last line says when an ancestor's consolidated copy
+ * describes the array differently from its own metadata (a stale copy).
  * Omits: per-chunk listings (use `ndstore ls`).
  */
 #include <getopt.h>
@@ -234,6 +236,40 @@ static int consolidated_spec(const char *text, int asked, char **out) {
     return *out ? CLI_OK : cli_fail("out of memory");
 }
 
+/* Whether two JSON texts hold the same value (members in any order). */
+static bool same_json(const char *x, const char *y) {
+    json_object *a = json_tokener_parse(x), *b = json_tokener_parse(y);
+    bool same = a && b && json_object_equal(a, b);
+    json_object_put(a);
+    json_object_put(b);
+    return same;
+}
+
+/* After an info of a's own metadata (text): when an ancestor group's consolidated copy describes
+ * the array differently, says so (the copy is stale). Opening from the copy costs one read per
+ * directory level; an array no copy lists opens from its own metadata again, the same document. */
+static void note_stale_copy(nds_array *a, FILE *out) {
+    char *spec = NULL, *own = NULL, *theirs = NULL;
+    nds_array *c = NULL;
+    json_object *s = NULL;
+    if (nds_array_spec(a, &spec) == 0 && (s = json_tokener_parse(spec)) != NULL) {
+        json_object_object_add(s, "consolidated", json_object_new_boolean(1));
+        nds_open_options o = NDS_OPEN_OPTIONS_INIT;
+        o.mode = NDS_OPEN_EXISTING;
+        if (nds_array_open(&c, json_object_to_json_string(s), &o) == 0 &&
+            nds_array_metadata(a, &own) == 0 && nds_array_metadata(c, &theirs) == 0 &&
+            !same_json(own, theirs))
+            fprintf(out, "consolidated: an ancestor group's consolidated metadata describes this "
+                         "array differently (stale: `ndstore group consolidate` refreshes it)\n");
+    }
+    nds_error_clear(); /* no copy, or one that does not open: nothing to say here */
+    json_object_put(s);
+    nds_array_free(c);
+    nds_free(spec);
+    nds_free(own);
+    nds_free(theirs);
+}
+
 int cli_cmd_info(int argc, char **argv) {
     bool as_json = false;
     int consolidated = -1, c;
@@ -259,6 +295,9 @@ int cli_cmd_info(int argc, char **argv) {
         rc = cli_open_array(spec ? spec : argv[optind], NULL, 0, &a);
     if (rc == CLI_OK)
         rc = cli_info_print(a, as_json, stdout);
+    if (rc == CLI_OK && !spec && !as_json && consolidated != 0 &&
+        !is_remote(nds_kvstore_url(nds_array_kvstore(a))))
+        note_stale_copy(a, stdout); /* read from its own metadata: compare with a copy */
     nds_array_free(a);
     free(spec);
     return rc;

@@ -236,6 +236,10 @@ static int find_up(nds_kvstore *kv, json_object *spec, json_object *node, nds_zc
     while (n > top) {
         while (n > top && path[n - 1] != '/') n--; /* n: length of the parent, '/' included */
         int rc = try_level(kv, spec, node, layout, path, n, out);
+        if (rc == NDS_EPERM) { /* a level the caller may not read (a bucket's root): none above */
+            nds_error_clear();
+            return NDS_ENOTFOUND;
+        }
         if (rc != NDS_ENOTFOUND) return rc;
         while (n > top && path[n - 1] == '/') n--;
     }

@@ -53,7 +53,8 @@ typedef struct nds_zc_found {
  * Looks for consolidated metadata covering the array at kv's path: reads the parent's key, then
  * each further ancestor's up to the store's root, and stops at the first consolidated copy (one
  * read per level; an array directly under its consolidated group costs one). NDS_ENOTFOUND (no
- * message set) when none; errors reading or checking a copy that is there are returned.
+ * message set) when none, or when a level may not be read (NDS_EPERM: the search ends there);
+ * other errors reading or checking a copy that is there are returned.
  */
 int nds_zc_find(nds_kvstore *kv, nds_zc_layout layout, nds_zc_found *out);
 void nds_zc_found_dispose(nds_zc_found *f);

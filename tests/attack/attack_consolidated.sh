@@ -51,6 +51,10 @@ nds info "$T/h/g0/a3" --consolidated; succeeded "info --consolidated of a stale 
 expect_out "shape:       [4, 4]" "info --consolidated shows the snapshot (documented)"
 nds info "$T/h/g0/a3"; succeeded "info of a stale array"
 expect_out "shape:       [4, 40]" "info without --consolidated reads the array's own"
+expect_out "consolidated: an ancestor group's consolidated metadata describes this array differently" \
+    "info says the copy is stale"
+nds info "$T/h/g0/a4"; succeeded "info of a current array"
+check '! grep -q "^consolidated:" <<<"$OUT"' "info of a current array says nothing of the copy"
 nds resize "{\"kvstore\":\"$T/h/g0/a3\",\"driver\":\"zarr\",\"consolidated\":true}" --shape 4,50
 refused "resize through a consolidated snapshot" "read-only snapshot"
 nds group consolidate "$T/h"; succeeded "re-consolidate"
