@@ -375,7 +375,8 @@ int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_
     nds_txn *txn = call_txn(a, opts);
     if (!rc && txn) rc = nds_txn_check_open(txn);
     if (!rc && txn && a->meta.grouped) rc = nds_array_group_txn_refusal(a); /* nothing staged */
-    if (!rc && !txn) rc = nds_array_check_stale(a, "write to"); /* nothing written */
+    /* nothing written; a consolidated snapshot is refused in a transaction too */
+    if (!rc && (!txn || a->snapshot)) rc = nds_array_check_stale(a, "write to");
     if (!rc) {
         c.txn = txn;
         rc = a->meta.grouped ? nds_array_write_groups(a, &c, call_threads(opts)) /* array_group.c */

@@ -148,6 +148,14 @@ START_TEST(snapshot_is_read_only) {
     ck_assert_int_eq(nds_array_resize(a, bigger), NDS_EINVAL);
     ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "consolidated"));
     ck_assert_int_eq(nds_array_set_attributes(a, "{}"), NDS_EINVAL);
+    nds_txn *txn; /* a transaction's write through the snapshot handle too */
+    NDS_OK(nds_txn_begin(&txn, NULL));
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.txn = txn;
+    ck_assert_int_eq(nds_array_write(a, &box, v, &io), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "read-only snapshot"));
+    nds_txn_abort(txn);
+    nds_txn_free(txn);
     nds_array_free(a);
     int rc = open_spec(&a,
                        "{\"driver\":\"zarr\",\"kvstore\":\"%sc/\",\"consolidated\":true,"
