@@ -360,6 +360,10 @@ static int snapshot_try(nds_kvstore *kv, snapshot *s) {
     o.byte_length = (int64_t)SNAP_MAX_BYTES + 1; /* a huge copy is refused without being held */
     nds_error_clear();
     int st = nds_kvstore_read(kv, s->key, &o, &r);
+    if (st == NDS_EPERM) { /* readable keys may still be listed */
+        nds_error_clear();
+        return SNAP_NONE;
+    }
     if (st != 0) {
         char what[4200];
         snprintf(what, sizeof what, "%s%s", nds_kvstore_url(kv), s->key);
