@@ -70,6 +70,16 @@ check 'grep -q "\"consolidated_metadata\"" "$T/v3/zarr.json"' "zarr.json has con
 nds ls "$T/v3" -c; succeeded "ls -c (zarr3)"
 expect_out "x/zarr.json  (zarr3: int16 [6]" "ls lists the zarr3 array from the copy"
 
+# The hand-written zarr3 fixture: listed from its copy; nothing stale (each own zarr.json equals it).
+FIX="$ATTACK_DIR/../fixtures/zarr3_consolidated_hand/h.zarr"
+nds ls "$FIX" -c; succeeded "ls -c of the hand-written zarr3 fixture"
+expect_out "g/x/zarr.json  (zarr3: uint16 [6], chunks [4], raw)" "fixture array g/x listed from the copy"
+expect_out "g/y/zarr.json  (zarr3: float32 [2, 3], chunks [2, 3], raw)" "fixture array g/y listed from the copy"
+nds ls "$FIX"; succeeded "ls of the fixture's keys"
+check '! grep -q "consolidated copy differs" <<<"$OUT"' "the fixture's copy matches every array"
+nds info "$FIX/g/x" -c; succeeded "info -c of the fixture's g/x"
+expect_out '"unit": "s"' "fixture attributes from the copy"
+
 # Refusals.
 nds group consolidate "$T/h/g0/a3"; refused "consolidate an array" ".zgroup not found"
 nds group consolidate "$T/nothing"; refused "consolidate nothing" "no group"

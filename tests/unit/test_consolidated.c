@@ -270,6 +270,49 @@ START_TEST(v3_golden_inline) {
 }
 END_TEST
 
+/* The hand-written fixture tests/fixtures/zarr3_consolidated_hand (in the tree, not $NDS_FIXTURES):
+ * every array opens from the copy and from its own zarr.json alike, with the values written. */
+START_TEST(v3_hand_written_fixture) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", __FILE__);
+    char *p = strstr(dir, "tests/unit/test_consolidated.c");
+    ck_assert_ptr_nonnull(p);
+    snprintf(p, sizeof dir - (size_t)(p - dir), "tests/fixtures/zarr3_consolidated_hand/h.zarr");
+    static const char *const arrays[] = {"g/x", "g/y"};
+    for (size_t i = 0; i < 2; i++) {
+        nds_array *snap, *own;
+        NDS_OK(open_spec(&snap, "{\"driver\":\"zarr3\",\"kvstore\":\"file://%s/%s/\","
+                                "\"consolidated\":true}",
+                         dir, arrays[i]));
+        NDS_OK(open_spec(&own, "{\"driver\":\"zarr3\",\"kvstore\":\"file://%s/%s/\"}", dir,
+                         arrays[i]));
+        char *m1, *m2;
+        NDS_OK(nds_array_metadata(snap, &m1));
+        NDS_OK(nds_array_metadata(own, &m2));
+        json_object *j1 = json_tokener_parse(m1), *j2 = json_tokener_parse(m2);
+        ck_assert_msg(json_object_equal(j1, j2), "%s: %s vs %s", arrays[i], m1, m2);
+        json_object_put(j1);
+        json_object_put(j2);
+        nds_free(m1);
+        nds_free(m2);
+        if (i == 0) {
+            uint16_t out[6];
+            static const uint16_t want[6] = {1, 2, 3, 4, 5, 6};
+            read_all(snap, out);
+            ck_assert_mem_eq(out, want, sizeof want);
+            assert_attributes(snap, "{\"unit\":\"s\"}");
+        } else {
+            float out[6];
+            static const float want[6] = {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f};
+            read_all(snap, out);
+            ck_assert_mem_eq(out, want, sizeof want);
+        }
+        nds_array_free(snap);
+        nds_array_free(own);
+    }
+}
+END_TEST
+
 /* nds_group_consolidate for zarr3 writes the inline copy into the group's zarr.json, keeping its
  * other members; a v3 array opens from it. */
 START_TEST(v3_consolidate) {
@@ -349,6 +392,7 @@ int main(void) {
     tcase_add_test(tc, fallback_and_stale);
     tcase_add_test(tc, v2_malformed);
     tcase_add_test(tc, v3_golden_inline);
+    tcase_add_test(tc, v3_hand_written_fixture);
     tcase_add_test(tc, v3_consolidate);
     tcase_add_test(tc, v3_malformed);
     suite_add_tcase(s, tc);
