@@ -16,6 +16,7 @@
 #include "zarr2_metadata.h"
 #include "zarr_consolidated.h"
 #include "ndstore/sys/codec.h"
+#include "codecs/array_codecs.h"
 #include "ndstore/sys/format.h"
 #include "ndstore/array.h"
 #include "internal/dtype_util.h"
@@ -35,6 +36,7 @@ typedef struct zarr2 {
     json_object *doc;       /* the .zarray as stored (unknown members included), owned */
     const nds_codec *codec; /* the compressor, NULL for none */
     void *codec_state;      /* its instance, owned */
+    nds_filter_chain *filters; /* "filters", NULL for none; owned */
     bool swap;              /* stored byte order differs from the host's */
     char url[512];          /* the array's kvstore URL, for messages */
     char doc_name[600];     /* "zarr: .zarray of <url>" */
@@ -59,6 +61,8 @@ static void zarr2_reset(zarr2 *z) {
     if (z->codec) z->codec->destroy(z->codec_state);
     z->codec = NULL;
     z->codec_state = NULL;
+    nds_filter_chain_free(z->filters);
+    z->filters = NULL;
     nds_zarr2_meta_dispose(&z->m);
     json_object_put(z->doc);
     z->doc = NULL;
@@ -70,6 +74,16 @@ static void zarr2_close(void *state) {
     zarr2_reset(z);
     json_object_put(z->snapshot_attrs);
     free(z);
+}
+
+/* Builds the filter chain for one chunk in the stored element type. */
+static int load_filters(zarr2 *z, const char *name) {
+    nds_np_dtype t;
+    if (!nds_np_dtype_of(z->m.dtype, z->m.byte_order == '>', &t))
+        return nds_err(NDS_EUNSUPPORTED, "%s: filters on %s arrays are not supported", name,
+                       nds_dtype_name(z->m.dtype));
+    return nds_filter_chain_parse(z->m.filters, t, z->m.chunk_nbytes, name, "filters",
+                                  &z->filters);
 }
 
 /* Makes doc (ownership taken, even on error) the instance's metadata: parses it and creates the
@@ -90,7 +104,7 @@ static int zarr2_load(zarr2 *z, json_object *doc, const char *name) {
         if (rc) return rc;
     }
     z->swap = m.itemsize > 1 && (m.byte_order == '>') != nds_host_is_big_endian();
-    return 0;
+    return m.filters ? load_filters(z, name) : 0;
 }
 
 static void zarr2_fill_meta(const zarr2 *z, nds_array_meta *meta) {
@@ -100,7 +114,7 @@ static void zarr2_fill_meta(const zarr2 *z, nds_array_meta *meta) {
     memcpy(meta->chunk_shape, z->m.chunks, sizeof meta->chunk_shape);
     meta->dtype = z->m.dtype;
     memcpy(meta->fill_value, z->m.fill, sizeof meta->fill_value);
-    meta->stored_canonical = !z->codec && !z->m.fortran && !z->swap;
+    meta->stored_canonical = !z->codec && !z->filters && !z->m.fortran && !z->swap;
 }
 
 /* ---- open ------------------------------------------------------------------------------------ */
@@ -258,12 +272,34 @@ static int decompress(const zarr2 *z, const uint8_t *data, size_t len, uint8_t *
     return nds_codec_decode_exact(z->codec, z->codec_state, data, len, dst, z->m.chunk_nbytes);
 }
 
+/* With filters: the compressor's output (or the stored bytes) is the filters' encoding, which
+ * decodes into the chunk in its stored layout (then transposed and swapped as without). */
+static int decode_filtered(const zarr2 *z, const uint8_t *data, size_t len, uint8_t *out) {
+    size_t enc = nds_filter_chain_encoded_size(z->filters), n = z->m.chunk_nbytes;
+    uint8_t *fbuf = NULL, *layout = NULL;
+    int rc = 0;
+    if (z->codec && !(fbuf = malloc(enc ? enc : 1)))
+        return nds_err(NDS_ENOMEM, "zarr: out of memory for a %zu-byte chunk", enc);
+    if (z->codec) rc = nds_codec_decode_exact(z->codec, z->codec_state, data, len, fbuf, enc);
+    if (rc == 0 && z->m.fortran && !(layout = malloc(n ? n : 1)))
+        rc = nds_err(NDS_ENOMEM, "zarr: out of memory for a %zu-byte chunk", n);
+    if (rc == 0)
+        rc = nds_filter_chain_decode(z->filters, fbuf ? fbuf : data, fbuf ? enc : len,
+                                     layout ? layout : out);
+    if (rc == 0 && layout) transpose(z, out, layout, true);
+    if (rc == 0 && z->swap) swap_bytes(z, out);
+    free(fbuf);
+    free(layout);
+    return rc;
+}
+
 static int zarr2_decode_chunk(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
                               uint8_t *out) {
     const zarr2 *z = state;
     size_t n = z->m.chunk_nbytes;
     (void)cell;
     int rc = 0;
+    if (z->filters) return decode_filtered(z, data, len, out);
     if (!z->codec) {
         if (len != n) return nds_err(NDS_ECORRUPT, "expected %zu bytes, found %zu", n, len);
         if (z->m.fortran)
@@ -285,7 +321,9 @@ static int zarr2_decode_chunk(void *state, const uint64_t *cell, const uint8_t *
 
 /* Whether bytes [begin, end) of the decoded value are bytes [begin, end) of the chunk: C order
  * with a compressor (which decodes a part where it can: blosc, zstd). */
-static bool parts_are_chunk_parts(const zarr2 *z) { return z->codec && !z->m.fortran; }
+static bool parts_are_chunk_parts(const zarr2 *z) {
+    return z->codec && !z->filters && !z->m.fortran;
+}
 
 /* A part decoded in the stored byte order put into the host's (rc passed through). */
 static int part_to_host(const zarr2 *z, int rc, uint8_t *out, size_t begin, size_t end) {
@@ -329,11 +367,33 @@ static int zarr2_decode_chunk_pieces(void *state, const uint64_t *cell, const ui
                                    sink, arg);
 }
 
+/* With filters: the chunk in its stored layout, through the filters, then the compressor. */
+static int encode_filtered(const zarr2 *z, const uint8_t *chunk, nds_buf *out) {
+    size_t n = z->m.chunk_nbytes;
+    nds_buf f = {0};
+    uint8_t *layout = NULL;
+    if ((z->m.fortran || z->swap) && !(layout = malloc(n ? n : 1)))
+        return nds_err(NDS_ENOMEM, "zarr: out of memory for a %zu-byte chunk", n);
+    if (layout) {
+        if (z->m.fortran)
+            transpose(z, layout, chunk, false);
+        else
+            memcpy(layout, chunk, n);
+        if (z->swap) swap_bytes(z, layout);
+    }
+    int rc = nds_filter_chain_encode(z->filters, layout ? layout : chunk, z->codec ? &f : out);
+    if (rc == 0 && z->codec) rc = z->codec->encode(z->codec_state, f.data, f.len, out);
+    free(layout);
+    nds_buf_dispose(&f);
+    return rc;
+}
+
 static int zarr2_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,
                               nds_buf *out) {
     const zarr2 *z = state;
     size_t n = z->m.chunk_nbytes;
     (void)cell;
+    if (z->filters) return encode_filtered(z, chunk, out);
     if (!z->codec) {
         if (nds_buf_reserve(out, n) != 0)
             return nds_err(NDS_ENOMEM, "zarr: out of memory for a chunk");

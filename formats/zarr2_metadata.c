@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "zarr2_metadata.h"
+#include "codecs/array_codecs.h"
 #include "ndstore/sys/codec.h"
 #include "internal/codec_spec.h"
 #include "internal/dtype_util.h"
@@ -195,24 +196,27 @@ static int parse_compressor(const json_object *v, const char *doc, void *state) 
     return 0;
 }
 
+/* Each filter must name an id ndstore implements (formats/codecs/array_codecs.h); its
+ * configuration is checked when the chain is built for the chunk (zarr2.c). Borrowed like the
+ * compressor. */
 static int parse_filters(const json_object *v, const char *doc, void *state) {
-    (void)state;
+    parsed *p = state;
+    p->m.filters = NULL;
     if (json_object_is_type(v, json_type_null)) return 0;
     if (!json_object_is_type(v, json_type_array))
         return nds_err(NDS_EFORMAT, "%s: \"filters\" must be null or an array", doc);
     size_t n = json_object_array_length(v);
-    if (n == 0) return 0;
-    char ids[200] = "";
-    for (size_t i = 0, used = 0; i < n && used < sizeof ids; i++) {
+    for (size_t i = 0; i < n; i++) {
         json_object *f = json_object_array_get_idx(v, i), *id = NULL;
-        const char *name =
-            json_object_object_get_ex(f, "id", &id) && json_object_is_type(id, json_type_string)
-                ? json_object_get_string(id)
-                : "?";
-        int k = snprintf(ids + used, sizeof ids - used, "%s\"%.40s\"", i ? ", " : "", name);
-        used += k > 0 ? (size_t)k : 0;
+        if (!json_object_object_get_ex(f, "id", &id) || !json_object_is_type(id, json_type_string))
+            return nds_err(NDS_EFORMAT, "%s: \"filters\"[%zu] must be an object with a string \"id\"",
+                           doc, i);
+        if (!nds_filter_id_supported(json_object_get_string(id)))
+            return nds_err(NDS_EUNSUPPORTED, "%s: filter \"%.40s\" is not supported", doc,
+                           json_object_get_string(id));
     }
-    return nds_err(NDS_EUNSUPPORTED, "%s: filters are not supported (%s)", doc, ids);
+    if (n) p->m.filters = (json_object *)v;
+    return 0;
 }
 
 static int parse_separator(const json_object *v, const char *doc, void *state) {
@@ -274,12 +278,15 @@ int nds_zarr2_meta_parse(const json_object *doc_json, const char *doc, nds_zarr2
     if (rc) return rc;
     *m = p.m;
     if (m->compressor) json_object_get(m->compressor);
+    if (m->filters) json_object_get(m->filters);
     return 0;
 }
 
 void nds_zarr2_meta_dispose(nds_zarr2_meta *m) {
     json_object_put(m->compressor);
     m->compressor = NULL;
+    json_object_put(m->filters);
+    m->filters = NULL;
 }
 
 static json_object *u64_array(const uint64_t *v, size_t n) {
@@ -305,7 +312,7 @@ json_object *nds_zarr2_meta_to_json(const nds_zarr2_meta *m) {
     json_object_object_add(o, "dtype", json_object_new_string(dtype));
     json_object_object_add(o, "fill_value",
                            m->fill_null ? NULL : nds_fill_to_json(m->dtype, m->fill));
-    json_object_object_add(o, "filters", NULL);
+    json_object_object_add(o, "filters", json_copy(m->filters));
     json_object_object_add(o, "order", json_object_new_string(m->fortran ? "F" : "C"));
     json_object_object_add(o, "shape", u64_array(m->shape, m->rank));
     json_object_object_add(o, "zarr_format", json_object_new_int(2));
@@ -514,8 +521,11 @@ static int member_equal(size_t i, const parsed *a, const nds_zarr2_meta *b, cons
         json_object_put(na);
         json_object_put(nb);
         return rc;
+    } else if (strcmp(name, "filters") == 0) {
+        *eq = x->filters == b->filters ||
+              (x->filters && b->filters && json_object_equal(x->filters, b->filters));
     } else
-        *eq = true; /* zarr_format and filters have one accepted value each */
+        *eq = true; /* zarr_format has one accepted value */
     return 0;
 }
 

@@ -35,6 +35,7 @@ typedef struct nds_zarr2_meta {
     uint8_t fill[NDS_DTYPE_MAX_SIZE]; /**< fill value, host byte order (zero when null) */
     json_object *compressor; /**< owned reference to the "compressor" config, NULL for null */
     size_t chunk_nbytes;     /**< product of chunks x itemsize, <= NDS_ZARR2_MAX_CHUNK_BYTES */
+    json_object *filters;    /**< owned reference to a non-empty "filters" list, NULL otherwise */
 } nds_zarr2_meta;
 
 /**
@@ -46,7 +47,7 @@ typedef struct nds_zarr2_meta {
  * nothing that needs disposing.
  */
 int nds_zarr2_meta_parse(const json_object *doc_json, const char *doc, nds_zarr2_meta *m);
-/** Drops the compressor reference. Accepts a zeroed struct. */
+/** Drops the compressor and filters references. Accepts a zeroed struct. */
 void nds_zarr2_meta_dispose(nds_zarr2_meta *m);
 /** The canonical .zarray document for m (fill_value null when m->fill_null), as a new object. */
 json_object *nds_zarr2_meta_to_json(const nds_zarr2_meta *m);

@@ -545,7 +545,7 @@ static const struct {
     {"{\"zarr_format\":2,\"shape\":[1],\"chunks\":[1],\"dtype\":\"<i2\",\"fill_value\":0,\"order\":"
      "\"C\","
      "\"compressor\":null,\"filters\":[{\"id\":\"delta\"},{\"id\":\"vlen-utf8\"}]}",
-     NDS_EUNSUPPORTED, "filters are not supported (\"delta\", \"vlen-utf8\")"},
+     NDS_EUNSUPPORTED, "filter \"vlen-utf8\" is not supported"},
     {"{\"zarr_format\":2,\"shape\":[1],\"chunks\":[1],\"dtype\":\"<i2\",\"fill_value\":0,\"order\":"
      "\"C\","
      "\"compressor\":null,\"filters\":5}",
@@ -834,7 +834,11 @@ START_TEST(spec_errors) {
     EXPECT_ERR(open_spec(&a,
                          SPEC_AT("specerr/a") "\"metadata\":{\"shape\":[2],\"dtype\":\"<u2\","
                                               "\"filters\":[{\"id\":\"delta\"}]},\"create\":true}"),
-               NDS_EUNSUPPORTED, "filters are not supported (\"delta\")");
+               NDS_EFORMAT, "filters[0]: missing member \"dtype\"");
+    EXPECT_ERR(open_spec(&a,
+                         SPEC_AT("specerr/a") "\"metadata\":{\"shape\":[2],\"dtype\":\"<u2\","
+                                              "\"filters\":[{\"id\":\"vlen-utf8\"}]},\"create\":true}"),
+               NDS_EUNSUPPORTED, "filter \"vlen-utf8\" is not supported");
     /* Nothing was written by any of these. */
     ck_assert_ptr_null(get_raw("memory://specerr/a/", ".zarray", NULL));
 }
