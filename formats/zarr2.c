@@ -82,7 +82,7 @@ static int load_filters(zarr2 *z, const char *name) {
     if (!nds_np_dtype_of(z->m.dtype, z->m.byte_order == '>', &t))
         return nds_err(NDS_EUNSUPPORTED, "%s: filters on %s arrays are not supported", name,
                        nds_dtype_name(z->m.dtype));
-    return nds_filter_chain_parse(z->m.filters, t, z->m.chunk_nbytes, name, "filters",
+    return nds_filter_chain_parse(z->m.filters, t, z->m.chunk_nbytes, false, name, "filters",
                                   &z->filters);
 }
 

@@ -20,6 +20,7 @@
 
 #include "zarr3_codecs.h"
 #include "zarr3_shard.h"
+#include "codecs/array_codecs.h"
 #include "ndstore/sys/codec.h"
 #include "internal/codec_spec.h"
 #include "internal/dtype_util.h"
@@ -46,7 +47,12 @@ typedef struct bb_codec {
 
 struct nds_z3_chain {
     nds_z3_array arr;             /* the array encoded */
-    size_t elem, nbytes;          /* bytes per element, canonical bytes of arr */
+    size_t arr_nbytes;            /* canonical bytes of arr */
+    size_t elem, nbytes;          /* bytes per element and canonical bytes of what the
+                                   * array-to-bytes codec sees (arr after the array codecs) */
+    json_object *aa_nc;           /* numcodecs configs of the array codecs, while parsing */
+    json_object *aa_v3;           /* their v3 JSON, owned (NULL for none) */
+    nds_filter_chain *aa;         /* the array codecs (array_codecs.h), NULL for none */
     bool transpose;               /* a non-identity permutation applies */
     size_t perm[NDS_MAX_RANK];    /* the composed permutation (numpy transpose axes) */
     nds_z3_array tarr; /* arr after the permutation: what the array-to-bytes codec sees */
@@ -203,14 +209,14 @@ static int parse_bytes(nds_z3_chain *c, const json_object *config, const char *d
     int rc = check_members(config, allowed, dp);
     if (!rc && config) rc = nds_json_get_string(config, "endian", true, dp, &endian);
     if (rc) return rc;
-    if (!endian && !implicit && nds_dtype_swap_unit(c->arr.dtype) > 1)
+    if (!endian && !implicit && nds_dtype_swap_unit(c->tarr.dtype) > 1)
         return nds_err(NDS_EFORMAT, "%s: bytes needs \"endian\" for %s", dp,
-                       nds_dtype_name(c->arr.dtype));
+                       nds_dtype_name(c->tarr.dtype));
     if (endian && !name_is(endian, "little") && !name_is(endian, "big"))
         return nds_err(NDS_EFORMAT, "%s: \"endian\" must be \"little\" or \"big\"", dp);
     c->ab = AB_BYTES;
     c->big_endian = endian && endian[0] == 'b';
-    c->swap = nds_dtype_swap_unit(c->arr.dtype) > 1 && c->big_endian != nds_host_is_big_endian();
+    c->swap = nds_dtype_swap_unit(c->tarr.dtype) > 1 && c->big_endian != nds_host_is_big_endian();
     return 0;
 }
 
@@ -363,6 +369,72 @@ static int parse_bb(nds_z3_chain *c, const char *name, const char *id, const jso
     return b->v3 ? 0 : nds_err(NDS_ENOMEM, "%s: out of memory", dp);
 }
 
+/* ---- array codecs (numcodecs' array filters, bitround) ---------------------------------------- */
+
+/* The numcodecs id of a v3 array-to-array codec name ndstore implements, or NULL. */
+static const char *aa_id(const char *name) {
+    static const char *const ids[] = {"delta", "fixedscaleoffset", "quantize", "bitround",
+                                      "astype", "packbits"};
+    if (name_is(name, "bitround")) return "bitround";
+    if (strncmp(name, "numcodecs.", 10) != 0) return NULL;
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        if (name_is(name + 10, ids[i])) return ids[i];
+    return NULL;
+}
+
+/* Collects one array codec; the chain is built when the array-to-bytes codec comes (aa_build). */
+static int aa_add(nds_z3_chain *c, const char *name, const char *id, const json_object *cfg,
+                  const char *dp) {
+    if (c->transpose)
+        return nds_err(NDS_EUNSUPPORTED, "%s: \"%s\" together with transpose is not supported",
+                       dp, name);
+    json_object *nc = json_object_new_object(), *v3 = json_object_new_object();
+    if (!c->aa_nc) c->aa_nc = json_object_new_array();
+    if (!c->aa_v3) c->aa_v3 = json_object_new_array();
+    if (!nc || !v3 || !c->aa_nc || !c->aa_v3) {
+        json_object_put(nc);
+        json_object_put(v3);
+        return nds_err(NDS_ENOMEM, "%s: out of memory", dp);
+    }
+    json_object_object_add(nc, "id", json_object_new_string(id));
+    json_object_object_add(v3, "name", json_object_new_string(name));
+    if (cfg) {
+        json_object_object_foreach((json_object *)cfg, key, val) {
+            if (!name_is(key, "id")) json_object_object_add(nc, key, json_object_get(val));
+        }
+        json_object_object_add(v3, "configuration", json_object_get((json_object *)cfg));
+    }
+    json_object_array_add(c->aa_nc, nc);
+    json_object_array_add(c->aa_v3, v3);
+    return 0;
+}
+
+/* Builds the array codecs collected so far for arr (host byte order): what follows sees their
+ * output type and size. */
+static int aa_build(nds_z3_chain *c, const char *dp, bool sharding) {
+    if (!c->aa_nc) return 0;
+    nds_np_dtype t;
+    json_object *list = c->aa_nc;
+    c->aa_nc = NULL;
+    int rc = 0;
+    if (sharding)
+        rc = nds_err(NDS_EUNSUPPORTED,
+                     "%s: sharding_indexed after an array-to-array codec is not supported", dp);
+    else if (!nds_np_dtype_of(c->arr.dtype, nds_host_is_big_endian(), &t))
+        rc = nds_err(NDS_EUNSUPPORTED, "%s: array-to-array codecs on %s arrays are not supported",
+                     dp, nds_dtype_name(c->arr.dtype));
+    if (!rc) rc = nds_filter_chain_parse(list, t, c->nbytes, true, dp, "codecs", &c->aa);
+    json_object_put(list);
+    if (rc) return rc;
+    nds_np_dtype e = nds_filter_chain_encoded_dtype(c->aa);
+    c->tarr.dtype = nds_np_dtype_to_nds(e);
+    c->elem = e.size;
+    c->nbytes = nds_filter_chain_encoded_size(c->aa);
+    c->tarr.rank = 1; /* what the bytes codec sees is a flat run of elements */
+    c->tarr.shape[0] = c->nbytes / c->elem;
+    return 0;
+}
+
 /* ---- parsing the list ------------------------------------------------------------------------ */
 
 /* One entry: a bare name, or {"name", "configuration"?, "must_understand"?}. */
@@ -398,8 +470,17 @@ static int entry_apply(nds_z3_chain *c, const char *name, const json_object *cfg
                        const char *doc, const char *path, int depth) {
     char dp[PATH_MAX_LEN + 640];
     NDS_Z3_PRINT(dp, "%s: %s", doc, path);
-    const char *id = bb_registry_id(name);
+    const char *id = bb_registry_id(name), *aid = aa_id(name);
+    if (aid) {
+        if (*stage != STAGE_AA)
+            return nds_err(NDS_EFORMAT, "%s: \"%s\" must come before the array-to-bytes codec", dp,
+                           name);
+        return aa_add(c, name, aid, cfg, dp);
+    }
     if (name_is(name, "transpose")) {
+        if (c->aa_nc)
+            return nds_err(NDS_EUNSUPPORTED, "%s: transpose together with array-to-array codecs "
+                           "other than transpose is not supported", dp);
         if (*stage != STAGE_AA)
             return nds_err(NDS_EFORMAT, "%s: transpose must come before the array-to-bytes codec",
                            dp);
@@ -412,6 +493,8 @@ static int entry_apply(nds_z3_chain *c, const char *name, const json_object *cfg
         if (*stage != STAGE_AA)
             return nds_err(NDS_EFORMAT, "%s: a second array-to-bytes codec (\"%s\")", dp, name);
         *stage = STAGE_BB;
+        int rc = aa_build(c, dp, name_is(name, "sharding_indexed"));
+        if (rc) return rc;
         if (name_is(name, "bytes")) return parse_bytes(c, cfg, dp, false);
         c->ab = AB_SHARDING;
         char sub[PATH_MAX_LEN];
@@ -420,7 +503,8 @@ static int entry_apply(nds_z3_chain *c, const char *name, const json_object *cfg
     }
     if (id) {
         if (*stage == STAGE_AA) { /* no array-to-bytes codec yet: the implicit bytes codec */
-            int rc = parse_bytes(c, NULL, dp, true);
+            int rc = aa_build(c, dp, false);
+            if (!rc) rc = parse_bytes(c, NULL, dp, true);
             if (rc) return rc;
             *stage = STAGE_BB;
         }
@@ -452,7 +536,7 @@ static int chain_init(nds_z3_chain *c, const nds_z3_array *arr, const char *doc,
         n > NDS_Z3_MAX_CHUNK_BYTES)
         return nds_err(NDS_ELIMIT, "%s: %s: chunks of more than 2 GiB are not supported", doc,
                        where);
-    c->nbytes = (size_t)n;
+    c->nbytes = c->arr_nbytes = (size_t)n;
     return 0;
 }
 
@@ -476,7 +560,8 @@ int nds_z3_chain_parse(const json_object *codecs, const nds_z3_array *arr, const
     if (rc == 0 && stage == STAGE_AA) { /* no array-to-bytes codec: the implicit bytes codec */
         char dp[PATH_MAX_LEN + 640];
         NDS_Z3_PRINT(dp, "%s: %s", doc, where);
-        rc = parse_bytes(c, NULL, dp, true);
+        rc = aa_build(c, dp, false);
+        if (!rc) rc = parse_bytes(c, NULL, dp, true);
     }
     if (rc) {
         nds_z3_chain_free(c);
@@ -494,18 +579,21 @@ void nds_z3_chain_free(nds_z3_chain *c) {
         json_object_put(c->bb[k].v3);
     }
     nds_z3_shard_free(c->shard);
+    nds_filter_chain_free(c->aa);
+    json_object_put(c->aa_nc);
+    json_object_put(c->aa_v3);
     free(c);
 }
 
-size_t nds_z3_chain_nbytes(const nds_z3_chain *c) { return c->nbytes; }
+size_t nds_z3_chain_nbytes(const nds_z3_chain *c) { return c->arr_nbytes; }
 const nds_z3_array *nds_z3_chain_array(const nds_z3_chain *c) { return &c->arr; }
 
 const nds_z3_shard *nds_z3_chain_shard(const nds_z3_chain *c) {
-    return c->ab == AB_SHARDING && !c->transpose && c->n_bb == 0 ? c->shard : NULL;
+    return c->ab == AB_SHARDING && !c->transpose && !c->aa && c->n_bb == 0 ? c->shard : NULL;
 }
 
 int nds_z3_chain_is_identity(const nds_z3_chain *c) {
-    return c->ab == AB_BYTES && !c->transpose && !c->swap && c->n_bb == 0;
+    return c->ab == AB_BYTES && !c->transpose && !c->aa && !c->swap && c->n_bb == 0;
 }
 
 int nds_z3_chain_fixed_size(const nds_z3_chain *c, uint64_t *size) {
@@ -562,7 +650,7 @@ static int decode_ab(const nds_z3_chain *c, const uint8_t *cur, size_t len, bool
         memcpy(dst, cur, len);
     }
     if (c->swap) {
-        size_t unit = nds_dtype_swap_unit(c->arr.dtype);
+        size_t unit = nds_dtype_swap_unit(c->tarr.dtype);
         nds_byteswap(dst, c->nbytes / unit, unit);
     }
     return 0;
@@ -570,7 +658,7 @@ static int decode_ab(const nds_z3_chain *c, const uint8_t *cur, size_t len, bool
 
 int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out) {
     uint8_t *tbuf = NULL, *bufs[2] = {NULL, NULL};
-    if (c->transpose && !(tbuf = malloc(c->nbytes ? c->nbytes : 1)))
+    if ((c->transpose || c->aa) && !(tbuf = malloc(c->nbytes ? c->nbytes : 1)))
         return nds_err(NDS_ENOMEM, "zarr3: out of memory for a %zu-byte chunk", c->nbytes);
     uint8_t *ab_out = tbuf ? tbuf : out;
     const uint8_t *cur = in;
@@ -587,7 +675,8 @@ int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, ui
         }
     }
     if (rc == 0) rc = decode_ab(c, cur, curlen, in_place, ab_out);
-    if (rc == 0 && tbuf) transpose_copy(c, tbuf, out, false);
+    if (rc == 0 && c->aa) rc = nds_filter_chain_decode(c->aa, tbuf, c->nbytes, out);
+    else if (rc == 0 && tbuf) transpose_copy(c, tbuf, out, false);
     free(tbuf);
     free(bufs[0]);
     free(bufs[1]);
@@ -597,12 +686,12 @@ int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, ui
 /* Whether decoded bytes [begin, end) are bytes [begin, end) of the chunk: one bytes-to-bytes
  * codec straight over the bytes of the canonical order, with no checksum to verify over all. */
 static bool part_is_chunk_part(const nds_z3_chain *c) {
-    return c->ab == AB_BYTES && !c->transpose && c->n_bb == 1 && !c->bb[0].crc;
+    return c->ab == AB_BYTES && !c->transpose && !c->aa && c->n_bb == 1 && !c->bb[0].crc;
 }
 
 /* A part decoded in the stored byte order put into the host's (rc passed through). */
 static int part_to_host(const nds_z3_chain *c, int rc, uint8_t *out, size_t begin, size_t end) {
-    if (rc == 0 && c->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(c->arr.dtype));
+    if (rc == 0 && c->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(c->tarr.dtype));
     return rc;
 }
 
@@ -629,7 +718,7 @@ int nds_z3_chain_decode_pieces(const nds_z3_chain *c, const uint8_t *in, size_t 
     if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
     const bb_codec *b = &c->bb[0];
     return nds_codec_decode_pieces(b->codec, b->state, in, len, c->nbytes, c->elem,
-                                   c->swap ? nds_dtype_swap_unit(c->arr.dtype) : 0, sink, arg);
+                                   c->swap ? nds_dtype_swap_unit(c->tarr.dtype) : 0, sink, arg);
 }
 
 /* ---- encode ---------------------------------------------------------------------------------- */
@@ -648,7 +737,7 @@ static int stored_layout(const nds_z3_chain *c, const uint8_t *chunk, uint8_t **
     else
         memcpy(*own, chunk, c->nbytes);
     if (c->swap) {
-        size_t unit = nds_dtype_swap_unit(c->arr.dtype);
+        size_t unit = nds_dtype_swap_unit(c->tarr.dtype);
         nds_byteswap(*own, c->nbytes / unit, unit);
     }
     *data = *own;
@@ -660,14 +749,22 @@ int nds_z3_chain_update(const nds_z3_chain *c, const uint8_t *old, size_t old_le
                         nds_buf *out, int *all_fill) {
     /* The shard's coordinates are the chunk's only when nothing transposes before sharding, and
      * its stored bytes are the chunk's only when no bytes-to-bytes codec follows. */
-    if (c->ab != AB_SHARDING || c->transpose || c->n_bb != 0) return NDS_EUNSUPPORTED;
+    if (c->ab != AB_SHARDING || c->transpose || c->aa || c->n_bb != 0) return NDS_EUNSUPPORTED;
     return nds_z3_shard_update(c->shard, old, old_len, changed, merge, chunk, out, all_fill);
 }
 
 int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out) {
     uint8_t *own;
     const uint8_t *data;
-    nds_buf t[2] = {{0}, {0}};
+    nds_buf t[2] = {{0}, {0}}, a = {0};
+    if (c->aa) { /* the array codecs first: what follows encodes their output */
+        int rc = nds_filter_chain_encode(c->aa, chunk, &a);
+        if (rc) {
+            nds_buf_dispose(&a);
+            return rc;
+        }
+        chunk = a.data;
+    }
     int rc = stored_layout(c, chunk, &own, &data);
     const uint8_t *cur = data;
     size_t curlen = c->nbytes;
@@ -691,6 +788,7 @@ int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *ou
     free(own);
     nds_buf_dispose(&t[0]);
     nds_buf_dispose(&t[1]);
+    nds_buf_dispose(&a);
     return rc == NDS_ENOMEM ? nds_err(NDS_ENOMEM, "zarr3: out of memory encoding a chunk") : rc;
 }
 
@@ -725,6 +823,8 @@ int nds_z3_chain_to_json(const nds_z3_chain *c, json_object **out) {
     json_object *list = json_object_new_array(), *ab = NULL;
     if (!list) return nds_err(NDS_ENOMEM, "zarr3: out of memory");
     if (c->transpose) json_object_array_add(list, transpose_json(c));
+    for (size_t k = 0; c->aa_v3 && k < json_object_array_length(c->aa_v3); k++)
+        json_object_array_add(list, json_object_get(json_object_array_get_idx(c->aa_v3, k)));
     int rc = ab_json(c, &ab);
     if (rc) {
         json_object_put(list);

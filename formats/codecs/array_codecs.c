@@ -387,12 +387,15 @@ static int check_keys(const json_object *cfg, const char *const *allowed, const 
     return 0;
 }
 
-static int get_dtype(const json_object *cfg, const char *member, bool optional, const char *dp,
-                     nds_np_dtype *out) {
+/* host: the typestring means the host's byte order whatever it says (zarr v3). */
+static int get_dtype(const json_object *cfg, const char *member, bool optional, bool host,
+                     const char *dp, nds_np_dtype *out) {
     const char *s = NULL;
     int rc = nds_json_get_string(cfg, member, optional, dp, &s);
     if (rc || !s) return rc;
-    return nds_np_dtype_parse(s, dp, member, out);
+    rc = nds_np_dtype_parse(s, dp, member, out);
+    if (!rc && host) out->big = out->size > 1 && host_big();
+    return rc;
 }
 
 static int get_number(const json_object *cfg, const char *member, const char *dp, double *d,
@@ -410,7 +413,8 @@ static int get_number(const json_object *cfg, const char *member, const char *dp
     return 0;
 }
 
-static int parse_typed(stage *s, const char *id, const json_object *cfg, const char *dp) {
+static int parse_typed(stage *s, const char *id, const json_object *cfg, bool host,
+                       const char *dp) {
     static const char *const delta_keys[] = {"dtype", "astype", NULL};
     static const char *const fso_keys[] = {"offset", "scale", "dtype", "astype", NULL};
     static const char *const q_keys[] = {"digits", "dtype", "astype", NULL};
@@ -419,15 +423,15 @@ static int parse_typed(stage *s, const char *id, const json_object *cfg, const c
     if (strcmp(id, "astype") == 0) {
         s->kind = ST_ASTYPE;
         int rc = check_keys(cfg, astype_keys, dp);
-        if (!rc) rc = get_dtype(cfg, "decode_dtype", false, dp, &s->in);
-        if (!rc) rc = get_dtype(cfg, "encode_dtype", false, dp, &s->out);
+        if (!rc) rc = get_dtype(cfg, "decode_dtype", false, host, dp, &s->in);
+        if (!rc) rc = get_dtype(cfg, "encode_dtype", false, host, dp, &s->out);
         return rc;
     }
     s->kind = fso ? ST_FSO : q ? ST_QUANTIZE : ST_DELTA;
     int rc = check_keys(cfg, fso ? fso_keys : q ? q_keys : delta_keys, dp);
-    if (!rc) rc = get_dtype(cfg, "dtype", false, dp, &s->in);
+    if (!rc) rc = get_dtype(cfg, "dtype", false, host, dp, &s->in);
     s->out = s->in;
-    if (!rc) rc = get_dtype(cfg, "astype", true, dp, &s->out);
+    if (!rc) rc = get_dtype(cfg, "astype", true, host, dp, &s->out);
     if (!rc && fso) rc = get_number(cfg, "offset", dp, &s->offset, &s->off_int, &s->ioffset);
     if (!rc && fso) rc = get_number(cfg, "scale", dp, &s->scale, &s->scale_int, &s->iscale);
     if (!rc && q) rc = nds_json_get_int(cfg, "digits", false, -300, 300, dp, &s->digits);
@@ -446,7 +450,7 @@ static bool byte_stage_growth(const char *id, size_t *grow) {
 }
 
 static int parse_stage(stage *s, const json_object *cfg, nds_np_dtype in, size_t in_bytes,
-                       const char *dp) {
+                       bool host, const char *dp) {
     static const char *const br_keys[] = {"keepbits", NULL};
     static const char *const none[] = {NULL};
     const char *id = NULL;
@@ -471,7 +475,7 @@ static int parse_stage(stage *s, const json_object *cfg, nds_np_dtype in, size_t
         s->out = (nds_np_dtype){'u', 1, false};
     } else if (strcmp(id, "delta") == 0 || strcmp(id, "fixedscaleoffset") == 0 ||
                strcmp(id, "quantize") == 0 || strcmp(id, "astype") == 0) {
-        rc = parse_typed(s, id, cfg, dp);
+        rc = parse_typed(s, id, cfg, host, dp);
     } else if (byte_stage_growth(id, &grow) && nds_codec_find(id)) {
         s->kind = ST_BYTES;
         s->codec = nds_codec_find(id);
@@ -495,7 +499,7 @@ static int parse_stage(stage *s, const json_object *cfg, nds_np_dtype in, size_t
                ? 0 : nds_err(NDS_ENOMEM, "%s: out of memory", dp);
 }
 
-int nds_filter_chain_parse(const json_object *list, nds_np_dtype in, size_t nbytes,
+int nds_filter_chain_parse(const json_object *list, nds_np_dtype in, size_t nbytes, bool host_order,
                            const char *doc, const char *where, nds_filter_chain **out) {
     *out = NULL;
     if (!json_object_is_type(list, json_type_array))
@@ -510,7 +514,8 @@ int nds_filter_chain_parse(const json_object *list, nds_np_dtype in, size_t nbyt
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char dp[700];
         snprintf(dp, sizeof dp, "%s: %s[%zu]", doc, where, i);
-        rc = parse_stage(&c->st[i], json_object_array_get_idx(list, i), in, nbytes, dp);
+        rc = parse_stage(&c->st[i], json_object_array_get_idx(list, i), in, nbytes, host_order,
+                         dp);
         c->n = i + 1;
         in = c->st[i].out;
         nbytes = c->st[i].out_bytes;

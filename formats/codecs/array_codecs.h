@@ -44,10 +44,11 @@ typedef struct nds_filter_chain nds_filter_chain;
 /**
  * Builds a chain from a list of numcodecs configs ({"id": ..., ...}, applied in order on encode)
  * for a decoded buffer of nbytes bytes whose elements are `in` (the array's stored type). doc
- * names the document, where the member ("filters"). Unknown ids: NDS_EUNSUPPORTED naming the id;
+ * names the document, where the member ("filters"). host_order: every typestring of the configs
+ * means the host's byte order (zarr v3 arrays in memory). Unknown ids: NDS_EUNSUPPORTED naming the id;
  * bad configs: NDS_EFORMAT naming the member.
  */
-int nds_filter_chain_parse(const json_object *list, nds_np_dtype in, size_t nbytes,
+int nds_filter_chain_parse(const json_object *list, nds_np_dtype in, size_t nbytes, bool host_order,
                            const char *doc, const char *where, nds_filter_chain **out);
 void nds_filter_chain_free(nds_filter_chain *c);
 /** Whether a numcodecs id can be a stage (the config is checked by nds_filter_chain_parse). */
