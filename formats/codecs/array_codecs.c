@@ -465,6 +465,8 @@ static int parse_stage(stage *s, const json_object *cfg, nds_np_dtype in, size_t
         rc = check_keys(cfg, br_keys, dp);
         if (!rc && in.kind != 'f')
             rc = nds_err(NDS_EUNSUPPORTED, "%s: bitround needs float16/32/64 data", dp);
+        if (!rc && in.big) /* numcodecs fails on them (its table knows only native names) */
+            rc = nds_err(NDS_EUNSUPPORTED, "%s: bitround of big-endian data is not supported", dp);
         unsigned mant = in.size == 2 ? 10 : in.size == 4 ? 23 : 52;
         if (!rc) rc = nds_json_get_int(cfg, "keepbits", false, 0, mant, dp, &s->keepbits);
     } else if (strcmp(id, "packbits") == 0) {
