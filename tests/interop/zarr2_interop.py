@@ -27,7 +27,8 @@ import sys
 
 import numpy as np
 import zarr
-from numcodecs import BZ2, LZ4, Blosc, Delta, GZip, Zlib, Zstd
+from numcodecs import (BZ2, LZ4, Adler32, AsType, Blosc, BitRound, Delta,
+                       FixedScaleOffset, GZip, PackBits, Quantize, Shuffle, Zlib, Zstd)
 
 from interop_common import (CaseFail, case, describe, newdir, nds, nds_ok, nds_read, nds_write,
                             run, tmp_path)
@@ -375,9 +376,10 @@ def a_failure_cases():
     """What ndstore cannot read must fail cleanly: exit 1, one error line naming the problem."""
     def filters():
         path = os.path.join(newdir('afilt'), 'a.zarr')
-        z = zarr_create(path, (10,), (5,), '<i4', Zstd(1), filters=[Delta(dtype='<i4')])
+        z = zarr_create(path, (10,), (5,), '<i4', Zstd(1),
+                        filters=[Delta(dtype='<i4'), Zlib(1)])  # a compressor as a filter
         z[...] = np.arange(10)
-        expect_clean_failure(['read', path, '-o', tmp_path('x.npy')], ['delta'])
+        expect_clean_failure(['read', path, '-o', tmp_path('x.npy')], ['filter "zlib"'])
 
     def corrupt(comp, name):
         path = os.path.join(newdir('acorrupt'), 'a.zarr')
@@ -390,10 +392,84 @@ def a_failure_cases():
             f.write(raw[:len(raw) // 2])
         expect_clean_failure(['read', path, '-o', tmp_path('x.npy')], ['0.1'])
 
-    case('a/error/filters-delta', filters)
+    case('a/error/filters-zlib', filters)
     for name, comp in [('zstd', Zstd(1)), ('blosc', Blosc('lz4', 5, 1)), ('gzip', GZip(1)),
                        ('zlib', Zlib(1)), ('bz2', BZ2(1)), ('lz4', LZ4(1)), ('none', None)]:
         case('a/error/truncated-chunk/%s' % name, corrupt, comp, name)
+
+
+# ---- zarr v2 filters, both ways -----------------------------------------------------------------
+
+def filter_cases():
+    """(tag, dtype, filters, data): every filter zarr-python 2.13 writes that ndstore implements."""
+    rng = np.random.default_rng(7)
+    walk = np.cumsum(rng.integers(-40, 40, (30, 20)), axis=1)
+    norm = rng.normal(0, 1, (30, 20))
+    return [
+        ('delta/<i4', '<i4', [Delta('<i4')], walk.astype('<i4')),
+        ('delta/>i8-astype-i2', '>i8', [Delta('>i8', astype='<i2')], walk.astype('>i8')),
+        ('delta/<f8', '<f8', [Delta('<f8')], norm),
+        ('fixedscaleoffset/<f8-u1', '<f8', [FixedScaleOffset(1000, 10, '<f8', '|u1')],
+         1000 + np.abs(norm) * 5),
+        ('fixedscaleoffset/<f4-i2', '<f4', [FixedScaleOffset(-1.5, 100, '<f4', '<i2')],
+         (norm * 30).astype('<f4')),
+        ('quantize/<f8-3', '<f8', [Quantize(3, '<f8')], norm),
+        ('quantize/<f4-1-f2', '<f4', [Quantize(1, '<f4', '<f2')], norm.astype('<f4')),
+        ('bitround/<f4-7', '<f4', [BitRound(7)], norm.astype('<f4')),
+        ('bitround/<f8-30', '<f8', [BitRound(30)], norm * 1e5),
+        ('bitround/<f2-4', '<f2', [BitRound(4)], norm.astype('<f2')),
+        ('packbits/|b1', '|b1', [PackBits()], norm > 0.3),
+        ('shuffle/<u4', '<u4', [Shuffle(4)], (walk + 5000).astype('<u4')),
+        ('shuffle/>f8-es8', '>f8', [Shuffle(8)], norm.astype('>f8')),
+        ('astype/<f8-f4', '<f8', [AsType('<f4', '<f8')], norm),
+        ('adler32/<i2', '<i2', [Adler32()], walk.astype('<i2')),
+        ('chain/quantize-shuffle-adler32', '>f8', [Quantize(2, '>f8'), Shuffle(8), Adler32()],
+         norm.astype('>f8')),
+        ('chain/fso-delta', '<f8', [FixedScaleOffset(0, 100, '<f8', '<i4'), Delta('<i4')],
+         norm),
+    ]
+
+
+def a_filter_one(dtype, filters, data, order, compressor):
+    path = os.path.join(newdir('afilter'), 'a.zarr')
+    z = zarr_create(path, data.shape, (7, 9), dtype, compressor, order, filters=filters)
+    z[...] = data
+    compare(nds_read(path), z[...])
+
+
+def b_filter_one(dtype, filters, data, order):
+    """ndstore creates the array with the filters and writes data; zarr-python must read what
+    it reads from the same data written by itself, and the chunks must be byte-identical (no
+    compressor, so the stored bytes are the filters' output alone)."""
+    root = newdir('bfilter')
+    ours, theirs = os.path.join(root, 'n.zarr'), os.path.join(root, 'z.zarr')
+    cfgs = [f.get_config() for f in filters]
+    nds_ok('create', json_spec(ours, shape=list(data.shape), chunks=[7, 9], dtype=dtype,
+                               compressor=None, filters=cfgs, order=order))
+    nds_write(ours, data)
+    z = zarr_create(theirs, data.shape, (7, 9), dtype, None, order, filters=filters)
+    z[...] = data
+    got = zarr.open(zarr.DirectoryStore(ours), mode='r')
+    if [f.get_config() for f in (got.filters or [])] != cfgs:
+        raise CaseFail('zarr-python sees filters %r' % got.filters)
+    g = got[...]
+    compare(g.astype(g.dtype.newbyteorder('=')), z[...], 'zarr-python read')
+    for key in sorted(k for k in os.listdir(theirs) if not k.startswith('.')):
+        with open(os.path.join(ours, key), 'rb') as f1, open(os.path.join(theirs, key), 'rb') as f2:
+            if f1.read() != f2.read():
+                raise CaseFail('chunk %s differs from the one zarr-python wrote' % key)
+    compare(nds_read(ours), z[...], 'ndstore read-back')
+
+
+def filter_both_ways():
+    for tag, dtype, filters, data in filter_cases():
+        for order in ['C', 'F']:
+            case('a/filter/%s/%s' % (tag, order), a_filter_one, dtype, filters, data, order,
+                 Zstd(1))
+            case('b/filter/%s/%s' % (tag, order), b_filter_one, dtype, filters, data, order)
+    tag, dtype, filters, data = filter_cases()[0]
+    case('a/filter/%s/blosc' % tag, a_filter_one, dtype, filters, data, 'C',
+         Blosc('lz4', 5, Blosc.SHUFFLE))
 
 
 # ---- (b) ndstore writes, zarr-python reads ------------------------------------------------------
@@ -733,6 +809,7 @@ def run_cases(fixtures):
     a_region_cases()
     a_shape_cases()
     a_failure_cases()
+    filter_both_ways()
     b_codec_cases()
     b_dtype_cases()
     b_fill_cases()
