@@ -230,6 +230,18 @@ const writeCases = [
     codecs: sharded([4], [{ name: "bytes", configuration: { endian: "big" } }, { name: "crc32c" }]) },
   { name: "sharded uint8 3-d blosc", dtype: "uint8", shape: [6, 6, 6], chunks: [6, 6, 6],
     codecs: sharded([3, 2, 6], [BYTES_LE, { name: "blosc", configuration: { cname: "zstd", clevel: 3, shuffle: "bitshuffle", typesize: 1, blocksize: 0 } }]) },
+  // Codecs of zarr-extensions (issue 20) that zarrita decodes: numcodecs.delta, numcodecs.shuffle,
+  // bitround (lossy: zarrita must read what ndstore reads back).
+  { name: "int32 numcodecs.delta + numcodecs.shuffle", dtype: "int32", shape: [9, 7], chunks: [4, 4],
+    codecs: [{ name: "numcodecs.delta", configuration: { dtype: "<i4" } }, BYTES_LE,
+             { name: "numcodecs.shuffle", configuration: { elementsize: 4 } }] },
+  { name: "uint16 numcodecs.delta + zstd", dtype: "uint16", shape: [30], chunks: [8],
+    codecs: [{ name: "numcodecs.delta", configuration: { dtype: "<u2" } }, BYTES_LE, ZSTD] },
+  { name: "float32 bitround keepbits 6", dtype: "float32", shape: [5, 6], chunks: [3, 4], lossy: true,
+    codecs: [{ name: "bitround", configuration: { keepbits: 6 } }, BYTES_LE] },
+  { name: "float64 numcodecs.bitround keepbits 2, big-endian", dtype: "float64", shape: [12], chunks: [5],
+    lossy: true, codecs: [{ name: "numcodecs.bitround", configuration: { keepbits: 2 } },
+                          { name: "bytes", configuration: { endian: "big" } }] },
 ];
 
 // The values an array holds after writing data into region (or everything) over fill (or over
@@ -272,6 +284,12 @@ for (const c of writeCases) {
           `${dir}.then.npy`);
       want = expectedAfterWrite(c.shape, more, want, c.then);
     }
+    if (c.lossy) { // what ndstore reads back, which must differ from what was written
+      run("read", url, "-o", `${dir}.back.npy`);
+      const back = npyRead(`${dir}.back.npy`).values;
+      if (back.every((v, i) => same(v, want[i]))) throw new Error("the lossy codec changed nothing");
+      want = back;
+    }
     const arr = await zarr.open(new FileSystemStore(dir), { kind: "array" });
     const got = await zarr.get(arr, null);
     expectShape(got.shape, c.shape, c.name);
@@ -289,6 +307,11 @@ const readCases = [
   { name: "gzip", dtype: "int32", shape: [4, 5, 6], chunks: [2, 5, 4], codecs: [BYTES_LE, { name: "gzip", configuration: { level: 6 } }] },
   { name: "gzip uint8 fill 3", dtype: "uint8", shape: [20], chunks: [7], codecs: [BYTES_LE, { name: "gzip", configuration: { level: 1 } }], fill: 3, partial: true },
   { name: "bytes big-endian float64", dtype: "float64", shape: [8], chunks: [3], codecs: [{ name: "bytes", configuration: { endian: "big" } }] },
+  { name: "numcodecs.delta + numcodecs.shuffle int16", dtype: "int16", shape: [6, 9], chunks: [4, 4],
+    codecs: [{ name: "numcodecs.delta", configuration: { dtype: "<i2" } }, BYTES_LE,
+             { name: "numcodecs.shuffle", configuration: { elementsize: 2 } }] },
+  { name: "numcodecs.delta float64", dtype: "float64", shape: [25], chunks: [10],
+    codecs: [{ name: "numcodecs.delta", configuration: { dtype: "<f8" } }, BYTES_LE, ZSTD] },
 ];
 
 function cStrides(shape) {
