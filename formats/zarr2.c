@@ -562,30 +562,52 @@ static int cmp_str(const void *a, const void *b) {
 
 /* "zstd(level=1)", "blosc(blocksize=0, clevel=5, cname=lz4, shuffle=1)" (members sorted), or
  * "none". */
-static void zarr2_describe_codec(void *state, char *buf, size_t cap) {
-    const zarr2 *z = state;
-    json_object *config = NULL;
-    if (cap == 0) return;
-    if (!z->codec || z->codec->config_json(z->codec_state, &config) != 0) {
-        snprintf(buf, cap, "%s", z->codec ? z->codec->name : "none");
-        return;
-    }
+/* "name(key=value, ...)" of one numcodecs config, keys sorted, "id" left out; appended at *used. */
+static void describe_config(const json_object *config, char *buf, size_t cap, size_t *used) {
     const char *keys[64];
-    size_t n = 0, used = (size_t)snprintf(buf, cap, "%s(", z->codec->name);
-    json_object_object_foreach(config, key, val) {
+    size_t n = 0;
+    json_object *id = json_object_object_get(config, "id");
+    int k = snprintf(buf + *used, cap - *used, "%s", json_object_get_string(id));
+    *used += k > 0 ? (size_t)k : 0;
+    json_object_object_foreach((json_object *)config, key, val) {
         (void)val;
         if (strcmp(key, "id") != 0 && n < 64) keys[n++] = key;
     }
+    if (n == 0 || *used >= cap) return;
     qsort(keys, n, sizeof keys[0], cmp_str);
-    for (size_t i = 0; i < n && used < cap; i++) {
+    for (size_t i = 0; i < n && *used < cap; i++) {
         json_object *val = json_object_object_get(config, keys[i]);
         const char *v = json_object_is_type(val, json_type_string)
                             ? json_object_get_string(val)
                             : json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN);
-        int k = snprintf(buf + used, cap - used, "%s%s=%s", i ? ", " : "", keys[i], v);
+        k = snprintf(buf + *used, cap - *used, "%s%s=%s", i ? ", " : "(", keys[i], v);
+        *used += k > 0 ? (size_t)k : 0;
+    }
+    if (*used < cap) {
+        k = snprintf(buf + *used, cap - *used, ")");
+        *used += k > 0 ? (size_t)k : 0;
+    }
+}
+
+/* The filters in order, then the compressor: "delta(astype=<i4, dtype=<i4) | zstd(level=1)". */
+static void zarr2_describe_codec(void *state, char *buf, size_t cap) {
+    const zarr2 *z = state;
+    json_object *config = NULL;
+    size_t used = 0;
+    if (cap == 0) return;
+    buf[0] = '\0';
+    size_t nf = z->filters ? json_object_array_length(z->m.filters) : 0;
+    for (size_t i = 0; i < nf && used < cap; i++) {
+        describe_config(json_object_array_get_idx(z->m.filters, i), buf, cap, &used);
+        int k = used < cap ? snprintf(buf + used, cap - used, " | ") : 0;
         used += k > 0 ? (size_t)k : 0;
     }
-    if (used < cap) snprintf(buf + used, cap - used, ")");
+    if (used >= cap) return;
+    if (!z->codec || z->codec->config_json(z->codec_state, &config) != 0) {
+        snprintf(buf + used, cap - used, "%s", z->codec ? z->codec->name : "none");
+        return;
+    }
+    describe_config(config, buf, cap, &used);
     json_object_put(config);
 }
 

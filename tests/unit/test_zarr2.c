@@ -844,6 +844,44 @@ START_TEST(spec_errors) {
 }
 END_TEST
 
+/* Filters (issue 20): created from the spec's "metadata", kept in .zarray, applied before the
+ * compressor in the stored layout (F order here), described in the codec line; a checksum filter
+ * refuses a corrupt chunk naming the chunk and the filter. */
+START_TEST(filters_write_read) {
+    nds_array *a;
+    NDS_OK(open_spec(&a, SPEC_AT("filt/a") "\"metadata\":{\"shape\":[6,5],\"chunks\":[4,3],"
+                                          "\"dtype\":\">i4\",\"order\":\"F\",\"compressor\":null,"
+                                          "\"filters\":[{\"id\":\"delta\",\"dtype\":\">i4\","
+                                          "\"astype\":\"<i2\"},{\"id\":\"adler32\"}]},"
+                                          "\"create\":true}"));
+    int32_t in[30], out[30];
+    for (int i = 0; i < 30; i++) in[i] = 1000 + i * i - 7 * (i % 4);
+    nds_box box;
+    nds_box_full(&box, 2, (const uint64_t[]){6, 5});
+    NDS_OK(nds_array_write(a, &box, in, NULL));
+    memset(out, 0, sizeof out);
+    NDS_OK(nds_array_read(a, &box, out, NULL));
+    ck_assert_mem_eq(out, in, sizeof in);
+    char desc[200];
+    nds_array_codec_description(a, desc, sizeof desc);
+    ck_assert_str_eq(desc, "delta(astype=<i2, dtype=>i4) | adler32 | none");
+    nds_array_free(a);
+    /* Chunk 0.0 holds 4x3 int16 deltas (F order) after a 4-byte checksum. */
+    size_t len = 0;
+    uint8_t *raw = get_raw("memory://filt/a/", "0.0", &len);
+    ck_assert_uint_eq(len, 4 + 12 * 2);
+    ck_assert_uint_eq(raw[4] | raw[5] << 8, 1000); /* element (0,0), little-endian int16 */
+    ck_assert_uint_eq((uint16_t)(raw[6] | raw[7] << 8), (uint16_t)(in[5] - in[0])); /* (1,0) */
+    raw[len - 1] ^= 1;
+    put_raw("memory://filt/a/", "0.0", raw, len);
+    free(raw);
+    NDS_OK(nds_array_open(&a, "memory://filt/a/|zarr:", NULL));
+    EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "adler32 mismatch");
+    EXPECT_ERR(nds_array_read(a, &box, out, NULL), NDS_ECORRUPT, "0.0");
+    nds_array_free(a);
+}
+END_TEST
+
 /* Defaults: ~1 MiB chunks within the shape, zstd level 1, C order, fill 0, "." separator. */
 START_TEST(create_defaults_and_schema) {
     nds_array *a;
@@ -1296,6 +1334,7 @@ int main(void) {
     tcase_add_test(tc, open_checks_members);
     tcase_add_test(tc, spec_errors);
     tcase_add_test(tc, create_defaults_and_schema);
+    tcase_add_test(tc, filters_write_read);
     tcase_add_test(tc, create_race_loser_opens);
     tcase_add_test(tc, staged_write_conflict_is_redone);
     tcase_add_test(tc, staged_txn_commit_conflict_is_redone);
