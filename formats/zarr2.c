@@ -1,8 +1,9 @@
-/* The zarr v2 format driver: `.zarray` metadata, chunk keys, the chunk codec pipeline (compressor,
- * byte order, C/F order), `.zattrs` attributes and `.zgroup` groups.
+/* The zarr v2 format driver: `.zarray` metadata, chunk keys, the chunk codec pipeline (filters,
+ * compressor, byte order, C/F order), `.zattrs` attributes and `.zgroup` groups.
  *
  * Implements the zarr v2 storage specification for numeric dtypes; see docs/formats.md for what is
- * not supported (strings, objects, structured dtypes, filters). Metadata parsing and printing live
+ * not supported (strings, objects, structured dtypes, filters other than numcodecs' array and
+ * checksum filters: formats/codecs/array_codecs.h). Metadata parsing and printing live
  * in zarr2_metadata.c. Region iteration, fill handling and the conditional-write protocol are the
  * core's. Threading: an instance is immutable after open except through resize, which the core
  * serialises; decode_chunk / encode_chunk run on many threads at once and use a per-thread scratch

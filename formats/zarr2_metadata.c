@@ -3,7 +3,8 @@
  *
  * Implements the array metadata of the zarr v2 storage specification for the numeric NumPy types
  * (plus TensorStore's "bfloat16"). Omits: structured, string, object, datetime and void dtypes, and
- * filters (each rejected with NDS_EUNSUPPORTED naming it). Unknown .zarray members are ignored
+ * filters other than those formats/codecs/array_codecs.h implements (each rejected with
+ * NDS_EUNSUPPORTED naming it). Unknown .zarray members are ignored
  * (zarr-python does the same); unknown spec "metadata" members are errors, since there they are
  * most likely typos. Threading: reentrant, no shared state. Ownership: documented per function in
  * zarr2_metadata.h.

@@ -7,6 +7,10 @@
  * bytes-to-bytes codecs gzip, zstd, blosc and crc32c, which are translated to the numcodecs-style
  * configs of the codec registry (nds_codec_find). "numcodecs.<id>" names (as zarr-python 3 writes
  * for numcodecs codecs) map to the registry codec <id> with the configuration passed through.
+ * Array-to-array codecs other than transpose (bitround, numcodecs.delta, .fixedscaleoffset,
+ * .quantize, .astype, .packbits) run through formats/codecs/array_codecs.c before the
+ * array-to-bytes codec, which then sees their output type and size; they do not combine with
+ * transpose or sharding_indexed (NDS_EUNSUPPORTED).
  * Omits: every other codec (NDS_EUNSUPPORTED naming it, whatever its must_understand says: a codec
  * cannot be skipped without misreading the data), partial decoding other than sharding's.
  *
