@@ -23,6 +23,8 @@
 #include "internal/util.h"
 
 #define MAX_STAGES 16
+/* Largest output of one stage: the chunk limit of the formats (2 GiB). */
+#define MAX_STAGE_BYTES ((size_t)1 << 31)
 
 typedef enum { ST_DELTA, ST_FSO, ST_QUANTIZE, ST_BITROUND, ST_PACKBITS, ST_ASTYPE, ST_BYTES } st_kind;
 
@@ -497,6 +499,9 @@ static int parse_stage(stage *s, const json_object *cfg, nds_np_dtype in, size_t
     s->in_bytes = in_bytes;
     s->out_bytes = s->kind == ST_PACKBITS ? in_bytes / 8 + (in_bytes % 8 != 0) + 1
                                           : in_bytes / s->in.size * s->out.size;
+    if (s->out_bytes > MAX_STAGE_BYTES) /* a widening astype of a big chunk */
+        return nds_err(NDS_ELIMIT, "%s: encodes a chunk into %zu bytes, more than 2 GiB", dp,
+                       s->out_bytes);
     return json_object_deep_copy((json_object *)cfg, &s->config, NULL) == 0
                ? 0 : nds_err(NDS_ENOMEM, "%s: out of memory", dp);
 }

@@ -205,6 +205,8 @@ START_TEST(test_bad_configs) {
                 "missing member \"decode_dtype\"");
     parse_fails("<f8", "[5]", 8, NDS_EFORMAT, "filters[0]: expected a codec object");
     parse_fails("<u4", "[{\"id\":\"shuffle\",\"elementsize\":-1}]", 8, NDS_EFORMAT, "elementsize");
+    parse_fails("|i1", "[{\"id\":\"astype\",\"encode_dtype\":\"<i8\",\"decode_dtype\":\"|i1\"}]",
+                (size_t)1 << 29, NDS_ELIMIT, "more than 2 GiB");
 }
 END_TEST
 
