@@ -210,8 +210,8 @@ static int parse_filters(const json_object *v, const char *doc, void *state) {
     for (size_t i = 0; i < n; i++) {
         json_object *f = json_object_array_get_idx(v, i), *id = NULL;
         if (!json_object_object_get_ex(f, "id", &id) || !json_object_is_type(id, json_type_string))
-            return nds_err(NDS_EFORMAT, "%s: \"filters\"[%zu] must be an object with a string \"id\"",
-                           doc, i);
+            return nds_err(NDS_EFORMAT,
+                           "%s: \"filters\"[%zu] must be an object with a string \"id\"", doc, i);
         if (!nds_filter_id_supported(json_object_get_string(id)))
             return nds_err(NDS_EUNSUPPORTED, "%s: filter \"%.40s\" is not supported", doc,
                            json_object_get_string(id));

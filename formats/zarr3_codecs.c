@@ -373,12 +373,12 @@ static int parse_bb(nds_z3_chain *c, const char *name, const char *id, const jso
     return b->v3 ? 0 : nds_err(NDS_ENOMEM, "%s: out of memory", dp);
 }
 
-/* ---- array codecs (numcodecs' array filters, bitround) ---------------------------------------- */
+/* ---- array codecs (numcodecs' array filters, bitround) --------------------------------------- */
 
 /* The numcodecs id of a v3 array-to-array codec name ndstore implements, or NULL. */
 static const char *aa_id(const char *name) {
-    static const char *const ids[] = {"delta", "fixedscaleoffset", "quantize", "bitround",
-                                      "astype", "packbits"};
+    static const char *const ids[] = {"delta",    "fixedscaleoffset", "quantize",
+                                      "bitround", "astype",           "packbits"};
     if (name_is(name, "bitround")) return "bitround";
     if (strncmp(name, "numcodecs.", 10) != 0) return NULL;
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
@@ -390,8 +390,8 @@ static const char *aa_id(const char *name) {
 static int aa_add(nds_z3_chain *c, const char *name, const char *id, const json_object *cfg,
                   const char *dp) {
     if (c->transpose)
-        return nds_err(NDS_EUNSUPPORTED, "%s: \"%s\" together with transpose is not supported",
-                       dp, name);
+        return nds_err(NDS_EUNSUPPORTED, "%s: \"%s\" together with transpose is not supported", dp,
+                       name);
     json_object *nc = json_object_new_object(), *v3 = json_object_new_object();
     if (!c->aa_nc) c->aa_nc = json_object_new_array();
     if (!c->aa_v3) c->aa_v3 = json_object_new_array();
@@ -483,8 +483,10 @@ static int entry_apply(nds_z3_chain *c, const char *name, const json_object *cfg
     }
     if (name_is(name, "transpose")) {
         if (c->aa_nc)
-            return nds_err(NDS_EUNSUPPORTED, "%s: transpose together with array-to-array codecs "
-                           "other than transpose is not supported", dp);
+            return nds_err(NDS_EUNSUPPORTED,
+                           "%s: transpose together with array-to-array codecs "
+                           "other than transpose is not supported",
+                           dp);
         if (*stage != STAGE_AA)
             return nds_err(NDS_EFORMAT, "%s: transpose must come before the array-to-bytes codec",
                            dp);
@@ -679,8 +681,10 @@ int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, ui
         }
     }
     if (rc == 0) rc = decode_ab(c, cur, curlen, in_place, ab_out);
-    if (rc == 0 && c->aa) rc = nds_filter_chain_decode(c->aa, tbuf, c->nbytes, out);
-    else if (rc == 0 && tbuf) transpose_copy(c, tbuf, out, false);
+    if (rc == 0 && c->aa)
+        rc = nds_filter_chain_decode(c->aa, tbuf, c->nbytes, out);
+    else if (rc == 0 && tbuf)
+        transpose_copy(c, tbuf, out, false);
     free(tbuf);
     free(bufs[0]);
     free(bufs[1]);

@@ -34,8 +34,10 @@ static const struct {
     {">i2", "[{\"id\":\"delta\",\"dtype\":\">i2\",\"astype\":\"|i1\"}]", LOSSY},
     {"<f8", "[{\"id\":\"delta\",\"dtype\":\"<f8\"}]", LOSSY},
     {"|u1", "[{\"id\":\"delta\",\"dtype\":\"|u1\"}]", LOSSLESS},
-    {"<f8", "[{\"id\":\"fixedscaleoffset\",\"offset\":1000,\"scale\":10,\"dtype\":\"<f8\","
-            "\"astype\":\"|u1\"}]", LOSSY},
+    {"<f8",
+     "[{\"id\":\"fixedscaleoffset\",\"offset\":1000,\"scale\":10,\"dtype\":\"<f8\","
+     "\"astype\":\"|u1\"}]",
+     LOSSY},
     {"<i2", "[{\"id\":\"fixedscaleoffset\",\"offset\":7,\"scale\":3,\"dtype\":\"<i2\"}]", LOSSY},
     {"<f4", "[{\"id\":\"quantize\",\"digits\":2,\"dtype\":\"<f4\"}]", IDEMPOTENT},
     {"<f8", "[{\"id\":\"quantize\",\"digits\":4,\"dtype\":\"<f8\",\"astype\":\"<f4\"}]", LOSSY},
@@ -48,10 +50,14 @@ static const struct {
     {"|u1", "[{\"id\":\"fletcher32\"}]", LOSSLESS},
     {"<f8", "[{\"id\":\"astype\",\"encode_dtype\":\"<f4\",\"decode_dtype\":\"<f8\"}]", LOSSY},
     {"<i4", "[{\"id\":\"astype\",\"encode_dtype\":\"<i8\",\"decode_dtype\":\"<i4\"}]", LOSSLESS},
-    {">f8", "[{\"id\":\"quantize\",\"digits\":2,\"dtype\":\">f8\"},{\"id\":\"shuffle\","
-            "\"elementsize\":8},{\"id\":\"adler32\"}]", IDEMPOTENT},
-    {"<i2", "[{\"id\":\"delta\",\"dtype\":\"<i2\"},{\"id\":\"shuffle\",\"elementsize\":2},"
-            "{\"id\":\"fletcher32\"}]", LOSSLESS},
+    {">f8",
+     "[{\"id\":\"quantize\",\"digits\":2,\"dtype\":\">f8\"},{\"id\":\"shuffle\","
+     "\"elementsize\":8},{\"id\":\"adler32\"}]",
+     IDEMPOTENT},
+    {"<i2",
+     "[{\"id\":\"delta\",\"dtype\":\"<i2\"},{\"id\":\"shuffle\",\"elementsize\":2},"
+     "{\"id\":\"fletcher32\"}]",
+     LOSSLESS},
 };
 #define N_CHAINS (sizeof chains / sizeof chains[0])
 

@@ -26,7 +26,15 @@
 /* Largest output of one stage: the chunk limit of the formats (2 GiB). */
 #define MAX_STAGE_BYTES ((size_t)1 << 31)
 
-typedef enum { ST_DELTA, ST_FSO, ST_QUANTIZE, ST_BITROUND, ST_PACKBITS, ST_ASTYPE, ST_BYTES } st_kind;
+typedef enum {
+    ST_DELTA,
+    ST_FSO,
+    ST_QUANTIZE,
+    ST_BITROUND,
+    ST_PACKBITS,
+    ST_ASTYPE,
+    ST_BYTES
+} st_kind;
 
 typedef struct stage {
     st_kind kind;
@@ -35,8 +43,8 @@ typedef struct stage {
     double offset, scale;       /* fixedscaleoffset */
     bool off_int, scale_int;    /* ... given as JSON integers (integer arithmetic applies) */
     int64_t ioffset, iscale;
-    int64_t digits;   /* quantize */
-    int64_t keepbits; /* bitround */
+    int64_t digits;         /* quantize */
+    int64_t keepbits;       /* bitround */
     const nds_codec *codec; /* byte stage */
     void *state;
     json_object *config; /* normalised numcodecs config, owned */
@@ -55,10 +63,11 @@ static bool host_big(void) {
 }
 
 int nds_np_dtype_parse(const char *s, const char *doc, const char *member, nds_np_dtype *out) {
-    static const struct { const char *name, *code; } names[] = {
-        {"bool", "b1"},   {"int8", "i1"},    {"uint8", "u1"},   {"int16", "i2"},
-        {"uint16", "u2"}, {"int32", "i4"},   {"uint32", "u4"},  {"int64", "i8"},
-        {"uint64", "u8"}, {"float16", "f2"}, {"float32", "f4"}, {"float64", "f8"}};
+    static const struct {
+        const char *name, *code;
+    } names[] = {{"bool", "b1"},   {"int8", "i1"},    {"uint8", "u1"},   {"int16", "i2"},
+                 {"uint16", "u2"}, {"int32", "i4"},   {"uint32", "u4"},  {"int64", "i8"},
+                 {"uint64", "u8"}, {"float16", "f2"}, {"float32", "f4"}, {"float64", "f8"}};
     const char *p = s;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) p = names[i].code;
@@ -66,15 +75,18 @@ int nds_np_dtype_parse(const char *s, const char *doc, const char *member, nds_n
     if (*p == '<' || *p == '>' || *p == '|' || *p == '=') order = *p++;
     char kind = p[0];
     int size = 0;
-    for (const char *q = p + 1; *q >= '0' && *q <= '9' && size < 100; q++) size = size * 10 + (*q - '0');
-    bool ok = p[1] && strspn(p + 1, "0123456789") == strlen(p + 1) &&
-              ((kind == 'b' && size == 1) || ((kind == 'i' || kind == 'u') &&
-               (size == 1 || size == 2 || size == 4 || size == 8)) ||
-               (kind == 'f' && (size == 2 || size == 4 || size == 8)));
+    for (const char *q = p + 1; *q >= '0' && *q <= '9' && size < 100; q++)
+        size = size * 10 + (*q - '0');
+    bool ok =
+        p[1] && strspn(p + 1, "0123456789") == strlen(p + 1) &&
+        ((kind == 'b' && size == 1) ||
+         ((kind == 'i' || kind == 'u') && (size == 1 || size == 2 || size == 4 || size == 8)) ||
+         (kind == 'f' && (size == 2 || size == 4 || size == 8)));
     if (!ok)
         return nds_err(NDS_EUNSUPPORTED,
                        "%s: \"%s\" \"%.40s\" is not a supported NumPy type (bool, integers, "
-                       "float16/32/64)", doc, member, s);
+                       "float16/32/64)",
+                       doc, member, s);
     out->kind = kind;
     out->size = (uint8_t)size;
     out->big = size > 1 && (order == '>' || (order == '=' && host_big()));
@@ -88,10 +100,12 @@ void nds_np_dtype_str(nds_np_dtype t, char *buf, size_t cap) {
 nds_dtype nds_np_dtype_to_nds(nds_np_dtype t) {
     char s[8];
     snprintf(s, sizeof s, "%c%u", t.kind, t.size);
-    static const struct { const char *code; nds_dtype d; } map[] = {
-        {"b1", NDS_BOOL},   {"i1", NDS_INT8},    {"u1", NDS_UINT8},   {"i2", NDS_INT16},
-        {"u2", NDS_UINT16}, {"i4", NDS_INT32},   {"u4", NDS_UINT32},  {"i8", NDS_INT64},
-        {"u8", NDS_UINT64}, {"f2", NDS_FLOAT16}, {"f4", NDS_FLOAT32}, {"f8", NDS_FLOAT64}};
+    static const struct {
+        const char *code;
+        nds_dtype d;
+    } map[] = {{"b1", NDS_BOOL},   {"i1", NDS_INT8},    {"u1", NDS_UINT8},   {"i2", NDS_INT16},
+               {"u2", NDS_UINT16}, {"i4", NDS_INT32},   {"u4", NDS_UINT32},  {"i8", NDS_INT64},
+               {"u8", NDS_UINT64}, {"f2", NDS_FLOAT16}, {"f4", NDS_FLOAT32}, {"f8", NDS_FLOAT64}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(s, map[i].code) == 0) return map[i].d;
     return NDS_DTYPE_INVALID;
@@ -198,7 +212,8 @@ static int64_t wrap_to(nds_np_dtype t, int64_t v) {
 static bool fits(nds_np_dtype t, int64_t v) {
     if (t.size == 8) return t.kind == 'i' || v >= 0;
     int64_t lo = t.kind == 'u' ? 0 : -(INT64_C(1) << (8 * t.size - 1));
-    int64_t hi = t.kind == 'u' ? (INT64_C(1) << (8 * t.size)) - 1 : (INT64_C(1) << (8 * t.size - 1)) - 1;
+    int64_t hi =
+        t.kind == 'u' ? (INT64_C(1) << (8 * t.size)) - 1 : (INT64_C(1) << (8 * t.size - 1)) - 1;
     return v >= lo && v <= hi;
 }
 
@@ -277,8 +292,10 @@ static void packbits_encode(const stage *s, const uint8_t *in, uint8_t *out) {
 static int packbits_decode(const stage *s, const uint8_t *in, uint8_t *out) {
     size_t n = s->in_bytes;
     if (in[0] != (8 - n % 8) % 8)
-        return nds_err(NDS_ECORRUPT, "packbits: %u padding bits recorded, %zu expected for %zu "
-                       "elements", in[0], (8 - n % 8) % 8, n);
+        return nds_err(NDS_ECORRUPT,
+                       "packbits: %u padding bits recorded, %zu expected for %zu "
+                       "elements",
+                       in[0], (8 - n % 8) % 8, n);
     for (size_t i = 0; i < n; i++) out[i] = (in[1 + i / 8] >> (7 - i % 8)) & 1;
     return 0;
 }
@@ -294,11 +311,11 @@ static void encode_elements(const stage *s, const uint8_t *in, uint8_t *out) {
             if (i == 0) {
                 r = cast_bits(s->in, s->out, b);
             } else if (s->in.kind == 'f') {
-                r = from_double(s->out, round_to(s->in, to_double(s->in, b) -
-                                                           to_double(s->in, prev)));
+                r = from_double(s->out,
+                                round_to(s->in, to_double(s->in, b) - to_double(s->in, prev)));
             } else {
-                int64_t diff = (int64_t)((uint64_t)int_value(s->in, b) -
-                                         (uint64_t)int_value(s->in, prev));
+                int64_t diff =
+                    (int64_t)((uint64_t)int_value(s->in, b) - (uint64_t)int_value(s->in, prev));
                 r = s->in.kind == 'b' ? from_int(s->out, b != prev)
                                       : from_int(s->out, wrap_to(s->in, diff));
             }
@@ -503,7 +520,8 @@ static int parse_stage(stage *s, const json_object *cfg, nds_np_dtype in, size_t
         return nds_err(NDS_ELIMIT, "%s: encodes a chunk into %zu bytes, more than 2 GiB", dp,
                        s->out_bytes);
     return json_object_deep_copy((json_object *)cfg, &s->config, NULL) == 0
-               ? 0 : nds_err(NDS_ENOMEM, "%s: out of memory", dp);
+               ? 0
+               : nds_err(NDS_ENOMEM, "%s: out of memory", dp);
 }
 
 int nds_filter_chain_parse(const json_object *list, nds_np_dtype in, size_t nbytes, bool host_order,
@@ -521,8 +539,7 @@ int nds_filter_chain_parse(const json_object *list, nds_np_dtype in, size_t nbyt
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char dp[700];
         snprintf(dp, sizeof dp, "%s: %s[%zu]", doc, where, i);
-        rc = parse_stage(&c->st[i], json_object_array_get_idx(list, i), in, nbytes, host_order,
-                         dp);
+        rc = parse_stage(&c->st[i], json_object_array_get_idx(list, i), in, nbytes, host_order, dp);
         c->n = i + 1;
         in = c->st[i].out;
         nbytes = c->st[i].out_bytes;
@@ -588,14 +605,15 @@ int nds_filter_chain_decode(const nds_filter_chain *c, const uint8_t *in, size_t
 
 json_object *nds_filter_chain_to_json(const nds_filter_chain *c) {
     json_object *a = json_object_new_array();
-    for (size_t i = 0; a && i < c->n; i++) json_object_array_add(a, json_object_get(c->st[i].config));
+    for (size_t i = 0; a && i < c->n; i++)
+        json_object_array_add(a, json_object_get(c->st[i].config));
     return a;
 }
 
 bool nds_filter_id_supported(const char *id) {
-    static const char *const ids[] = {"delta",   "fixedscaleoffset", "quantize",   "bitround",
-                                      "packbits", "astype",          "shuffle",    "adler32",
-                                      "fletcher32", "crc32c"};
+    static const char *const ids[] = {
+        "delta",  "fixedscaleoffset", "quantize", "bitround",   "packbits",
+        "astype", "shuffle",          "adler32",  "fletcher32", "crc32c"};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         if (strcmp(id, ids[i]) == 0) return true;
     return false;

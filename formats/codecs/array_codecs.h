@@ -45,8 +45,8 @@ typedef struct nds_filter_chain nds_filter_chain;
  * Builds a chain from a list of numcodecs configs ({"id": ..., ...}, applied in order on encode)
  * for a decoded buffer of nbytes bytes whose elements are `in` (the array's stored type). doc
  * names the document, where the member ("filters"). host_order: every typestring of the configs
- * means the host's byte order (zarr v3 arrays in memory). Unknown ids: NDS_EUNSUPPORTED naming the id;
- * bad configs: NDS_EFORMAT naming the member.
+ * means the host's byte order (zarr v3 arrays in memory). Unknown ids: NDS_EUNSUPPORTED naming the
+ * id; bad configs: NDS_EFORMAT naming the member.
  */
 int nds_filter_chain_parse(const json_object *list, nds_np_dtype in, size_t nbytes, bool host_order,
                            const char *doc, const char *where, nds_filter_chain **out);
@@ -61,8 +61,7 @@ nds_np_dtype nds_filter_chain_encoded_dtype(const nds_filter_chain *c);
 int nds_filter_chain_encode(const nds_filter_chain *c, const uint8_t *in, nds_buf *out);
 /** Decodes in[0..len) (len must be the encoded size) into out[0..nbytes). NDS_ECORRUPT naming
  *  the stage on a size or checksum mismatch. */
-int nds_filter_chain_decode(const nds_filter_chain *c, const uint8_t *in, size_t len,
-                            uint8_t *out);
+int nds_filter_chain_decode(const nds_filter_chain *c, const uint8_t *in, size_t len, uint8_t *out);
 /** The normalised configs (numcodecs get_config form), as a new JSON array. */
 json_object *nds_filter_chain_to_json(const nds_filter_chain *c);
 

@@ -2,10 +2,10 @@
  * zarr v3 "numcodecs.adler32" / "numcodecs.fletcher32"): encode adds the checksum of the data as 4
  * little-endian bytes, decode verifies and strips it (NDS_ECORRUPT "<id> mismatch" otherwise).
  *
- * Layouts, as numcodecs writes them: adler32 (Adler-32 as zlib computes it) sits before the data by default
- * (numcodecs' Checksum32, "location": "start"; numcodecs >= 0.14 also writes "end"); fletcher32
- * (HDF5's Fletcher-32 over big-endian 16-bit words, an odd last byte as the high byte of a word)
- * always follows the data. Config: "id", and "location" for adler32.
+ * Layouts, as numcodecs writes them: adler32 (Adler-32 as zlib computes it) sits before the data by
+ * default (numcodecs' Checksum32, "location": "start"; numcodecs >= 0.14 also writes "end");
+ * fletcher32 (HDF5's Fletcher-32 over big-endian 16-bit words, an odd last byte as the high byte of
+ * a word) always follows the data. Config: "id", and "location" for adler32.
  *
  * Threading: instances are immutable. Ownership: encode grows the caller's nds_buf; decode writes
  * only out[0..out_cap).
@@ -82,8 +82,8 @@ static int ck_create(void **state, const struct json_object *config, const char 
             if (strcmp(key, "id") == 0) continue;
             if (!location_allowed || strcmp(key, "location") != 0)
                 return nds_err(NDS_EFORMAT, "%s config: unknown member \"%.40s\"", id, key);
-            const char *loc = json_object_is_type(val, json_type_string)
-                                  ? json_object_get_string(val) : "";
+            const char *loc =
+                json_object_is_type(val, json_type_string) ? json_object_get_string(val) : "";
             if (strcmp(loc, "start") != 0 && strcmp(loc, "end") != 0)
                 return nds_err(NDS_EFORMAT, "%s config: \"location\" must be \"start\" or \"end\"",
                                id);

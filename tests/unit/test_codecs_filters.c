@@ -67,11 +67,10 @@ static void parse_fails(const char *dtype, const char *filters, size_t nbytes, i
 
 static void assert_bytes(const char *what, const char *name, const uint8_t *got, size_t got_len,
                          const char *want, size_t want_len) {
-    ck_assert_msg(got_len == want_len, "%s %s: %zu bytes, want %zu", name, what, got_len,
-                  want_len);
+    ck_assert_msg(got_len == want_len, "%s %s: %zu bytes, want %zu", name, what, got_len, want_len);
     for (size_t i = 0; i < want_len; i++)
-        ck_assert_msg(got[i] == (uint8_t)want[i], "%s %s: byte %zu is %02x, want %02x", name,
-                      what, i, got[i], (uint8_t)want[i]);
+        ck_assert_msg(got[i] == (uint8_t)want[i], "%s %s: byte %zu is %02x, want %02x", name, what,
+                      i, got[i], (uint8_t)want[i]);
 }
 
 START_TEST(test_golden_encode) {
@@ -194,13 +193,14 @@ START_TEST(test_bad_configs) {
     parse_fails("<i2", "[{\"id\":\"bitround\",\"keepbits\":3}]", 8, NDS_EUNSUPPORTED,
                 "bitround needs float16/32/64 data");
     parse_fails("<f4", "[{\"id\":\"bitround\",\"keepbits\":24}]", 8, NDS_EFORMAT, "keepbits");
-    parse_fails(">f4", "[{\"id\":\"bitround\",\"keepbits\":3}]", 8, NDS_EUNSUPPORTED,
-                "big-endian");
+    parse_fails(">f4", "[{\"id\":\"bitround\",\"keepbits\":3}]", 8, NDS_EUNSUPPORTED, "big-endian");
     parse_fails("<i2", "[{\"id\":\"packbits\"}]", 8, NDS_EUNSUPPORTED, "1-byte (bool)");
     parse_fails("<f8", "[{\"id\":\"quantize\",\"digits\":2,\"dtype\":\"<i8\"}]", 8, NDS_EFORMAT,
                 "only floating point");
-    parse_fails("<f8", "[{\"id\":\"fixedscaleoffset\",\"scale\":\"x\",\"offset\":0,"
-                       "\"dtype\":\"<f8\"}]", 8, NDS_EFORMAT, "\"scale\" must be a number");
+    parse_fails("<f8",
+                "[{\"id\":\"fixedscaleoffset\",\"scale\":\"x\",\"offset\":0,"
+                "\"dtype\":\"<f8\"}]",
+                8, NDS_EFORMAT, "\"scale\" must be a number");
     parse_fails("<f8", "[{\"id\":\"astype\",\"encode_dtype\":\"<f4\"}]", 8, NDS_EFORMAT,
                 "missing member \"decode_dtype\"");
     parse_fails("<f8", "[5]", 8, NDS_EFORMAT, "filters[0]: expected a codec object");

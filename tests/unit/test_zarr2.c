@@ -835,10 +835,11 @@ START_TEST(spec_errors) {
                          SPEC_AT("specerr/a") "\"metadata\":{\"shape\":[2],\"dtype\":\"<u2\","
                                               "\"filters\":[{\"id\":\"delta\"}]},\"create\":true}"),
                NDS_EFORMAT, "filters[0]: missing member \"dtype\"");
-    EXPECT_ERR(open_spec(&a,
-                         SPEC_AT("specerr/a") "\"metadata\":{\"shape\":[2],\"dtype\":\"<u2\","
-                                              "\"filters\":[{\"id\":\"vlen-utf8\"}]},\"create\":true}"),
-               NDS_EUNSUPPORTED, "filter \"vlen-utf8\" is not supported");
+    EXPECT_ERR(
+        open_spec(&a,
+                  SPEC_AT("specerr/a") "\"metadata\":{\"shape\":[2],\"dtype\":\"<u2\","
+                                       "\"filters\":[{\"id\":\"vlen-utf8\"}]},\"create\":true}"),
+        NDS_EUNSUPPORTED, "filter \"vlen-utf8\" is not supported");
     /* Nothing was written by any of these. */
     ck_assert_ptr_null(get_raw("memory://specerr/a/", ".zarray", NULL));
 }
@@ -850,10 +851,10 @@ END_TEST
 START_TEST(filters_write_read) {
     nds_array *a;
     NDS_OK(open_spec(&a, SPEC_AT("filt/a") "\"metadata\":{\"shape\":[6,5],\"chunks\":[4,3],"
-                                          "\"dtype\":\">i4\",\"order\":\"F\",\"compressor\":null,"
-                                          "\"filters\":[{\"id\":\"delta\",\"dtype\":\">i4\","
-                                          "\"astype\":\"<i2\"},{\"id\":\"adler32\"}]},"
-                                          "\"create\":true}"));
+                                           "\"dtype\":\">i4\",\"order\":\"F\",\"compressor\":null,"
+                                           "\"filters\":[{\"id\":\"delta\",\"dtype\":\">i4\","
+                                           "\"astype\":\"<i2\"},{\"id\":\"adler32\"}]},"
+                                           "\"create\":true}"));
     int32_t in[30], out[30];
     for (int i = 0; i < 30; i++) in[i] = 1000 + i * i - 7 * (i % 4);
     nds_box box;

@@ -4,8 +4,9 @@
  *
  * Covers: stored chunks equal to numcodecs' encoding (bytes computed once with Debian's numcodecs
  * 0.11 and kept here); round trips through nds_array; what the bytes codec sees (the array codecs'
- * output type: endianness applies to it); corrupt adler32/fletcher32 chunks refused naming the chunk
- * and the codec; refusals (transpose together with them, sharding after them, bitround on ints).
+ * output type: endianness applies to it); corrupt adler32/fletcher32 chunks refused naming the
+ * chunk and the codec; refusals (transpose together with them, sharding after them, bitround on
+ * ints).
  */
 #include <check.h>
 #include <stdint.h>
@@ -21,7 +22,8 @@
 
 /* numcodecs 0.11: Delta(dtype='<i4', astype='<i2').encode(np.array([100, 103, 99, 99], '<i4'))
  * is 64 00 03 00 fc ff 00 00; FixedScaleOffset(offset=1000, scale=10, dtype='<f8', astype='u1')
- * .encode([1000.0, 1000.25, 1000.35, 1025.5]) is 00 02 04 ff (1000.25 -> 2.5 -> 2: half to even). */
+ * .encode([1000.0, 1000.25, 1000.35, 1025.5]) is 00 02 04 ff (1000.25 -> 2.5 -> 2: half to even).
+ */
 START_TEST(stored_bytes_are_numcodecs) {
     nds_array *a = zarr3_in_memory(
         "ac/delta", zarr3_array_doc("[4]", "int32", "[4]", "0",
@@ -86,10 +88,11 @@ END_TEST
  * 2.0: half to even), checksum verified. */
 START_TEST(bitround_shuffle_adler32) {
     nds_array *a = zarr3_in_memory(
-        "ac/br", zarr3_array_doc("[4]", "float32", "[4]", "0",
-                                 "[{\"name\":\"bitround\",\"configuration\":{\"keepbits\":1}},"
-                                 BYTES_LE ",{\"name\":\"numcodecs.shuffle\",\"configuration\":{"
-                                 "\"elementsize\":4}},{\"name\":\"numcodecs.adler32\"}]"));
+        "ac/br",
+        zarr3_array_doc("[4]", "float32", "[4]", "0",
+                        "[{\"name\":\"bitround\",\"configuration\":{\"keepbits\":1}}," BYTES_LE
+                        ",{\"name\":\"numcodecs.shuffle\",\"configuration\":{"
+                        "\"elementsize\":4}},{\"name\":\"numcodecs.adler32\"}]"));
     float in[4] = {1.25f, 1.75f, -1.25f, 3.0f}, out[4];
     write_all(a, in);
     read_all(a, out);
@@ -108,9 +111,9 @@ START_TEST(bitround_shuffle_adler32) {
 END_TEST
 
 START_TEST(packbits_bool) {
-    nds_array *a = zarr3_in_memory(
-        "ac/pb", zarr3_array_doc("[11]", "bool", "[11]", "false",
-                                 "[{\"name\":\"numcodecs.packbits\"},\"bytes\"]"));
+    nds_array *a =
+        zarr3_in_memory("ac/pb", zarr3_array_doc("[11]", "bool", "[11]", "false",
+                                                 "[{\"name\":\"numcodecs.packbits\"},\"bytes\"]"));
     uint8_t in[11] = {1, 0, 1, 1, 0, 0, 0, 1, 1, 1, 0}, out[11];
     write_all(a, in);
     size_t len = 0;
@@ -127,40 +130,39 @@ END_TEST
 /* Creating the array must fail with code and a message containing text. */
 static int create_doc(const char *path, const char *doc) {
     nds_array *a = NULL;
-    int rc = open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"memory://%s/\",\"metadata\":%s,"
-                           "\"create\":true}", path, doc);
+    int rc = open_spec(&a,
+                       "{\"driver\":\"zarr3\",\"kvstore\":\"memory://%s/\",\"metadata\":%s,"
+                       "\"create\":true}",
+                       path, doc);
     if (rc == 0) nds_array_free(a);
     return rc;
 }
 
 START_TEST(refusals) {
     EXPECT_ERR(create_doc("ac/r1",
-                                zarr3_array_doc("[4,4]", "int32", "[2,2]", "0",
-                                                "[{\"name\":\"transpose\",\"configuration\":{"
-                                                "\"order\":[1,0]}},{\"name\":\"numcodecs.delta\","
-                                                "\"configuration\":{\"dtype\":\"<i4\"}}," BYTES_LE
-                                                "]")),
+                          zarr3_array_doc("[4,4]", "int32", "[2,2]", "0",
+                                          "[{\"name\":\"transpose\",\"configuration\":{"
+                                          "\"order\":[1,0]}},{\"name\":\"numcodecs.delta\","
+                                          "\"configuration\":{\"dtype\":\"<i4\"}}," BYTES_LE "]")),
                NDS_EUNSUPPORTED, "together with transpose");
-    EXPECT_ERR(create_doc("ac/r2",
-                                zarr3_array_doc("[4]", "int32", "[4]", "0",
-                                                "[{\"name\":\"bitround\",\"configuration\":{"
-                                                "\"keepbits\":3}}," BYTES_LE "]")),
+    EXPECT_ERR(create_doc("ac/r2", zarr3_array_doc("[4]", "int32", "[4]", "0",
+                                                   "[{\"name\":\"bitround\",\"configuration\":{"
+                                                   "\"keepbits\":3}}," BYTES_LE "]")),
                NDS_EUNSUPPORTED, "bitround needs float16/32/64 data");
-    EXPECT_ERR(create_doc("ac/r3",
-                                zarr3_array_doc("[4]", "int32", "[4]", "0",
-                                                "[{\"name\":\"numcodecs.delta\",\"configuration\":{"
-                                                "\"dtype\":\"<i4\"}},{\"name\":\"sharding_indexed\","
-                                                "\"configuration\":{\"chunk_shape\":[2],\"codecs\":["
-                                                BYTES_LE "],\"index_codecs\":[" BYTES_LE "]}}]")),
-               NDS_EUNSUPPORTED, "sharding_indexed after an array-to-array codec");
-    EXPECT_ERR(create_doc("ac/r4",
-                                zarr3_array_doc("[4]", "int32", "[4]", "0",
-                                                "[" BYTES_LE ",{\"name\":\"numcodecs.delta\","
-                                                "\"configuration\":{\"dtype\":\"<i4\"}}]")),
+    EXPECT_ERR(
+        create_doc("ac/r3",
+                   zarr3_array_doc("[4]", "int32", "[4]", "0",
+                                   "[{\"name\":\"numcodecs.delta\",\"configuration\":{"
+                                   "\"dtype\":\"<i4\"}},{\"name\":\"sharding_indexed\","
+                                   "\"configuration\":{\"chunk_shape\":[2],\"codecs\":[" BYTES_LE
+                                   "],\"index_codecs\":[" BYTES_LE "]}}]")),
+        NDS_EUNSUPPORTED, "sharding_indexed after an array-to-array codec");
+    EXPECT_ERR(create_doc("ac/r4", zarr3_array_doc("[4]", "int32", "[4]", "0",
+                                                   "[" BYTES_LE ",{\"name\":\"numcodecs.delta\","
+                                                   "\"configuration\":{\"dtype\":\"<i4\"}}]")),
                NDS_EFORMAT, "must come before the array-to-bytes codec");
     EXPECT_ERR(create_doc("ac/r5",
-                                zarr3_array_doc("[4]", "int32", "[4]", "0",
-                                                "[{\"name\":\"packbits\"}]")),
+                          zarr3_array_doc("[4]", "int32", "[4]", "0", "[{\"name\":\"packbits\"}]")),
                NDS_EUNSUPPORTED, "codec \"packbits\" is not supported");
 }
 END_TEST
