@@ -367,7 +367,8 @@ static int parse_bb(nds_z3_chain *c, const char *name, const char *id, const jso
         return prefix_once(rc, dp);
     }
     b->codec = codec;
-    b->crc = name_is(id, "crc32c") || name_is(id, "adler32") || name_is(id, "fletcher32");
+    b->crc = name_is(id, "crc32c") || name_is(id, "crc32") || name_is(id, "adler32") ||
+             name_is(id, "fletcher32");
     b->v3 = new_codec_json(name, p.v3);
     c->n_bb++;
     return b->v3 ? 0 : nds_err(NDS_ENOMEM, "%s: out of memory", dp);

@@ -26,6 +26,7 @@ extern const nds_codec nds_codec_lz4;
 extern const nds_codec nds_codec_xz;
 extern const nds_codec nds_codec_crc32c;
 extern const nds_codec nds_codec_adler32;
+extern const nds_codec nds_codec_crc32;
 extern const nds_codec nds_codec_fletcher32;
 extern const nds_codec nds_codec_shuffle;
 
@@ -54,6 +55,6 @@ const size_t nds_builtin_format_count = sizeof nds_builtin_formats / sizeof nds_
 const nds_codec *const nds_builtin_codecs[] = {
     &nds_codec_zstd, &nds_codec_blosc, &nds_codec_gzip, &nds_codec_zlib,
     &nds_codec_bz2,  &nds_codec_lz4,   &nds_codec_xz,   &nds_codec_crc32c,
-    &nds_codec_adler32, &nds_codec_fletcher32, &nds_codec_shuffle,
+    &nds_codec_adler32, &nds_codec_fletcher32, &nds_codec_shuffle, &nds_codec_crc32,
 };
 const size_t nds_builtin_codec_count = sizeof nds_builtin_codecs / sizeof nds_builtin_codecs[0];

@@ -465,7 +465,7 @@ static int parse_typed(stage *s, const char *id, const json_object *cfg, bool ho
 static bool byte_stage_growth(const char *id, size_t *grow) {
     *grow = strcmp(id, "shuffle") == 0 ? 0 : 4;
     return strcmp(id, "shuffle") == 0 || strcmp(id, "adler32") == 0 ||
-           strcmp(id, "fletcher32") == 0 || strcmp(id, "crc32c") == 0;
+           strcmp(id, "fletcher32") == 0 || strcmp(id, "crc32") == 0 || strcmp(id, "crc32c") == 0;
 }
 
 static int parse_stage(stage *s, const json_object *cfg, nds_np_dtype in, size_t in_bytes,
@@ -613,7 +613,7 @@ json_object *nds_filter_chain_to_json(const nds_filter_chain *c) {
 bool nds_filter_id_supported(const char *id) {
     static const char *const ids[] = {
         "delta",  "fixedscaleoffset", "quantize", "bitround",   "packbits",
-        "astype", "shuffle",          "adler32",  "fletcher32", "crc32c"};
+        "astype", "shuffle",          "adler32",  "fletcher32", "crc32",  "crc32c"};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         if (strcmp(id, ids[i]) == 0) return true;
     return false;

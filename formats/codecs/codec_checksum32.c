@@ -1,11 +1,12 @@
-/* The numcodecs 32-bit checksum codecs "adler32" and "fletcher32" (zarr v2 filters or compressors,
- * zarr v3 "numcodecs.adler32" / "numcodecs.fletcher32"): encode adds the checksum of the data as 4
- * little-endian bytes, decode verifies and strips it (NDS_ECORRUPT "<id> mismatch" otherwise).
+/* The numcodecs 32-bit checksum codecs "crc32", "adler32" and "fletcher32" (zarr v2 filters or
+ * compressors; zarr v3 "numcodecs.crc32", ".adler32", ".fletcher32"): encode adds the checksum of
+ * the data as 4 little-endian bytes, decode verifies and strips it (NDS_ECORRUPT "<id> mismatch").
  *
- * Layouts, as numcodecs writes them: adler32 (Adler-32 as zlib computes it) sits before the data by
- * default (numcodecs' Checksum32, "location": "start"; numcodecs >= 0.14 also writes "end");
- * fletcher32 (HDF5's Fletcher-32 over big-endian 16-bit words, an odd last byte as the high byte of
- * a word) always follows the data. Config: "id", and "location" for adler32.
+ * Layouts, as numcodecs writes them: crc32 (zlib's CRC-32, computed by libdeflate) and adler32
+ * (Adler-32 as zlib computes it) sit before the data by default (numcodecs' Checksum32, "location":
+ * "start"; numcodecs >= 0.14 also writes "end"); fletcher32 (HDF5's Fletcher-32 over big-endian
+ * 16-bit words, an odd last byte as the high byte of a word) always follows the data. Config: "id",
+ * and "location" for crc32 and adler32.
  *
  * Threading: instances are immutable. Ownership: encode grows the caller's nds_buf; decode writes
  * only out[0..out_cap).
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include <json-c/json.h>
+#include <libdeflate.h>
 
 #include "ndstore/sys/codec.h"
 #include "internal/error.h"
@@ -69,6 +71,7 @@ static uint32_t nds_fletcher32(const uint8_t *p, size_t n) {
 }
 
 static uint32_t checksum_of(const ck_state *s, const uint8_t *p, size_t n) {
+    if (s->id[0] == 'c') return libdeflate_crc32(0, p, n); /* zlib's CRC-32 */
     return s->id[0] == 'a' ? adler32_of(p, n) : nds_fletcher32(p, n);
 }
 
@@ -101,6 +104,11 @@ static int ck_create(void **state, const struct json_object *config, const char 
 static int adler_create(void **state, const struct json_object *config, size_t elem_size) {
     (void)elem_size;
     return ck_create(state, config, "adler32", true, false);
+}
+
+static int crc32_create(void **state, const struct json_object *config, size_t elem_size) {
+    (void)elem_size;
+    return ck_create(state, config, "crc32", true, false);
 }
 
 static int fletcher_create(void **state, const struct json_object *config, size_t elem_size) {
@@ -147,7 +155,7 @@ static int ck_config_json(void *state, struct json_object **out) {
     if (!*out) return nds_err(NDS_ENOMEM, "%s: out of memory", s->id);
     json_object_object_add(*out, "id", json_object_new_string(s->id));
     /* numcodecs before 0.14 knows no "location": say it only when it is not the default. */
-    if (s->id[0] == 'a' && s->at_end)
+    if (s->id[0] != 'f' && s->at_end)
         json_object_object_add(*out, "location", json_object_new_string("end"));
     return 0;
 }
@@ -166,6 +174,16 @@ const nds_codec nds_codec_fletcher32 = {
     .version = NDS_CODEC_VERSION,
     .name = "fletcher32",
     .create = fletcher_create,
+    .destroy = ck_destroy,
+    .encode = ck_encode,
+    .decode = ck_decode,
+    .config_json = ck_config_json,
+};
+
+const nds_codec nds_codec_crc32 = {
+    .version = NDS_CODEC_VERSION,
+    .name = "crc32",
+    .create = crc32_create,
     .destroy = ck_destroy,
     .encode = ck_encode,
     .decode = ck_decode,

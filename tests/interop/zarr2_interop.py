@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 import zarr
-from numcodecs import (BZ2, LZ4, Adler32, AsType, Blosc, BitRound, Delta,
+from numcodecs import (BZ2, CRC32, LZ4, Adler32, AsType, Blosc, BitRound, Delta,
                        FixedScaleOffset, GZip, PackBits, Quantize, Shuffle, Zlib, Zstd)
 
 from interop_common import (CaseFail, case, describe, newdir, nds, nds_ok, nds_read, nds_write,
@@ -423,6 +423,7 @@ def filter_cases():
         ('shuffle/>f8-es8', '>f8', [Shuffle(8)], norm.astype('>f8')),
         ('astype/<f8-f4', '<f8', [AsType('<f4', '<f8')], norm),
         ('adler32/<i2', '<i2', [Adler32()], walk.astype('<i2')),
+        ('crc32/<u2', '<u2', [CRC32()], (walk + 900).astype('<u2')),
         ('chain/quantize-shuffle-adler32', '>f8', [Quantize(2, '>f8'), Shuffle(8), Adler32()],
          norm.astype('>f8')),
         ('chain/fso-delta', '<f8', [FixedScaleOffset(0, 100, '<f8', '<i4'), Delta('<i4')],

@@ -89,6 +89,7 @@ case('packbits_16', '|b1', rng.integers(0, 2, 16).astype(bool), [nc.PackBits()])
 case('shuffle_4', '<u4', rng.integers(0, 1 << 32, 6, dtype='u8').astype('<u4'), [nc.Shuffle(4)])
 case('shuffle_8_of_i2', '<i2', np.arange(8, dtype='<i2') * 1000, [nc.Shuffle(8)])
 case('adler32', '<i8', rng.integers(-1 << 40, 1 << 40, 5), [nc.Adler32()])
+case('crc32', '|u1', rng.integers(0, 256, 301), [nc.CRC32()])
 case('astype_f8_f4', '<f8', rng.normal(0, 1, 5), [nc.AsType('<f4', '<f8')])
 case('astype_f4_i2_truncates', '<f4', [-2.7, 3.9, 0.5, -0.5, 100.99],
      [nc.AsType(encode_dtype='<i2', decode_dtype='<f4')])

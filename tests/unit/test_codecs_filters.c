@@ -113,7 +113,7 @@ END_TEST
 
 /* A checksum that does not match is NDS_ECORRUPT naming the codec; so is a wrong size. */
 START_TEST(test_corrupt_checksums) {
-    static const char *const ids[] = {"adler32", "fletcher32"};
+    static const char *const ids[] = {"adler32", "fletcher32", "crc32"};
     const char *id = ids[_i];
     char filters[64];
     snprintf(filters, sizeof filters, "[{\"id\":\"%s\"}]", id);
@@ -236,7 +236,7 @@ static Suite *filters_suite(void) {
     tcase_add_test(tc, test_vectors_current);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
-    tcase_add_loop_test(tc, test_corrupt_checksums, 0, 2);
+    tcase_add_loop_test(tc, test_corrupt_checksums, 0, 3);
     tcase_add_test(tc, test_adler32_location);
     tcase_add_test(tc, test_packbits_corrupt);
     tcase_add_test(tc, test_bad_configs);
