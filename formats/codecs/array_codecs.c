@@ -612,8 +612,8 @@ json_object *nds_filter_chain_to_json(const nds_filter_chain *c) {
 
 bool nds_filter_id_supported(const char *id) {
     static const char *const ids[] = {
-        "delta",  "fixedscaleoffset", "quantize", "bitround",   "packbits",
-        "astype", "shuffle",          "adler32",  "fletcher32", "crc32",  "crc32c"};
+        "delta",   "fixedscaleoffset", "quantize",   "bitround", "packbits", "astype",
+        "shuffle", "adler32",          "fletcher32", "crc32",    "crc32c"};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         if (strcmp(id, ids[i]) == 0) return true;
     return false;
