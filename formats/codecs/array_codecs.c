@@ -6,9 +6,10 @@
  * with a Python scalar computes in the array's precision (float32 stays float32), np.around rounds
  * half to even, integer arithmetic wraps in the array's type when the scalar fits it, integer
  * true division is float64, float-to-integer casts truncate toward zero. Delta's decode adds each
- * encoded element cast to the decoded type, in that type (np.cumsum with out=). Casts of values
- * out of an integer type's range are unspecified in NumPy; here they give the type's minimum
- * (x86's result for 64-bit) after truncation.
+ * encoded element cast to the decoded type, in that type (np.cumsum with out=); for bools np.diff
+ * is "!=" and the sum is "or", so a bool delta does not give its input back (numcodecs neither).
+ * Casts of values out of an integer type's range are unspecified in NumPy; here they give the
+ * type's minimum (x86's result for 64-bit) after truncation.
  */
 #include <math.h>
 #include <stdio.h>
@@ -456,8 +457,6 @@ static int parse_typed(stage *s, const char *id, const json_object *cfg, bool ho
     if (!rc && q) rc = nds_json_get_int(cfg, "digits", false, -300, 300, dp, &s->digits);
     if (!rc && q && (s->in.kind != 'f' || s->out.kind != 'f'))
         rc = nds_err(NDS_EFORMAT, "%s: quantize supports only floating point types", dp);
-    if (!rc && s->kind == ST_DELTA && (s->in.kind == 'b') != (s->out.kind == 'b'))
-        rc = nds_err(NDS_EUNSUPPORTED, "%s: delta between bool and numbers is not supported", dp);
     return rc;
 }
 

@@ -67,6 +67,9 @@ case('delta_be_i4', '>i4', walk, [nc.Delta('>i4')])
 case('delta_i2_astype_i1_wraps', '<i2', [100, 102, 300, -5, 32767, -32768, 7],
      [nc.Delta('<i2', astype='<i1')])
 case('delta_u1_wraps', '|u1', [250, 3, 255, 0, 128], [nc.Delta('|u1')])
+case('delta_b1_lossy', '|b1', [True, False, False, True, True, False], [nc.Delta('|b1')])
+case('delta_b1_astype_u1', '|b1', [False, True, True, False], [nc.Delta('|b1', astype='|u1')])
+case('delta_i2_astype_b1', '<i2', [3, 3, 5, -1, -1], [nc.Delta('<i2', astype='|b1')])
 case('delta_f4', '<f4', rng.normal(0, 100, 9).astype('<f4'), [nc.Delta('<f4')])
 case('fso_f8_u1', '<f8', np.linspace(1000, 1001, 10), [nc.FixedScaleOffset(1000, 10, '<f8', '|u1')])
 case('fso_f8_half_even', '<f8', [0.05, 0.15, 0.25, 0.35, 0.45, -0.25, -0.35],
