@@ -211,6 +211,7 @@ static int64_t wrap_to(nds_np_dtype t, int64_t v) {
 }
 
 static bool fits(nds_np_dtype t, int64_t v) {
+    if (t.kind == 'b') return false; /* bool with an integer scalar computes in int64 */
     if (t.size == 8) return t.kind == 'i' || v >= 0;
     int64_t lo = t.kind == 'u' ? 0 : -(INT64_C(1) << (8 * t.size - 1));
     int64_t hi =

@@ -78,6 +78,7 @@ case('fso_f4_i2', '<f4', rng.normal(0, 3, 11).astype('<f4'),
      [nc.FixedScaleOffset(1.5, 100, '<f4', '<i2')])
 case('fso_i2_int_wraps', '<i2', [0, 100, 20000, -3, 32000],
      [nc.FixedScaleOffset(100, 3, '<i2', '<i2')])
+case('fso_b1_int', '|b1', [True, False, True], [nc.FixedScaleOffset(3, 2, '|b1', '<i2')])
 case('fso_i4_float_scale', '<i4', [0, 7, -7, 1000001], [nc.FixedScaleOffset(2, 0.5, '<i4', '<i4')])
 case('quantize_f8_3', '<f8', rng.normal(0, 1, 8), [nc.Quantize(3, '<f8')])
 case('quantize_f4_2_f2', '<f4', rng.normal(0, 1, 8).astype('<f4'), [nc.Quantize(2, '<f4', '<f2')])
