@@ -81,6 +81,8 @@ case('fso_i2_int_wraps', '<i2', [0, 100, 20000, -3, 32000],
 case('fso_b1_int', '|b1', [True, False, True], [nc.FixedScaleOffset(3, 2, '|b1', '<i2')])
 case('fso_i4_float_scale', '<i4', [0, 7, -7, 1000001], [nc.FixedScaleOffset(2, 0.5, '<i4', '<i4')])
 case('quantize_f8_3', '<f8', rng.normal(0, 1, 8), [nc.Quantize(3, '<f8')])
+case('quantize_f8_0_and_negative', '<f8', [123.456, -77.5, 0.5, 1.5, 2.5], [nc.Quantize(0, '<f8')])
+case('quantize_f8_minus1', '<f8', [123.456, -77.5, 1e6 / 7], [nc.Quantize(-1, '<f8')])
 case('quantize_f4_2_f2', '<f4', rng.normal(0, 1, 8).astype('<f4'), [nc.Quantize(2, '<f4', '<f2')])
 case('bitround_f4_7', '<f4', rng.normal(0, 1, 9).astype('<f4'), [nc.BitRound(7)])
 case('bitround_f8_20', '<f8', rng.normal(0, 1e6, 9), [nc.BitRound(20)])
