@@ -128,13 +128,38 @@ bool nds_np_dtype_of(nds_dtype d, bool big, nds_np_dtype *t) {
 
 /* ---- element access -------------------------------------------------------------------------- */
 
+/* An element's bits as an unsigned integer: memcpy in the host's byte order (the common case,
+ * and what zarr v3 always has), byte by byte otherwise. */
 static uint64_t load_bits(nds_np_dtype t, const uint8_t *p) {
+    if (t.big == host_big() || t.size == 1) {
+        uint8_t u8;
+        uint16_t u16;
+        uint32_t u32;
+        uint64_t u64;
+        switch (t.size) {
+        case 1: memcpy(&u8, p, 1); return u8;
+        case 2: memcpy(&u16, p, 2); return u16;
+        case 4: memcpy(&u32, p, 4); return u32;
+        default: memcpy(&u64, p, 8); return u64;
+        }
+    }
     uint64_t v = 0;
     for (unsigned i = 0; i < t.size; i++) v = v << 8 | p[t.big ? i : t.size - 1 - i];
     return v;
 }
 
 static void store_bits(nds_np_dtype t, uint8_t *p, uint64_t v) {
+    if (t.big == host_big() || t.size == 1) {
+        uint8_t u8 = (uint8_t)v;
+        uint16_t u16 = (uint16_t)v;
+        uint32_t u32 = (uint32_t)v;
+        switch (t.size) {
+        case 1: memcpy(p, &u8, 1); return;
+        case 2: memcpy(p, &u16, 2); return;
+        case 4: memcpy(p, &u32, 4); return;
+        default: memcpy(p, &v, 8); return;
+        }
+    }
     for (unsigned i = 0; i < t.size; i++, v >>= 8) p[t.big ? t.size - 1 - i : i] = (uint8_t)v;
 }
 
