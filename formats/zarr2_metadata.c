@@ -20,6 +20,7 @@
 #include "internal/codec_spec.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
+#include "internal/json_util.h"
 #include "internal/format_util.h"
 #include "internal/util.h"
 
@@ -125,6 +126,8 @@ static int parse_u64_list(const json_object *v, const char *doc, const char *nam
                        doc, name, len, NDS_MAX_RANK);
     for (size_t i = 0; i < len; i++) {
         json_object *e = json_object_array_get_idx(v, i);
+        int rc = nds_json_check_fits(e, doc, name);
+        if (rc) return rc;
         if (!json_object_is_type(e, json_type_int) || json_object_get_int64(e) < 0 ||
             json_object_get_uint64(e) < min)
             return nds_err(NDS_EFORMAT, "%s: \"%s\" must be an array of %s integers", doc, name,

@@ -140,8 +140,18 @@ typedef struct parsed {
     bool have_fill;
 } parsed;
 
+/* The "zarr_format" of the pre-1.0 zarr v3 drafts (a URL, not a number). */
+#define DRAFT_FORMAT_PREFIX "https://purl.org/zarr/spec/protocol/core/"
+
 static int parse_format(const json_object *v, const char *doc, void *state) {
     (void)state;
+    if (json_object_is_type(v, json_type_string) &&
+        strncmp(json_object_get_string((json_object *)v), DRAFT_FORMAT_PREFIX,
+                strlen(DRAFT_FORMAT_PREFIX)) == 0)
+        return nds_err(NDS_EUNSUPPORTED, "%s: \"zarr_format\" \"%.80s\" is a pre-1.0 draft of zarr v3, "
+                                         "which ndstore does not read (only zarr v3.0, "
+                                         "\"zarr_format\": 3)", doc,
+                       json_object_get_string((json_object *)v));
     if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) != 3)
         return nds_err(NDS_EFORMAT, "%s: \"zarr_format\" must be 3", doc);
     return 0;
@@ -158,13 +168,25 @@ static int parse_node_type(const json_object *v, const char *doc, void *state) {
     return 0;
 }
 
+/* NDS_EFORMAT naming list[i] when an entry of the list v did not fit 64 bits (json-c clamps). */
+static int list_fits(const json_object *v, const char *name, const char *doc) {
+    for (size_t i = 0; json_object_is_type(v, json_type_array) && i < json_object_array_length(v);
+         i++) {
+        int rc = nds_json_check_fits(json_object_array_get_idx(v, i), doc, name);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 /* Wraps v as the single member of an object so nds_z3_u64_list can read it. */
 static int u64_member(const json_object *v, const char *name, uint64_t min, const char *doc,
                       uint64_t *out, size_t *n) {
+    int rc = list_fits(v, name, doc);
+    if (rc) return rc;
     json_object *holder = json_object_new_object();
     if (!holder) return nds_err(NDS_ENOMEM, "%s: out of memory", doc);
     json_object_object_add(holder, name, json_object_get((json_object *)v));
-    int rc = nds_z3_u64_list(holder, name, min, doc, out, n);
+    rc = nds_z3_u64_list(holder, name, min, doc, out, n);
     json_object_put(holder);
     return rc;
 }
@@ -238,14 +260,21 @@ static int parse_chunk_grid(const json_object *v, const char *doc, void *state) 
     }
     char dp[700];
     NDS_Z3_PRINT(dp, "%s: \"chunk_grid\" configuration", doc);
+    json_object *cs;
+    if (json_object_object_get_ex(cfg, "chunk_shape", &cs) && (rc = list_fits(cs, "chunk_shape", dp)))
+        return rc;
     return nds_z3_u64_list(cfg, "chunk_shape", 1, dp, p->m.chunks, &p->chunk_rank);
 }
 
 static int parse_key_encoding(const json_object *v, const char *doc, void *state) {
     parsed *p = state;
     const char *name, *sep = NULL;
-    json_object *cfg;
-    int rc = named_config(v, "chunk_key_encoding", doc, &name, &cfg);
+    json_object *cfg = NULL;
+    int rc = 0;
+    if (json_object_is_type(v, json_type_string)) /* a bare name, as codecs may be given */
+        name = json_object_get_string((json_object *)v);
+    else
+        rc = named_config(v, "chunk_key_encoding", doc, &name, &cfg);
     if (rc) return rc;
     if (!eq(name, "default") && !eq(name, "v2"))
         return nds_err(NDS_EUNSUPPORTED, "%s: chunk_key_encoding \"%.60s\" is not supported "
@@ -289,6 +318,7 @@ static int parse_attributes(const json_object *v, const char *doc, void *state) 
 
 static int parse_dim_names(const json_object *v, const char *doc, void *state) {
     parsed *p = state;
+    if (v == NULL) return 0; /* null (zarrita and zarr-python 3 write it): no names */
     bool ok = json_object_is_type(v, json_type_array) &&
               json_object_array_length(v) == p->m.rank;
     for (size_t i = 0; ok && i < json_object_array_length(v); i++) {

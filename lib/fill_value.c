@@ -6,6 +6,7 @@
 
 #include "internal/dtype_util.h"
 #include "internal/error.h"
+#include "internal/json_util.h"
 
 static bool is_float(nds_dtype t) {
     return t == NDS_FLOAT16 || t == NDS_BFLOAT16 || t == NDS_FLOAT32 || t == NDS_FLOAT64;
@@ -45,6 +46,10 @@ static int store_real(nds_dtype t, const json_object *v, double d, const char *d
 
 /* A real number from JSON: number or one of the special strings. */
 static int parse_real(const json_object *v, const char *doc, double *out) {
+    if (nds_json_int_overflowed(v)) { /* json-c clamped it: read the literal itself */
+        *out = strtod(json_object_get_userdata((json_object *)v), NULL);
+        return 0;
+    }
     if (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)) {
         *out = json_object_get_double(v);
         return 0;
@@ -86,10 +91,17 @@ static int parse_hex(const char *s, size_t size, const char *doc, uint8_t *out) 
 static int parse_integer(nds_dtype t, const json_object *v, const char *doc, uint8_t *out) {
     size_t size = nds_dtype_size(t);
     bool is_signed = t >= NDS_INT8 && t <= NDS_INT64;
+    int rc = nds_json_check_fits(v, doc, "fill_value");
+    if (rc) return rc;
     if (!json_object_is_type(v, json_type_int)) {
         if (!json_object_is_type(v, json_type_double) ||
             json_object_get_double(v) != floor(json_object_get_double(v)))
             return nds_err(NDS_EFORMAT, "%s: fill_value must be an integer for %s", doc,
+                           nds_dtype_name(t));
+        /* json-c clamps a double converted to a 64-bit integer: check the range as a double. */
+        double d = json_object_get_double(v);
+        if (is_signed ? (d < -0x1p63 || d >= 0x1p63) : (d < 0 || d >= 0x1p64))
+            return nds_err(NDS_EFORMAT, "%s: fill_value out of range for %s", doc,
                            nds_dtype_name(t));
     }
     unsigned bits = (unsigned)size * 8;

@@ -11,6 +11,155 @@
 /* Bound on nesting so a hostile document cannot exhaust the stack. */
 #define NDS_JSON_MAX_DEPTH 64
 
+/* ---- integers beyond 64 bits ----------------------------------------------------------------
+ * json-c clamps an integer literal outside int64/uint64 to the nearest bound without a trace in the
+ * parsed value, so 2^64 reads as 2^64-1. nds_json_parse finds such literals in the text and marks
+ * the parsed values they became (their userdata holds the literal), so readers refuse them naming
+ * the member instead of using the clamped number. */
+
+/* 1 when text[0..n) is an integer literal (no fraction or exponent) outside int64 and uint64. */
+static bool literal_overflows(const char *text, size_t n) {
+    char buf[64];
+    bool neg = text[0] == '-';
+    size_t digits = n - (neg ? 1 : 0);
+    for (size_t i = neg ? 1 : 0; i < n; i++)
+        if (text[i] < '0' || text[i] > '9') return false;
+    if (digits == 0) return false;
+    if (n >= sizeof buf) return true; /* more than 60 digits */
+    memcpy(buf, text, n);
+    buf[n] = '\0';
+    errno = 0;
+    if (neg)
+        (void)strtoll(buf, NULL, 10);
+    else
+        (void)strtoull(buf, NULL, 10);
+    return errno == ERANGE;
+}
+
+/* Calls found(text, n, ctx) for every integer literal outside strings, in document order; returns
+ * how many overflow 64 bits. */
+typedef void (*literal_fn)(const char *text, size_t n, bool overflows, void *ctx);
+static size_t scan_int_literals(const char *text, size_t len, literal_fn found, void *ctx) {
+    size_t over = 0;
+    for (size_t i = 0; i < len;) {
+        char c = text[i];
+        if (c == '"') {
+            for (i++; i < len && text[i] != '"'; i++)
+                if (text[i] == '\\') i++;
+            i++;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t start = i;
+            bool integer = true;
+            for (i++; i < len && text[i] && strchr("0123456789+-.eE", text[i]); i++)
+                if (text[i] == '.' || text[i] == 'e' || text[i] == 'E') integer = false;
+            bool o = integer && literal_overflows(text + start, i - start);
+            over += o;
+            if (integer && found) found(text + start, i - start, o, ctx);
+        } else {
+            i++;
+        }
+    }
+    return over;
+}
+
+typedef struct literal_list {
+    const char **text; /* integer literals in document order */
+    size_t *len;
+    bool *over;
+    size_t n, cap;
+} literal_list;
+
+static void collect_literal(const char *text, size_t n, bool overflows, void *ctx) {
+    literal_list *l = ctx;
+    if (l->n < l->cap) {
+        l->text[l->n] = text;
+        l->len[l->n] = n;
+        l->over[l->n] = overflows;
+    }
+    l->n++;
+}
+
+static char *copy_literal(const char *text, size_t n) {
+    char *s = malloc(n + 1);
+    if (s) {
+        memcpy(s, text, n);
+        s[n] = '\0';
+    }
+    return s;
+}
+
+static void free_literal(json_object *v, void *userdata) {
+    (void)v;
+    free(userdata);
+}
+
+/* Visits the integer values of v in document order (json-c keeps members in insertion order),
+ * marking those whose literal overflowed; *next counts integers seen. */
+static void mark_ints(json_object *v, const literal_list *l, size_t *next) {
+    switch (json_object_get_type(v)) {
+    case json_type_int:
+        if (*next < l->n && l->over[*next])
+        {
+            /* Out of memory still marks the value (with a fixed text): never left clamped. */
+            char *c = copy_literal(l->text[*next], l->len[*next]);
+            json_object_set_userdata(v, c ? c : (void *)"(an integer)", c ? free_literal : NULL);
+        }
+        (*next)++;
+        break;
+    case json_type_array:
+        for (size_t i = 0; i < json_object_array_length(v); i++)
+            mark_ints(json_object_array_get_idx(v, i), l, next);
+        break;
+    case json_type_object: {
+        json_object_object_foreach(v, key, val) {
+            (void)key;
+            mark_ints(val, l, next);
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+/* Marks the values of obj whose literals in text overflowed 64 bits. A document whose integers do
+ * not line up with its literals (a member given twice, where json-c keeps one) is refused. */
+static int mark_overflows(json_object *obj, const char *text, size_t len, const char *doc) {
+    if (scan_int_literals(text, len, NULL, NULL) == 0) return 0;
+    literal_list l = {0};
+    scan_int_literals(text, len, collect_literal, &l); /* counts (cap 0 stores nothing) */
+    l.cap = l.n;
+    l.text = calloc(l.cap, sizeof *l.text);
+    l.len = calloc(l.cap, sizeof *l.len);
+    l.over = calloc(l.cap, sizeof *l.over);
+    int rc = 0;
+    if (!l.text || !l.len || !l.over) {
+        rc = nds_err(NDS_ENOMEM, "%s: out of memory", doc);
+    } else {
+        l.n = 0;
+        scan_int_literals(text, len, collect_literal, &l);
+        size_t seen = 0;
+        mark_ints(obj, &l, &seen);
+        if (seen != l.n)
+            rc = nds_err(NDS_EFORMAT, "%s: an integer does not fit 64 bits (and a member is given "
+                                      "twice, so ndstore cannot tell which)", doc);
+    }
+    free(l.text);
+    free(l.len);
+    free(l.over);
+    return rc;
+}
+
+bool nds_json_int_overflowed(const json_object *v) {
+    return json_object_is_type(v, json_type_int) &&
+           json_object_get_userdata((json_object *)v) != NULL;
+}
+
+int nds_json_check_fits(const json_object *v, const char *doc, const char *member) {
+    if (!nds_json_int_overflowed(v)) return 0;
+    return nds_err(NDS_EFORMAT, "%s: \"%s\" %.40s does not fit 64 bits", doc, member,
+                   (const char *)json_object_get_userdata((json_object *)v));
+}
+
 int nds_json_parse(const char *text, size_t len, const char *doc, json_object **out) {
     if (len > INT32_MAX)
         return nds_err(NDS_ELIMIT, "%s: json document too large (%zu bytes)", doc, len);
@@ -42,6 +191,11 @@ int nds_json_parse(const char *text, size_t len, const char *doc, json_object **
             return nds_err(NDS_EFORMAT, "%s: invalid json: trailing data at byte %zu", doc, i);
         }
     }
+    int rc = mark_overflows(obj, text, used < len ? used : len, doc);
+    if (rc) {
+        json_object_put(obj);
+        return rc;
+    }
     *out = obj;
     return 0;
 }
@@ -61,6 +215,7 @@ static int find(const json_object *obj, const char *key, json_object **v) {
 
 /* An integer value: json int, or a double with an exact integer value. */
 static bool as_int64(json_object *v, int64_t *out) {
+    if (nds_json_int_overflowed(v)) return false;
     if (json_object_is_type(v, json_type_int)) {
         int64_t x = json_object_get_int64(v);
         if (x == INT64_MAX && json_object_get_uint64(v) > (uint64_t)INT64_MAX) return false;

@@ -12,6 +12,11 @@
 /** Parses text[0..len) (need not be NUL-terminated) into *out. NDS_EFORMAT "doc: invalid json: ..."
  */
 int nds_json_parse(const char *text, size_t len, const char *doc, json_object **out);
+/** 1 when v is an integer whose literal in the parsed text did not fit 64 bits (json-c clamped it);
+ *  only values from nds_json_parse are marked. */
+bool nds_json_int_overflowed(const json_object *v);
+/** NDS_EFORMAT "doc: "member" <literal> does not fit 64 bits" when nds_json_int_overflowed(v). */
+int nds_json_check_fits(const json_object *v, const char *doc, const char *member);
 /** A required member of obj (must be a JSON object). NDS_EFORMAT naming it when missing. */
 int nds_json_member(const json_object *obj, const char *key, const char *doc, json_object **out);
 /** Reads an integer member into *out (>= min, <= max). Missing: NDS_EFORMAT unless optional (then
