@@ -47,12 +47,24 @@ void nds_zarr2_dtype_string(const nds_zarr2_meta *m, char *buf, size_t cap) {
         snprintf(buf, cap, "bfloat16");
         return;
     }
+    if (m->dtype == NDS_DATETIME64 || m->dtype == NDS_TIMEDELTA64) {
+        snprintf(buf, cap, "%c%c8[%s]", m->byte_order, m->dtype == NDS_DATETIME64 ? 'M' : 'm',
+                 m->time_unit);
+        return;
+    }
     for (size_t i = 0; i < DTYPE_CODE_COUNT; i++)
         if (dtype_codes[i].type == m->dtype) {
             snprintf(buf, cap, "%c%s", m->itemsize == 1 ? '|' : m->byte_order, dtype_codes[i].code);
             return;
         }
     snprintf(buf, cap, "invalid");
+}
+
+/* 1 when t has a zarr v2 typestring of its own (datetimes need their unit besides). */
+static bool has_typestring(nds_dtype t) {
+    for (size_t i = 0; i < DTYPE_CODE_COUNT; i++)
+        if (dtype_codes[i].type == t) return true;
+    return t == NDS_BFLOAT16;
 }
 
 /* What an unsupported NumPy kind letter stands for, for the error message; NULL if not a kind. */
@@ -64,7 +76,7 @@ static const char *unsupported_kind(char kind) {
     case 'O': return "python objects";
     case 'V': return "void or structured elements";
     case 'M':
-    case 'm': return "datetimes";
+    case 'm': return "datetimes without a unit";
     case 'b':
     case 'i':
     case 'u':
@@ -74,7 +86,37 @@ static const char *unsupported_kind(char kind) {
     }
 }
 
+/* NumPy's datetime64/timedelta64 typestrings: "<M8[ns]", ">m8[s]", "<M8[10ms]". */
+static int parse_time_string(const char *s, const char *doc, nds_zarr2_meta *m) {
+    static const char *const units[] = {"Y",  "M",  "W",  "D",  "h",  "m",  "s", "ms",
+                                        "us", "ns", "ps", "fs", "as", NULL};
+    size_t len = strlen(s);
+    if (strcmp(s + 2, "8") == 0) /* NumPy's generic datetime: no unit to count in */
+        return nds_err(NDS_EUNSUPPORTED, "%s: dtype \"%.40s\" is not supported (datetimes without a "
+                                         "unit)", doc, s);
+    if ((s[0] != '<' && s[0] != '>') || strncmp(s + 2, "8[", 2) != 0 || s[len - 1] != ']' ||
+        len - 5 >= sizeof m->time_unit)
+        return nds_err(NDS_EFORMAT, "%s: \"dtype\" \"%.40s\" is not a numpy datetime typestring "
+                                    "(e.g. \"<M8[ns]\")", doc, s);
+    const char *unit = s + 4;
+    while (*unit >= '0' && *unit <= '9') unit++; /* an optional multiplier: "10s" */
+    bool known = false;
+    for (size_t i = 0; units[i] && !known; i++)
+        known = strlen(units[i]) == (size_t)(s + len - 1 - unit) &&
+                strncmp(unit, units[i], strlen(units[i])) == 0;
+    if (!known || (unit > s + 4 && s[4] == '0'))
+        return nds_err(NDS_EFORMAT, "%s: \"dtype\" \"%.40s\": not a NumPy time unit", doc, s);
+    m->dtype = s[1] == 'M' ? NDS_DATETIME64 : NDS_TIMEDELTA64;
+    m->itemsize = 8;
+    m->byte_order = s[0];
+    memcpy(m->time_unit, s + 4, len - 5);
+    m->time_unit[len - 5] = '\0';
+    return 0;
+}
+
 static int parse_dtype_string(const char *s, const char *doc, nds_zarr2_meta *m) {
+    if ((s[0] == '<' || s[0] == '>') && (s[1] == 'M' || s[1] == 'm'))
+        return parse_time_string(s, doc, m);
     if (strcmp(s, "bfloat16") == 0) { /* TensorStore's spelling; always little-endian */
         m->dtype = NDS_BFLOAT16;
         m->byte_order = '<';
@@ -366,9 +408,17 @@ static int put_member(json_object *req, const char *name, json_object *v, bool o
 static int schema_dtype(json_object *req, const json_object *v, const char *where) {
     const char *name =
         json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
-    if (nds_dtype_from_name(name) == NDS_DTYPE_INVALID)
+    nds_dtype t = nds_dtype_from_name(name);
+    if (t == NDS_DTYPE_INVALID)
         return nds_err(NDS_EINVAL, "zarr: spec for %s: unknown \"dtype\" \"%.40s\"", where, name);
     if (json_object_object_get_ex(req, "dtype", NULL)) return 0; /* "metadata" wins */
+    if (!has_typestring(t))
+        return nds_err(NDS_EUNSUPPORTED,
+                       "zarr: spec for %s: dtype \"%s\" has no zarr v2 (NumPy) typestring%s", where,
+                       name,
+                       t == NDS_DATETIME64 || t == NDS_TIMEDELTA64
+                           ? "; give the unit in \"metadata\": {\"dtype\": \"<M8[ns]\"}"
+                           : "; zarr v3 (driver \"zarr3\") stores it");
     return put_member(req, SCHEMA_DTYPE, (json_object *)v, false);
 }
 

@@ -28,6 +28,7 @@ typedef struct nds_zarr2_meta {
     uint64_t chunks[NDS_MAX_RANK];    /**< "chunks", each >= 1 */
     nds_dtype dtype;                  /**< element type from "dtype" */
     char byte_order;                  /**< stored byte order: '<', '>' or '|' (1-byte types) */
+    char time_unit[16]; /**< datetime64/timedelta64 ("<M8[ns]"): the bracketed unit, "ns", "10s" */
     size_t itemsize;                  /**< bytes per element */
     bool fortran;                     /**< "order" is "F" */
     char separator;                   /**< "dimension_separator": '.' or '/' */

@@ -600,7 +600,8 @@ const nds_z3_shard *nds_z3_chain_shard(const nds_z3_chain *c) {
 }
 
 int nds_z3_chain_is_identity(const nds_z3_chain *c) {
-    return c->ab == AB_BYTES && !c->transpose && !c->aa && !c->swap && c->n_bb == 0;
+    return c->ab == AB_BYTES && !c->transpose && !c->aa && !c->swap && c->n_bb == 0 &&
+           !nds_dtype_is_subbyte(c->arr.dtype); /* stored bytes need normalising */
 }
 
 int nds_z3_chain_fixed_size(const nds_z3_chain *c, uint64_t *size) {
@@ -660,6 +661,7 @@ static int decode_ab(const nds_z3_chain *c, const uint8_t *cur, size_t len, bool
         size_t unit = nds_dtype_swap_unit(c->tarr.dtype);
         nds_byteswap(dst, c->nbytes / unit, unit);
     }
+    nds_dtype_normalize(c->arr.dtype, dst, c->nbytes); /* sub-byte types: bits bytes leaves open */
     return 0;
 }
 
@@ -695,7 +697,8 @@ int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, ui
 /* Whether decoded bytes [begin, end) are bytes [begin, end) of the chunk: one bytes-to-bytes
  * codec straight over the bytes of the canonical order, with no checksum to verify over all. */
 static bool part_is_chunk_part(const nds_z3_chain *c) {
-    return c->ab == AB_BYTES && !c->transpose && !c->aa && c->n_bb == 1 && !c->bb[0].crc;
+    return c->ab == AB_BYTES && !c->transpose && !c->aa && c->n_bb == 1 && !c->bb[0].crc &&
+           !nds_dtype_is_subbyte(c->arr.dtype); /* whole decodes normalise them (decode_ab) */
 }
 
 /* A part decoded in the stored byte order put into the host's (rc passed through). */

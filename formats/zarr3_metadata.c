@@ -57,11 +57,10 @@ int nds_zarr3_fill_parse(nds_dtype t, const json_object *v, const char *doc, uin
     return nds_fill_from_json(t, v, doc, out);
 }
 
-static bool is_float(nds_dtype t) {
-    return t == NDS_FLOAT16 || t == NDS_BFLOAT16 || t == NDS_FLOAT32 || t == NDS_FLOAT64;
-}
+static bool is_float(nds_dtype t) { return nds_dtype_is_float(t); }
 
 static double float_value(nds_dtype t, const uint8_t *p) {
+    if (nds_dtype_is_small_float(t)) return nds_small_float_load(t, p[0]);
     if (t == NDS_FLOAT64) {
         double d;
         memcpy(&d, p, 8);
@@ -119,6 +118,11 @@ static json_object *real_json(nds_dtype t, const uint8_t *p) {
 
 json_object *nds_zarr3_fill_json(nds_dtype t, const uint8_t *fill) {
     if (is_float(t)) return real_json(t, fill);
+    if (t == NDS_DATETIME64 || t == NDS_TIMEDELTA64) {
+        int64_t v;
+        memcpy(&v, fill, 8);
+        if (v == INT64_MIN) return json_object_new_string("NaT");
+    }
     if (t == NDS_COMPLEX64 || t == NDS_COMPLEX128) {
         nds_dtype part = t == NDS_COMPLEX64 ? NDS_FLOAT32 : NDS_FLOAT64;
         json_object *a = json_object_new_array();
@@ -205,19 +209,70 @@ static const char *ext_name(const json_object *v) {
     return "?";
 }
 
+/* The NumPy time units the registry's numpy.datetime64 / numpy.timedelta64 allow. */
+static bool time_unit_valid(const char *u) {
+    static const char *const units[] = {"Y",  "M",  "D",  "W",  "h",  "m",  "s",       "ms",
+                                        "us", "μs", "ns", "ps", "fs", "as", "generic", NULL};
+    for (size_t i = 0; units[i]; i++)
+        if (eq(u, units[i])) return true;
+    return false;
+}
+
+/* {"name": "numpy.datetime64", "configuration": {"unit": "ns", "scale_factor": 1}} (also the
+ * registry's earlier bare "datetime64"), and the timedelta64 twin. */
+static int parse_time_type(const json_object *v, const char *name, const char *doc, parsed *p) {
+    json_object *cfg = NULL, *unit = NULL;
+    int64_t scale = 0;
+    json_object_object_foreach((json_object *)v, key, val) {
+        if (eq(key, "configuration")) cfg = val;
+        else if (!eq(key, "name") && !eq(key, "must_understand"))
+            return nds_err(NDS_EFORMAT, "%s: data_type \"%s\": member \"%.40s\" is not valid",
+                           doc, name, key);
+    }
+    if (!json_object_is_type(cfg, json_type_object) ||
+        !json_object_object_get_ex(cfg, "unit", &unit) || !json_object_is_type(unit, json_type_string))
+        return nds_err(NDS_EFORMAT, "%s: data_type \"%s\" needs a configuration with \"unit\" and "
+                                    "\"scale_factor\"", doc, name);
+    json_object_object_foreach(cfg, ckey, cval) {
+        (void)cval;
+        if (!eq(ckey, "unit") && !eq(ckey, "scale_factor"))
+            return nds_err(NDS_EFORMAT, "%s: data_type \"%s\": configuration member \"%.40s\" is "
+                                        "not valid", doc, name, ckey);
+    }
+    int rc = nds_json_get_int(cfg, "scale_factor", false, 1, INT32_MAX, doc, &scale);
+    if (rc) return rc;
+    const char *u = json_object_get_string(unit);
+    if (!time_unit_valid(u))
+        return nds_err(NDS_EFORMAT, "%s: data_type \"%s\": unit \"%.20s\" is not a NumPy time unit",
+                       doc, name, u);
+    p->m.dtype = strstr(name, "datetime64") ? NDS_DATETIME64 : NDS_TIMEDELTA64;
+    snprintf(p->m.time_unit, sizeof p->m.time_unit, "%s", eq(u, "μs") ? "us" : u);
+    p->m.time_scale = (uint32_t)scale;
+    return 0;
+}
+
 static int parse_data_type(const json_object *v, const char *doc, void *state) {
     parsed *p = state;
-    if (json_object_is_type(v, json_type_object))
-        return nds_err(NDS_EUNSUPPORTED, "%s: data_type \"%.60s\" is not supported", doc,
-                       ext_name(v));
+    if (json_object_is_type(v, json_type_object)) {
+        const char *name = ext_name(v);
+        if (eq(name, "numpy.datetime64") || eq(name, "numpy.timedelta64") ||
+            eq(name, "datetime64") || eq(name, "timedelta64"))
+            return parse_time_type(v, name, doc, p);
+        return nds_err(NDS_EUNSUPPORTED, "%s: data_type \"%.60s\" is not supported", doc, name);
+    }
     if (!json_object_is_type(v, json_type_string))
         return nds_err(NDS_EFORMAT, "%s: \"data_type\" must be a string", doc);
     const char *s = json_object_get_string((json_object *)v);
     p->m.dtype = nds_dtype_from_name(s);
+    if (p->m.dtype == NDS_DATETIME64 || p->m.dtype == NDS_TIMEDELTA64) /* needs its unit */
+        return nds_err(NDS_EFORMAT, "%s: data_type \"%s\" needs a configuration with its unit "
+                                    "({\"name\": \"numpy.%s\", \"configuration\": {\"unit\": ..., "
+                                    "\"scale_factor\": ...}})", doc, s, s);
     if (p->m.dtype == NDS_DTYPE_INVALID)
         return nds_err(NDS_EUNSUPPORTED,
-                       "%s: data_type \"%.60s\" is not supported; ndstore supports bool, int8 to "
-                       "uint64, float16/32/64, bfloat16, complex64 and complex128",
+                       "%s: data_type \"%.60s\" is not supported; ndstore supports bool, int2 to "
+                       "uint64, float16/32/64, bfloat16, the float8 family, float4_e2m1fn, "
+                       "complex64/128 and numpy.datetime64/timedelta64",
                        doc, s);
     return 0;
 }

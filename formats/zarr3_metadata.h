@@ -24,6 +24,8 @@ typedef struct nds_zarr3_meta {
     uint64_t shape[NDS_MAX_RANK];     /**< "shape" */
     uint64_t chunks[NDS_MAX_RANK];    /**< "chunk_grid" regular chunk_shape (each >= 1) */
     nds_dtype dtype;                  /**< "data_type" */
+    char time_unit[8];                /**< datetime64/timedelta64: NumPy unit ("ns"; "us" for "μs") */
+    uint32_t time_scale;              /**< datetime64/timedelta64: "scale_factor" (>= 1) */
     uint8_t fill[NDS_DTYPE_MAX_SIZE]; /**< "fill_value", host byte order */
     bool v2_keys;                     /**< "chunk_key_encoding" is "v2" (else "default") */
     char separator;                   /**< its separator, '/' or '.' */

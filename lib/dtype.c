@@ -30,6 +30,20 @@ static const dtype_info dtype_table[NDS_DTYPE_COUNT] = {
     [NDS_FLOAT64] = {"float64", 8},
     [NDS_COMPLEX64] = {"complex64", 8},
     [NDS_COMPLEX128] = {"complex128", 16},
+    [NDS_FLOAT8_E4M3] = {"float8_e4m3", 1},
+    [NDS_FLOAT8_E5M2] = {"float8_e5m2", 1},
+    [NDS_FLOAT8_E4M3FN] = {"float8_e4m3fn", 1},
+    [NDS_FLOAT8_E4M3FNUZ] = {"float8_e4m3fnuz", 1},
+    [NDS_FLOAT8_E5M2FNUZ] = {"float8_e5m2fnuz", 1},
+    [NDS_FLOAT8_E4M3B11FNUZ] = {"float8_e4m3b11fnuz", 1},
+    [NDS_FLOAT8_E8M0FNU] = {"float8_e8m0fnu", 1},
+    [NDS_INT4] = {"int4", 1},
+    [NDS_UINT4] = {"uint4", 1},
+    [NDS_INT2] = {"int2", 1},
+    [NDS_UINT2] = {"uint2", 1},
+    [NDS_FLOAT4_E2M1FN] = {"float4_e2m1fn", 1},
+    [NDS_DATETIME64] = {"datetime64", 8},
+    [NDS_TIMEDELTA64] = {"timedelta64", 8},
 };
 
 size_t nds_dtype_size(nds_dtype t) {
@@ -41,14 +55,171 @@ const char *nds_dtype_name(nds_dtype t) {
 }
 
 nds_dtype nds_dtype_from_name(const char *name) {
+    if (!name) return NDS_DTYPE_INVALID;
+    /* The registry's names for the core complex types (zarrs writes them). */
+    if (strcmp(name, "complex_float32") == 0) return NDS_COMPLEX64;
+    if (strcmp(name, "complex_float64") == 0) return NDS_COMPLEX128;
     for (int t = NDS_BOOL; t < NDS_DTYPE_COUNT; t++)
-        if (name && strcmp(name, dtype_table[t].name) == 0) return (nds_dtype)t;
+        if (strcmp(name, dtype_table[t].name) == 0) return (nds_dtype)t;
     return NDS_DTYPE_INVALID;
+}
+
+/* ---- small floats (float8 family, float4_e2m1fn) ----------------------------------------------
+ * Bit layouts from the zarr v3 data type registry (zarr-extensions data-types/<name>). */
+
+typedef enum nan_kind {
+    NAN_IEEE,     /* all-ones exponent: zero mantissa is infinity, any other a NaN */
+    NAN_ALL_ONES, /* only S.1111.111 (e4m3fn); no infinity */
+    NAN_NEG_ZERO, /* only 0x80, the pattern of -0 ("fnuz": no negative zero, no infinity) */
+    NAN_FF,       /* only 0xff (e8m0fnu, unsigned, no zero) */
+    NAN_NONE,     /* neither NaN nor infinity (float4_e2m1fn) */
+} nan_kind;
+
+typedef struct small_float {
+    unsigned bits, exp_bits, man_bits;
+    int bias;
+    nan_kind nan;
+    uint8_t canonical_nan; /* the pattern "NaN" stands for (registry); unused for NAN_NONE */
+} small_float;
+
+static const small_float *small_float_of(nds_dtype t) {
+    static const small_float e4m3 = {8, 4, 3, 7, NAN_IEEE, 0x7c};
+    static const small_float e5m2 = {8, 5, 2, 15, NAN_IEEE, 0x7e};
+    static const small_float e4m3fn = {8, 4, 3, 7, NAN_ALL_ONES, 0x7f};
+    static const small_float e4m3fnuz = {8, 4, 3, 8, NAN_NEG_ZERO, 0x80};
+    static const small_float e5m2fnuz = {8, 5, 2, 16, NAN_NEG_ZERO, 0x80};
+    static const small_float e4m3b11 = {8, 4, 3, 11, NAN_NEG_ZERO, 0x80};
+    static const small_float e8m0 = {8, 8, 0, 127, NAN_FF, 0xff};
+    static const small_float e2m1 = {4, 2, 1, 1, NAN_NONE, 0};
+    switch (t) {
+    case NDS_FLOAT8_E4M3: return &e4m3;
+    case NDS_FLOAT8_E5M2: return &e5m2;
+    case NDS_FLOAT8_E4M3FN: return &e4m3fn;
+    case NDS_FLOAT8_E4M3FNUZ: return &e4m3fnuz;
+    case NDS_FLOAT8_E5M2FNUZ: return &e5m2fnuz;
+    case NDS_FLOAT8_E4M3B11FNUZ: return &e4m3b11;
+    case NDS_FLOAT8_E8M0FNU: return &e8m0;
+    case NDS_FLOAT4_E2M1FN: return &e2m1;
+    default: return NULL;
+    }
+}
+
+bool nds_dtype_is_small_float(nds_dtype t) { return small_float_of(t) != NULL; }
+
+static bool is_signed(const small_float *f) { return f->nan != NAN_FF; }
+
+static double small_decode(const small_float *f, unsigned code) {
+    unsigned sign_bit = 1u << (f->bits - 1), emax = (1u << f->exp_bits) - 1;
+    unsigned e = (code >> f->man_bits) & emax, m = code & ((1u << f->man_bits) - 1);
+    if (f->nan == NAN_FF) return code == 0xff ? NAN : ldexp(1.0, (int)code - f->bias);
+    if (f->nan == NAN_NEG_ZERO && code == sign_bit) return NAN;
+    if (f->nan == NAN_ALL_ONES && (code & ~sign_bit) == sign_bit - 1) return NAN;
+    if (f->nan == NAN_IEEE && e == emax) return m ? NAN : (code & sign_bit ? -INFINITY : INFINITY);
+    double v = e == 0 ? ldexp(m, 1 - f->bias - (int)f->man_bits)
+                      : ldexp(m + (1u << f->man_bits), (int)e - f->bias - (int)f->man_bits);
+    return code & sign_bit ? -v : v;
+}
+
+/* The largest finite magnitude and its pattern. */
+static unsigned small_max(const small_float *f, double *max) {
+    unsigned top = is_signed(f) ? (1u << (f->bits - 1)) - 1 : (1u << f->bits) - 1;
+    for (unsigned c = top;; c--) {
+        double v = small_decode(f, c);
+        if (isfinite(v)) {
+            *max = v;
+            return c;
+        }
+    }
+}
+
+/* |d| (finite, > 0) to the nearest magnitude pattern, ties to the even pattern; -1 when it rounds
+ * beyond the largest finite value (to infinity in IEEE terms). */
+static int small_round_magnitude(const small_float *f, double d) {
+    double max;
+    unsigned max_code = small_max(f, &max);
+    double below = max_code > 0 ? small_decode(f, max_code - 1) : 0;
+    double beyond = max + (max - below); /* where the next pattern would be */
+    int best = -1;
+    double best_err = fabs(beyond - d);
+    for (unsigned c = 0; c <= max_code; c++) {
+        double err = fabs(small_decode(f, c) - d);
+        if (err < best_err || (err == best_err && best >= 0 && (c & 1) == 0 && (best & 1))) {
+            best = (int)c;
+            best_err = err;
+        }
+    }
+    return best;
+}
+
+int nds_small_float_store(nds_dtype t, double d, uint8_t *out) {
+    const small_float *f = small_float_of(t);
+    unsigned sign_bit = 1u << (f->bits - 1);
+    if (isnan(d)) {
+        if (f->nan == NAN_NONE) return -1;
+        *out = f->canonical_nan;
+        return 0;
+    }
+    if (isinf(d)) {
+        if (f->nan != NAN_IEEE) return -1;
+        *out = (uint8_t)(((1u << f->exp_bits) - 1) << f->man_bits | (d < 0 ? sign_bit : 0));
+        return 0;
+    }
+    if (d == 0) {
+        if (f->nan == NAN_FF) return -1; /* no zero */
+        *out = signbit(d) && f->nan != NAN_NEG_ZERO ? (uint8_t)sign_bit : 0;
+        return 0;
+    }
+    if (d < 0 && !is_signed(f)) return -1;
+    int mag = small_round_magnitude(f, fabs(d));
+    if (mag < 0) {
+        if (f->nan != NAN_IEEE) return -1;
+        return nds_small_float_store(t, d < 0 ? -INFINITY : INFINITY, out);
+    }
+    bool negative = d < 0 && !(mag == 0 && f->nan == NAN_NEG_ZERO); /* no -0 in fnuz */
+    *out = (uint8_t)((unsigned)mag | (negative ? sign_bit : 0));
+    return 0;
+}
+
+double nds_small_float_load(nds_dtype t, uint8_t code) {
+    const small_float *f = small_float_of(t);
+    return small_decode(f, code & ((1u << f->bits) - 1));
+}
+
+/* ---- sub-byte integers ------------------------------------------------------------------------ */
+
+unsigned nds_dtype_value_bits(nds_dtype t) {
+    switch (t) {
+    case NDS_INT4:
+    case NDS_UINT4:
+    case NDS_FLOAT4_E2M1FN: return 4;
+    case NDS_INT2:
+    case NDS_UINT2: return 2;
+    default: return (unsigned)nds_dtype_size(t) * 8;
+    }
+}
+
+bool nds_dtype_is_subbyte(nds_dtype t) { return t != NDS_DTYPE_INVALID && nds_dtype_value_bits(t) < 8; }
+
+void nds_dtype_normalize(nds_dtype t, uint8_t *data, size_t n) {
+    if (!nds_dtype_is_subbyte(t)) return;
+    unsigned bits = nds_dtype_value_bits(t), shift = 8 - bits;
+    if (t == NDS_INT4 || t == NDS_INT2) {
+        for (size_t i = 0; i < n; i++)
+            data[i] = (uint8_t)(int8_t)((int8_t)(uint8_t)(data[i] << shift) >> shift);
+    } else {
+        uint8_t mask = (uint8_t)((1u << bits) - 1);
+        for (size_t i = 0; i < n; i++) data[i] &= mask;
+    }
 }
 
 size_t nds_dtype_swap_unit(nds_dtype t) {
     size_t s = nds_dtype_size(t);
     return (t == NDS_COMPLEX64 || t == NDS_COMPLEX128) ? s / 2 : s;
+}
+
+bool nds_dtype_is_float(nds_dtype t) {
+    return t == NDS_FLOAT16 || t == NDS_BFLOAT16 || t == NDS_FLOAT32 || t == NDS_FLOAT64 ||
+           nds_dtype_is_small_float(t);
 }
 
 void nds_byteswap(void *data, size_t n, size_t unit) {

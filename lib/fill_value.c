@@ -8,14 +8,13 @@
 #include "internal/error.h"
 #include "internal/json_util.h"
 
-static bool is_float(nds_dtype t) {
-    return t == NDS_FLOAT16 || t == NDS_BFLOAT16 || t == NDS_FLOAT32 || t == NDS_FLOAT64;
-}
+static bool is_float(nds_dtype t) { return nds_dtype_is_float(t); }
 
 static double load_float(nds_dtype t, const uint8_t *p);
 
-/* Stores a double as one element of float type t. */
-static void store_float(nds_dtype t, double d, uint8_t *out) {
+/* Stores a double as one element of float type t; -1 when a small float cannot hold it. */
+static int store_float(nds_dtype t, double d, uint8_t *out) {
+    if (nds_dtype_is_small_float(t)) return nds_small_float_store(t, d, out);
     if (t == NDS_FLOAT64) {
         memcpy(out, &d, 8);
     } else if (t == NDS_FLOAT32) {
@@ -25,6 +24,7 @@ static void store_float(nds_dtype t, double d, uint8_t *out) {
         uint16_t h = t == NDS_FLOAT16 ? nds_float_to_half((float)d) : nds_float_to_bf16((float)d);
         memcpy(out, &h, 2);
     }
+    return 0;
 }
 
 /* The error of a number the dtype cannot hold (it would become infinite), naming it as written. */
@@ -38,7 +38,13 @@ static int out_of_range(const json_object *v, nds_dtype t, const char *doc) {
 /* Stores real value d parsed from v as one element of float type t: a number that only fits as
  * infinity (1e400, or 1e39 for float32) is an error; "Infinity" and "NaN" spelled so stay. */
 static int store_real(nds_dtype t, const json_object *v, double d, const char *doc, uint8_t *out) {
-    store_float(t, d, out);
+    if (store_float(t, d, out) != 0)
+        return nds_err(NDS_EFORMAT, "%s: fill_value %s cannot be held by %s (%s)", doc,
+                       json_object_to_json_string_ext((json_object *)v, JSON_C_TO_STRING_PLAIN),
+                       nds_dtype_name(t),
+                       isnan(d)   ? "it has no NaN"
+                       : isinf(d) ? "it has no infinity"
+                                  : "out of range");
     bool spelled = json_object_is_type(v, json_type_string);
     double stored = load_float(t, out);
     return !spelled && isinf(stored) ? out_of_range(v, t, doc) : 0;
@@ -90,7 +96,8 @@ static int parse_hex(const char *s, size_t size, const char *doc, uint8_t *out) 
 
 static int parse_integer(nds_dtype t, const json_object *v, const char *doc, uint8_t *out) {
     size_t size = nds_dtype_size(t);
-    bool is_signed = t >= NDS_INT8 && t <= NDS_INT64;
+    bool is_signed = (t >= NDS_INT8 && t <= NDS_INT64) || t == NDS_INT4 || t == NDS_INT2 ||
+                     t == NDS_DATETIME64 || t == NDS_TIMEDELTA64;
     int rc = nds_json_check_fits(v, doc, "fill_value");
     if (rc) return rc;
     if (!json_object_is_type(v, json_type_int)) {
@@ -104,7 +111,7 @@ static int parse_integer(nds_dtype t, const json_object *v, const char *doc, uin
             return nds_err(NDS_EFORMAT, "%s: fill_value out of range for %s", doc,
                            nds_dtype_name(t));
     }
-    unsigned bits = (unsigned)size * 8;
+    unsigned bits = nds_dtype_value_bits(t);
     if (is_signed) {
         int64_t x = json_object_get_int64(v);
         int64_t lo = bits == 64 ? INT64_MIN : -(INT64_C(1) << (bits - 1));
@@ -150,8 +157,7 @@ static int parse_complex(nds_dtype t, const json_object *v, const char *doc, uin
     }
     if ((rc = store_real(part, re_v, re, doc, out))) return rc;
     if (im_v) return store_real(part, im_v, im, doc, out + half);
-    store_float(part, im, out + half);
-    return 0;
+    return store_float(part, im, out + half);
 }
 
 int nds_fill_from_json(nds_dtype t, const json_object *v, const char *doc, uint8_t *out) {
@@ -160,7 +166,11 @@ int nds_fill_from_json(nds_dtype t, const json_object *v, const char *doc, uint8
     if (v == NULL || json_object_is_type(v, json_type_null)) return 0;
     if (json_object_is_type(v, json_type_string)) {
         const char *s = json_object_get_string((json_object *)v);
-        if (strncmp(s, "0x", 2) == 0 && size <= 8) return parse_hex(s, size, doc, out);
+        if (strncmp(s, "0x", 2) == 0 && size <= 8) {
+            int rc = parse_hex(s, size, doc, out);
+            nds_dtype_normalize(t, out, 1); /* int4 "0xf" is -1 */
+            return rc;
+        }
     }
     if (t == NDS_BOOL) {
         if (json_object_is_type(v, json_type_boolean))
@@ -178,6 +188,12 @@ int nds_fill_from_json(nds_dtype t, const json_object *v, const char *doc, uint8
         return rc ? rc : store_real(t, v, d, doc, out);
     }
     if (t == NDS_COMPLEX64 || t == NDS_COMPLEX128) return parse_complex(t, v, doc, out);
+    if ((t == NDS_DATETIME64 || t == NDS_TIMEDELTA64) && json_object_is_type(v, json_type_string) &&
+        strcmp(json_object_get_string((json_object *)v), "NaT") == 0) {
+        int64_t nat = INT64_MIN; /* NumPy's Not a Time */
+        memcpy(out, &nat, 8);
+        return 0;
+    }
     return parse_integer(t, v, doc, out);
 }
 
@@ -188,6 +204,7 @@ static json_object *real_to_json(double d) {
 }
 
 static double load_float(nds_dtype t, const uint8_t *p) {
+    if (nds_dtype_is_small_float(t)) return nds_small_float_load(t, p[0]);
     if (t == NDS_FLOAT64) {
         double d;
         memcpy(&d, p, 8);
@@ -204,14 +221,15 @@ static double load_float(nds_dtype t, const uint8_t *p) {
 }
 
 json_object *nds_fill_to_json(nds_dtype t, const uint8_t *value) {
+    if (is_float(t)) return real_to_json(load_float(t, value));
     switch (t) {
     case NDS_BOOL: return json_object_new_boolean(value[0] != 0);
     case NDS_INT8: return json_object_new_int64(*(const int8_t *)value);
     case NDS_UINT8: return json_object_new_int64(value[0]);
-    case NDS_FLOAT16:
-    case NDS_BFLOAT16:
-    case NDS_FLOAT32:
-    case NDS_FLOAT64: return real_to_json(load_float(t, value));
+    case NDS_INT4:
+    case NDS_INT2: return json_object_new_int64(*(const int8_t *)value);
+    case NDS_UINT4:
+    case NDS_UINT2: return json_object_new_int64(value[0]);
     case NDS_COMPLEX64:
     case NDS_COMPLEX128: {
         nds_dtype part = t == NDS_COMPLEX64 ? NDS_FLOAT32 : NDS_FLOAT64;
@@ -239,7 +257,9 @@ json_object *nds_fill_to_json(nds_dtype t, const uint8_t *value) {
         s = x;
         break;
     }
-    case NDS_INT64: memcpy(&s, value, 8); break;
+    case NDS_INT64:
+    case NDS_DATETIME64:
+    case NDS_TIMEDELTA64: memcpy(&s, value, 8); break;
     default: return json_object_new_uint64(u);
     }
     return json_object_new_int64(s);

@@ -9,7 +9,22 @@
 extern "C" {
 #endif
 
-/** Element types. Names (nds_dtype_name) follow TensorStore: "uint16", "float32", "complex64" ... */
+/**
+ * Element types. Names (nds_dtype_name) follow TensorStore and the zarr v3 data type registry:
+ * "uint16", "float32", "complex64", "float8_e4m3fn", "int4" ... Values never change; new types are
+ * appended before NDS_DTYPE_COUNT.
+ *
+ * In memory (what nds_array_read fills and nds_array_write takes):
+ * - The float8 types and float8_e8m0fnu: one byte holding the 8-bit pattern of the registry
+ *   (e.g. float8_e4m3fn 1.0 is 0x38).
+ * - int4, int2: one element per byte, the value sign-extended (an int8 in [-8, 7] / [-2, 1]).
+ *   uint4, uint2: one element per byte, the value zero-extended (a uint8 in [0, 15] / [0, 3]).
+ *   float4_e2m1fn: one byte whose low 4 bits are the pattern 0bSEEM, upper bits zero. Reads
+ *   normalise the bits the zarr v3 "bytes" codec leaves arbitrary; writes store the byte given
+ *   (only its low bits are the value).
+ * - datetime64, timedelta64: an int64 counting the array's unit (kept in its metadata, e.g.
+ *   "ns" for datetime64[ns]), INT64_MIN being NaT, as NumPy holds them.
+ */
 typedef enum nds_dtype {
     NDS_DTYPE_INVALID = 0,
     NDS_BOOL,
@@ -17,17 +32,23 @@ typedef enum nds_dtype {
     NDS_UINT8, NDS_UINT16, NDS_UINT32, NDS_UINT64,
     NDS_FLOAT16, NDS_BFLOAT16, NDS_FLOAT32, NDS_FLOAT64,
     NDS_COMPLEX64, NDS_COMPLEX128,
+    /* Appended for the zarr v3 extension data types (issue 20). */
+    NDS_FLOAT8_E4M3, NDS_FLOAT8_E5M2, NDS_FLOAT8_E4M3FN, NDS_FLOAT8_E4M3FNUZ,
+    NDS_FLOAT8_E5M2FNUZ, NDS_FLOAT8_E4M3B11FNUZ, NDS_FLOAT8_E8M0FNU,
+    NDS_INT4, NDS_UINT4, NDS_INT2, NDS_UINT2, NDS_FLOAT4_E2M1FN,
+    NDS_DATETIME64, NDS_TIMEDELTA64,
     NDS_DTYPE_COUNT
 } nds_dtype;
 
 /** Largest element size in bytes (complex128). */
 #define NDS_DTYPE_MAX_SIZE 16
 
-/** Bytes per element; 0 for NDS_DTYPE_INVALID. */
+/** Bytes per element in memory (1 for the sub-byte types, see above); 0 for NDS_DTYPE_INVALID. */
 NDS_API size_t nds_dtype_size(nds_dtype t);
 /** Static name ("uint16"), or "invalid". */
 NDS_API const char *nds_dtype_name(nds_dtype t);
-/** Parses a name from nds_dtype_name; NDS_DTYPE_INVALID when unknown. */
+/** Parses a name from nds_dtype_name (also "complex_float32" / "complex_float64", the registry's
+ *  aliases of complex64 / complex128); NDS_DTYPE_INVALID when unknown. */
 NDS_API nds_dtype nds_dtype_from_name(const char *name);
 /** Size of the unit that byte order applies to: the element size, or half of it for complex types. */
 NDS_API size_t nds_dtype_swap_unit(nds_dtype t);

@@ -25,6 +25,25 @@ uint16_t nds_float_to_half(float f);
 float nds_bf16_to_float(uint16_t h);
 uint16_t nds_float_to_bf16(float f);
 
+/** 1 for the real floating types: float16/32/64, bfloat16, the float8 family, float4_e2m1fn. */
+bool nds_dtype_is_float(nds_dtype t);
+/** 1 for the float8 family and float4_e2m1fn (one byte in memory, converted through a table). */
+bool nds_dtype_is_small_float(nds_dtype t);
+/** A small float's pattern (low bits of code) as a double (NaN and infinities included). */
+double nds_small_float_load(nds_dtype t, uint8_t code);
+/** d as small float t, rounded to nearest, ties to even; NaN as the registry's "NaN" pattern.
+ *  -1 (out untouched) when t cannot hold it: NaN or infinity where the type has none, a finite
+ *  value that rounds past the largest finite one where there is no infinity, 0 or negative for
+ *  float8_e8m0fnu. */
+int nds_small_float_store(nds_dtype t, double d, uint8_t *out);
+/** Bits of the value: 4 for int4/uint4/float4_e2m1fn, 2 for int2/uint2, else 8 * size. */
+unsigned nds_dtype_value_bits(nds_dtype t);
+/** 1 for the types stored one per byte with fewer value bits (int4, uint4, int2, uint2, float4). */
+bool nds_dtype_is_subbyte(nds_dtype t);
+/** Puts n elements of a sub-byte type in their in-memory form (dtype.h): int4/int2 sign-extended
+ *  from their low bits, the others masked to them. Other types: no-op. */
+void nds_dtype_normalize(nds_dtype t, uint8_t *data, size_t n);
+
 /**
  * Parses a fill value for dtype from JSON into out (one element, host order): numbers, booleans,
  * null (zero), "NaN", "Infinity", "-Infinity", "0x..." hex bit patterns (as zarr v3 writes), and

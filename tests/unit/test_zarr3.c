@@ -587,9 +587,9 @@ START_TEST(hostile_metadata) {
          "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[2]}},"
          "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":\"\",\"codecs\":[]}",
          NDS_EUNSUPPORTED, "data_type \"string\" is not supported"},
-        {"{\"zarr_format\":3,\"node_type\":\"array\",\"data_type\":{\"name\":\"datetime64\"},"
+        {"{\"zarr_format\":3,\"node_type\":\"array\",\"data_type\":{\"name\":\"struct\"},"
          "\"shape\":[4]}",
-         NDS_EUNSUPPORTED, "data_type \"datetime64\""},
+         NDS_EUNSUPPORTED, "data_type \"struct\""},
         {"{\"zarr_format\":3,\"node_type\":\"array\",\"data_type\":\"int16\",\"shape\":[4],"
          "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[2]}},"
          "\"chunk_key_encoding\":{\"name\":\"hashed\"},\"fill_value\":0,\"codecs\":[]}",
