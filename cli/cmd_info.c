@@ -66,6 +66,7 @@ typedef struct info {
                     * inside its objects (hashed shards) */
     char no_stats_why[512]; /* the library's message saying which */
     nds_dtype dtype;
+    char dtype_label[48]; /* the dtype name, with the unit for datetimes: "datetime64[ns]" */
     uint8_t fill[NDS_DTYPE_MAX_SIZE];
     char codec[256];
     nds_array_stats stats;
@@ -83,6 +84,11 @@ static int gather(nds_array *a, info *in) {
     nds_array_read_chunk_shape(a, in->inner);
     in->sharded = memcmp(in->chunks, in->inner, in->rank * sizeof in->inner[0]) != 0;
     in->dtype = nds_array_dtype(a);
+    char unit[16];
+    if (cli_time_unit(a, unit, sizeof unit))
+        snprintf(in->dtype_label, sizeof in->dtype_label, "%s[%s]", nds_dtype_name(in->dtype), unit);
+    else
+        snprintf(in->dtype_label, sizeof in->dtype_label, "%s", nds_dtype_name(in->dtype));
     nds_array_fill_value(a, in->fill);
     nds_array_codec_description(a, in->codec, sizeof in->codec);
     int rc = nds_array_stats_get(a, &in->stats);
@@ -128,7 +134,7 @@ static void print_json(nds_array *a, const info *in, FILE *out) {
     json_object_object_add(o, "url", json_object_new_string(nds_kvstore_url(nds_array_kvstore(a))));
     json_object_object_add(o, "format", json_object_new_string(nds_array_format(a)));
     json_object_object_add(o, "shape", u64_array(in->rank, in->shape));
-    json_object_object_add(o, "dtype", json_object_new_string(nds_dtype_name(in->dtype)));
+    json_object_object_add(o, "dtype", json_object_new_string(in->dtype_label));
     json_object_object_add(o, "chunks", u64_array(in->rank, in->inner));
     if (in->sharded) {
         json_object_object_add(o, "shards", u64_array(in->rank, in->chunks));
@@ -157,7 +163,7 @@ static void print_text(nds_array *a, const info *in, FILE *out) {
     fprintf(out, "format:      %s\n", nds_array_format(a));
     cli_format_list(buf, sizeof buf, in->rank, in->shape);
     fprintf(out, "shape:       %s\n", buf);
-    fprintf(out, "dtype:       %s\n", nds_dtype_name(in->dtype));
+    fprintf(out, "dtype:       %s\n", in->dtype_label);
     cli_format_list(buf, sizeof buf, in->rank, in->inner);
     fprintf(out, "chunks:      %s\n", buf);
     if (in->sharded) {

@@ -146,7 +146,9 @@ static int stream_region(nds_array *a, const nds_box *box, uint64_t bytes, const
 static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const read_args *ra,
                         const nds_io_options *io) {
     nds_dtype t = nds_array_dtype(a);
-    if (!ra->raw && !cli_npy_descr(t))
+    char unit[16];
+    cli_time_unit(a, unit, sizeof unit); /* datetimes: "<M8[ns]" */
+    if (!ra->raw && !cli_npy_descr_unit(t, unit))
         return cli_fail("%s has no .npy dtype: use --raw", nds_dtype_name(t));
     bool to_stdout = strcmp(ra->output, "-") == 0;
     if (to_stdout && isatty(STDOUT_FILENO))
@@ -163,7 +165,7 @@ static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const 
         uint64_t shape[NDS_MAX_RANK];
         char err[256];
         size_t rank = cli_box_out_shape(box, shape);
-        if (cli_npy_write_header(f, t, rank, shape, err, sizeof err) != 0)
+        if (cli_npy_write_header(f, t, unit, rank, shape, err, sizeof err) != 0)
             rc = cli_fail("%s: %s", ra->output, err);
     }
     if (rc == CLI_OK)

@@ -207,9 +207,13 @@ static int fortran_write(write_job *w, const cli_npy_header *h) {
 
 /* Checks a .npy header against the region: same dtype, same shape. */
 static int check_header(write_job *w, const cli_npy_header *h) {
-    if (h->dtype != w->dtype)
-        return cli_fail("dtype mismatch: %s holds %s ('%s'), the array is %s", w->name,
-                        nds_dtype_name(h->dtype), h->descr, nds_dtype_name(w->dtype));
+    char unit[16];
+    cli_time_unit(w->a, unit, sizeof unit);
+    if (!cli_npy_holds(h, w->dtype, unit)) /* also '|u1' for float8, '<M8[ns]' for datetime64[ns] */
+        return cli_fail("dtype mismatch: %s holds %s ('%s'), the array is %s%s%s%s (.npy '%s')",
+                        w->name, nds_dtype_name(h->dtype), h->descr, nds_dtype_name(w->dtype),
+                        unit[0] ? "[" : "", unit, unit[0] ? "]" : "",
+                        cli_npy_descr_unit(w->dtype, unit) ? cli_npy_descr_unit(w->dtype, unit) : "none");
     uint64_t shape[NDS_MAX_RANK];
     size_t rank = cli_box_out_shape(&w->box, shape);
     if (rank != h->rank || memcmp(shape, h->shape, rank * sizeof shape[0]) != 0) {

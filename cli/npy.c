@@ -5,6 +5,9 @@
  * bytes, a little-endian header length (2 bytes in 1.0, 4 in 2.0/3.0), then a Python dict literal
  * {'descr': '<u2', 'fortran_order': False, 'shape': (3, 4), } padded with spaces to a multiple of 64 bytes
  * and ended by '\n'. We write 1.0 in host byte order; we read 1.0-3.0, any byte order, either order.
+ * Types NumPy lacks are written as the bytes they are in memory: the float8 family and float4_e2m1fn
+ * as '|u1' (their bit patterns), int4/int2 as '|i1', uint4/uint2 as '|u1'; datetime64/timedelta64
+ * as '<M8[unit]' / '<m8[unit]' with the array's unit, so NumPy reads them as datetimes.
  * Omits: structured and object dtypes, and bfloat16, which has no NumPy descr (callers refuse it).
  * Bad input: the header length is checked against CLI_NPY_MAX_HEADER before anything is allocated, and
  * shape products are overflow-checked. Threading: none (pure functions).
@@ -29,9 +32,89 @@ static const struct { char kind; unsigned size; } npy_types[NDS_DTYPE_COUNT] = {
     [NDS_FLOAT64] = {'f', 8}, [NDS_COMPLEX64] = {'c', 8}, [NDS_COMPLEX128] = {'c', 16},
 };
 
+/* The NumPy type a .npy file holds an element of t as: itself where NumPy has it, else the byte it
+ * is in memory (dtype.h): float8 and float4 patterns as uint8, int4/int2 as int8 (sign-extended),
+ * uint4/uint2 as uint8. Datetimes are their own type (with a unit: cli_npy_descr_unit). */
+static nds_dtype storage_type(nds_dtype t) {
+    switch (t) {
+    case NDS_FLOAT8_E4M3: case NDS_FLOAT8_E5M2: case NDS_FLOAT8_E4M3FN: case NDS_FLOAT8_E4M3FNUZ:
+    case NDS_FLOAT8_E5M2FNUZ: case NDS_FLOAT8_E4M3B11FNUZ: case NDS_FLOAT8_E8M0FNU:
+    case NDS_FLOAT4_E2M1FN: case NDS_UINT4: case NDS_UINT2: return NDS_UINT8;
+    case NDS_INT4: case NDS_INT2: return NDS_INT8;
+    default: return t;
+    }
+}
+
+const char *cli_npy_descr_unit(nds_dtype t, const char *unit) {
+    static char buf[32];
+    if (t != NDS_DATETIME64 && t != NDS_TIMEDELTA64)
+        return cli_npy_descr(t);
+    if (!unit || !unit[0] || strlen(unit) > 12)
+        return NULL;
+    snprintf(buf, sizeof buf, "%c%c8[%s]", host_big_endian() ? '>' : '<',
+             t == NDS_DATETIME64 ? 'M' : 'm', unit);
+    return buf;
+}
+
+bool cli_npy_holds(const cli_npy_header *h, nds_dtype t, const char *unit) {
+    if (t == NDS_DATETIME64 || t == NDS_TIMEDELTA64) {
+        const char *open = strchr(h->descr, '[');
+        size_t n = unit ? strlen(unit) : 0;
+        return h->dtype == t && open && n && strncmp(open + 1, unit, n) == 0 &&
+               strcmp(open + 1 + n, "]") == 0;
+    }
+    return h->dtype == storage_type(t);
+}
+
+/* The unit inside "<M8[ns]" (zarr v2 dtype). */
+static bool unit_of_typestring(const char *s, char *buf, size_t cap) {
+    const char *open = strchr(s, '['), *close = strchr(s, ']');
+    if (!open || !close || close <= open + 1 || (size_t)(close - open) > cap)
+        return false;
+    snprintf(buf, cap, "%.*s", (int)(close - open - 1), open + 1);
+    return true;
+}
+
+/* The unit of a zarr v3 {"name": "numpy.datetime64", "configuration": {"unit", "scale_factor"}}. */
+static bool unit_of_config(json_object *dt, char *buf, size_t cap) {
+    json_object *cfg, *unit, *scale;
+    if (!json_object_object_get_ex(dt, "configuration", &cfg) ||
+        !json_object_object_get_ex(cfg, "unit", &unit) || !json_object_is_type(unit, json_type_string))
+        return false;
+    int64_t k = json_object_object_get_ex(cfg, "scale_factor", &scale) ? json_object_get_int64(scale) : 1;
+    const char *u = strcmp(json_object_get_string(unit), "μs") == 0 ? "us" : json_object_get_string(unit);
+    if (k > 1)
+        snprintf(buf, cap, "%" PRId64 "%s", k, u);
+    else
+        snprintf(buf, cap, "%s", u);
+    return true;
+}
+
+bool cli_time_unit(nds_array *a, char *buf, size_t cap) {
+    buf[0] = '\0';
+    nds_dtype t = nds_array_dtype(a);
+    char *text = NULL;
+    if ((t != NDS_DATETIME64 && t != NDS_TIMEDELTA64) || nds_array_metadata(a, &text) != 0)
+        return false;
+    json_object *doc = json_tokener_parse(text), *v;
+    nds_free(text);
+    bool ok = false;
+    if (json_object_object_get_ex(doc, "data_type", &v) && json_object_is_type(v, json_type_object))
+        ok = unit_of_config(v, buf, cap);
+    else if (json_object_object_get_ex(doc, "dtype", &v) && json_object_is_type(v, json_type_string))
+        ok = unit_of_typestring(json_object_get_string(v), buf, cap);
+    json_object_put(doc);
+    if (!ok)
+        buf[0] = '\0';
+    return ok;
+}
+
 const char *cli_npy_descr(nds_dtype t) {
     static char table[NDS_DTYPE_COUNT][8];
-    if ((int)t <= 0 || t >= NDS_DTYPE_COUNT || npy_types[t].kind == 0)
+    if ((int)t <= 0 || t >= NDS_DTYPE_COUNT)
+        return NULL;
+    t = storage_type(t);
+    if (npy_types[t].kind == 0)
         return NULL;
     if (table[t][0] == '\0') {
         char order = npy_types[t].size == 1 ? '|' : host_big_endian() ? '>' : '<';
@@ -40,8 +123,9 @@ const char *cli_npy_descr(nds_dtype t) {
     return table[t];
 }
 
-int cli_npy_write_header(FILE *f, nds_dtype t, size_t rank, const uint64_t *shape, char *err, size_t cap) {
-    const char *descr = cli_npy_descr(t);
+int cli_npy_write_header(FILE *f, nds_dtype t, const char *unit, size_t rank, const uint64_t *shape,
+                         char *err, size_t cap) {
+    const char *descr = cli_npy_descr_unit(t, unit);
     if (!descr) {
         snprintf(err, cap, "%s has no .npy dtype (use --raw)", nds_dtype_name(t));
         return -1;
@@ -206,7 +290,12 @@ static int parse_descr(cli_npy_header *h, char *err, size_t cap) {
     char *end;
     unsigned long size = strtoul(d, &end, 10);
     h->dtype = NDS_DTYPE_INVALID;
-    for (int t = 1; *end == '\0' && t < NDS_DTYPE_COUNT; t++)
+    if ((kind == 'M' || kind == 'm') && size == 8 && *end == '[' && strchr(end, ']')) {
+        h->dtype = kind == 'M' ? NDS_DATETIME64 : NDS_TIMEDELTA64; /* the unit stays in descr */
+        end = strchr(end, ']') + 1;
+    }
+    /* Only NumPy's own types: '|u1' is uint8 (cli_npy_holds says what else it may hold). */
+    for (int t = 1; *end == '\0' && t <= NDS_COMPLEX128; t++)
         if (npy_types[t].kind == kind && npy_types[t].size == size)
             h->dtype = (nds_dtype)t;
     if (h->dtype == NDS_DTYPE_INVALID) {
@@ -409,7 +498,7 @@ static bool float_parts(nds_dtype t, const void *elem, double *re, double *im) {
     case NDS_FLOAT64: memcpy(d, elem, 8); *re = d[0]; return true;
     case NDS_COMPLEX64: memcpy(f, elem, 8); *re = f[0]; *im = f[1]; return true;
     case NDS_COMPLEX128: memcpy(d, elem, 16); *re = d[0]; *im = d[1]; return true;
-    default: return false;
+    default: return nds_dtype_to_double(t, elem, re) == 0; /* the float8 family and float4 */
     }
 }
 
@@ -421,7 +510,9 @@ static void int_parts(nds_dtype t, const void *elem, int64_t *s, uint64_t *u, bo
     case NDS_INT8: memcpy(&i8, elem, 1); *s = i8; break;
     case NDS_INT16: memcpy(&i16, elem, 2); *s = i16; break;
     case NDS_INT32: memcpy(&i32, elem, 4); *s = i32; break;
-    case NDS_INT64: memcpy(s, elem, 8); break;
+    case NDS_INT64: case NDS_DATETIME64: case NDS_TIMEDELTA64: memcpy(s, elem, 8); break;
+    case NDS_INT4: case NDS_INT2: memcpy(&i8, elem, 1); *s = i8; break;
+    case NDS_UINT4: case NDS_UINT2: memcpy(&u8, elem, 1); *u = u8; *is_signed = false; break;
     case NDS_BOOL: case NDS_UINT8: memcpy(&u8, elem, 1); *u = u8; *is_signed = false; break;
     case NDS_UINT16: memcpy(&u16, elem, 2); *u = u16; *is_signed = false; break;
     case NDS_UINT32: memcpy(&u32, elem, 4); *u = u32; *is_signed = false; break;
@@ -448,6 +539,8 @@ void cli_format_element(nds_dtype t, const void *elem, char *buf, size_t cap) {
     int_parts(t, elem, &s, &u, &is_signed);
     if (t == NDS_BOOL)
         snprintf(buf, cap, "%s", u ? "True" : "False");
+    else if ((t == NDS_DATETIME64 || t == NDS_TIMEDELTA64) && s == INT64_MIN)
+        snprintf(buf, cap, "NaT");
     else if (is_signed)
         snprintf(buf, cap, "%" PRId64, s);
     else
@@ -480,6 +573,8 @@ json_object *cli_element_to_json(nds_dtype t, const void *elem) {
     int_parts(t, elem, &s, &u, &is_signed);
     if (t == NDS_BOOL)
         return json_object_new_boolean(u != 0);
+    if ((t == NDS_DATETIME64 || t == NDS_TIMEDELTA64) && s == INT64_MIN)
+        return json_object_new_string("NaT");
     return is_signed ? json_object_new_int64(s) : json_object_new_uint64(u);
 }
 

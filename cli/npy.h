@@ -25,10 +25,23 @@ typedef struct cli_npy_header {
     char descr[16];               /**< the descr as written ("<u2") */
 } cli_npy_header;
 
-/** The .npy descr of dtype in host byte order ("<u2", "|b1"); NULL for bfloat16 (numpy has none). */
+/** The .npy descr of dtype in host byte order ("<u2", "|b1"); for types NumPy lacks the byte they
+ *  are in memory ('|u1' for the float8 family, float4_e2m1fn, uint4, uint2; '|i1' for int4, int2);
+ *  NULL for bfloat16 (numpy has none) and for datetimes (they need a unit: cli_npy_descr_unit). */
 const char *cli_npy_descr(nds_dtype t);
-/** Writes a version 1.0 header for C-order data of dtype and shape. 0, or -1 with a message in err. */
-int cli_npy_write_header(FILE *f, nds_dtype t, size_t rank, const uint64_t *shape, char *err, size_t cap);
+/** cli_npy_descr, and for datetime64/timedelta64 "<M8[unit]" / "<m8[unit]" (unit as NumPy writes
+ *  it in brackets, "ns" or "10s"; NULL when unit is empty). A static buffer. */
+const char *cli_npy_descr_unit(nds_dtype t, const char *unit);
+/** 1 when a .npy file with header h holds elements of t (unit: the array's time unit, or NULL):
+ *  its own descr, or the byte descr cli_npy_descr gives for a type NumPy lacks. */
+bool cli_npy_holds(const cli_npy_header *h, nds_dtype t, const char *unit);
+/** The time unit of a datetime64/timedelta64 array, from its metadata ("ns", "10s" for a scale
+ *  factor of 10) into buf; false (buf empty) for other arrays or when the metadata does not say. */
+bool cli_time_unit(nds_array *a, char *buf, size_t cap);
+/** Writes a version 1.0 header for C-order data of dtype (unit: for datetimes, else NULL) and
+ *  shape. 0, or -1 with a message in err. */
+int cli_npy_write_header(FILE *f, nds_dtype t, const char *unit, size_t rank, const uint64_t *shape,
+                         char *err, size_t cap);
 /** Reads and checks a header (version 1.0, 2.0 or 3.0), leaving f at the data. 0, or -1 (message). */
 int cli_npy_read_header(FILE *f, cli_npy_header *h, char *err, size_t cap);
 

@@ -346,3 +346,19 @@ void nds_fill_elements(uint8_t *data, size_t n, size_t elem, const uint8_t *valu
         done += k;
     }
 }
+
+int nds_dtype_to_double(nds_dtype t, const void *elem, double *out) {
+    const uint8_t *p = elem;
+    uint16_t h;
+    float f;
+    switch (t) {
+    case NDS_FLOAT64: memcpy(out, p, 8); return 0;
+    case NDS_FLOAT32: memcpy(&f, p, 4); *out = f; return 0;
+    case NDS_FLOAT16: memcpy(&h, p, 2); *out = nds_half_to_float(h); return 0;
+    case NDS_BFLOAT16: memcpy(&h, p, 2); *out = nds_bf16_to_float(h); return 0;
+    default:
+        if (!nds_dtype_is_small_float(t)) return NDS_EINVAL;
+        *out = nds_small_float_load(t, p[0]);
+        return 0;
+    }
+}

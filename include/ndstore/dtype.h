@@ -50,6 +50,10 @@ NDS_API const char *nds_dtype_name(nds_dtype t);
 /** Parses a name from nds_dtype_name (also "complex_float32" / "complex_float64", the registry's
  *  aliases of complex64 / complex128); NDS_DTYPE_INVALID when unknown. */
 NDS_API nds_dtype nds_dtype_from_name(const char *name);
+/** One element of a real floating type (float16/32/64, bfloat16, the float8 family, float4_e2m1fn:
+ *  elem in memory form, host order) as a double in *out (NaN and infinities included).
+ *  @return 0; NDS_EINVAL for other types (*out untouched). Any thread. */
+NDS_API int nds_dtype_to_double(nds_dtype t, const void *elem, double *out);
 /** Size of the unit that byte order applies to: the element size, or half of it for complex types. */
 NDS_API size_t nds_dtype_swap_unit(nds_dtype t);
 
