@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from . import _ndstore, _spec, _txn
-from ._dtypes import float32_to_bfloat16, numpy_dtype
+from ._dtypes import SUBBYTE_RANGE, float32_to_bfloat16, numpy_dtype, numpy_dtype_of
 from ._index import select
 
 #: The pool behind read_async / write_async: one thread per CPU (os.cpu_count()). The C calls release the
@@ -73,6 +73,12 @@ def _cast(value, target, dtype_name):
             return float32_to_bfloat16(arr)
         raise TypeError("cannot write %s to a bfloat16 array: give uint16 bit patterns or float values"
                         % arr.dtype)
+    if dtype_name in SUBBYTE_RANGE:  # int8/uint8 in memory, but fewer value bits on disk
+        arr = _cast(value, target, None)
+        lo, hi = SUBBYTE_RANGE[dtype_name]
+        if arr.size and (arr.min() < lo or arr.max() > hi):
+            raise TypeError("cannot write values outside [%d, %d] to a %s array" % (lo, hi, dtype_name))
+        return arr
     if isinstance(value, (numbers.Number, np.generic)) and not isinstance(value, np.ndarray):
         if not np.can_cast(value, target, casting="same_kind"):
             raise TypeError("cannot cast %r to %s under the same_kind rule" % (value, target))
@@ -100,6 +106,8 @@ class Array:
         name = c_array.dtype_name()
         self._dtype_name = name
         self._dtype = numpy_dtype(name)
+        if name in ("datetime64", "timedelta64"):  # the unit is in the metadata: datetime64[ns]
+            self._dtype = numpy_dtype_of(name, json.loads(c_array.metadata()))
 
     # ---- lifetime ----
     def _pin(self, txn):

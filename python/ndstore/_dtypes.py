@@ -3,6 +3,12 @@
 NumPy has no bfloat16: a bfloat16 array's ``dtype`` is ``numpy.uint16`` (the raw bit patterns, host byte
 order) and its ``dtype_name`` is ``"bfloat16"``. Writing to it takes uint16 bit patterns, or float32 /
 float64 values converted with round-to-nearest-even (``float32_to_bfloat16``).
+
+Nor has NumPy the zarr v3 ML types: the float8 family and float4_e2m1fn are ``numpy.uint8`` views of
+their bit patterns (``dtype_name`` says which; ``ml_dtypes`` can reinterpret them with ``.view()``);
+int4 and int2 are ``numpy.int8`` (one element per byte, sign-extended), uint4 and uint2 ``numpy.uint8``.
+datetime64 / timedelta64 arrays are ``datetime64[unit]`` / ``timedelta64[unit]`` with the array's unit
+(``numpy_dtype_of`` reads it from the metadata).
 """
 import numpy as np
 
@@ -16,7 +22,19 @@ _NUMPY = {
     "float16": np.dtype(np.float16), "bfloat16": np.dtype(np.uint16), "float32": np.dtype(np.float32),
     "float64": np.dtype(np.float64), "complex64": np.dtype(np.complex64),
     "complex128": np.dtype(np.complex128),
+    # zarr v3 extension types (issue 20): bytes as they are in memory (dtype.h)
+    "float8_e4m3": np.dtype(np.uint8), "float8_e5m2": np.dtype(np.uint8),
+    "float8_e4m3fn": np.dtype(np.uint8), "float8_e4m3fnuz": np.dtype(np.uint8),
+    "float8_e5m2fnuz": np.dtype(np.uint8), "float8_e4m3b11fnuz": np.dtype(np.uint8),
+    "float8_e8m0fnu": np.dtype(np.uint8), "float4_e2m1fn": np.dtype(np.uint8),
+    "int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8), "int2": np.dtype(np.int8),
+    "uint2": np.dtype(np.uint8),
+    # without their unit; numpy_dtype_of gives the unit an array has
+    "datetime64": np.dtype("M8"), "timedelta64": np.dtype("m8"),
 }
+
+# The value range of the sub-byte integers (NumPy's int8/uint8 hold more).
+SUBBYTE_RANGE = {"int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
 
 NAMES = tuple(name for name, _size in _ndstore.dtypes())
 assert set(NAMES) == set(_NUMPY), "dtype list of the C library and the Python package differ"
@@ -24,6 +42,33 @@ assert set(NAMES) == set(_NUMPY), "dtype list of the C library and the Python pa
 
 def numpy_dtype(name):
     """The NumPy dtype of an nds_dtype name (bfloat16 -> uint16)."""
+    return _NUMPY[name]
+
+
+def time_unit(metadata):
+    """The NumPy unit of a datetime64/timedelta64 array from its metadata document (dict): zarr v3
+    {"data_type": {"configuration": {"unit", "scale_factor"}}} or zarr v2 {"dtype": "<M8[ns]"}; None when
+    it names none."""
+    dt = metadata.get("data_type")
+    if isinstance(dt, dict):
+        cfg = dt.get("configuration") or {}
+        unit, scale = cfg.get("unit"), cfg.get("scale_factor", 1)
+        if not isinstance(unit, str):
+            return None
+        unit = "us" if unit == "\u03bcs" else unit
+        return "%d%s" % (scale, unit) if scale != 1 else unit
+    typestring = metadata.get("dtype")
+    if isinstance(typestring, str) and "[" in typestring and typestring.endswith("]"):
+        return typestring[typestring.index("[") + 1:-1]
+    return None
+
+
+def numpy_dtype_of(name, metadata):
+    """The NumPy dtype an array of nds_dtype name holds, with the unit of its metadata for datetimes."""
+    if name in ("datetime64", "timedelta64"):
+        unit = time_unit(metadata)
+        if unit:
+            return np.dtype("%s[%s]" % (name, unit))
     return _NUMPY[name]
 
 
@@ -36,6 +81,8 @@ def dtype_name(dtype):
     except TypeError as e:
         raise TypeError("dtype: %r is not a data type (%s)" % (dtype, e)) from None
     name = dt.name if dt.kind != "b" else "bool"
+    if dt.kind in "Mm":  # datetime64[ns] -> datetime64 (the unit goes in the metadata)
+        name = "datetime64" if dt.kind == "M" else "timedelta64"
     if name not in _NUMPY or dt.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
         raise TypeError("dtype: %s is not supported (supported: %s)" % (dt, ", ".join(NAMES)))
     return name
