@@ -472,6 +472,62 @@ def filter_both_ways():
     case('a/filter/%s/blosc' % tag, a_filter_one, dtype, filters, data, 'C',
          Blosc('lz4', 5, Blosc.SHUFFLE))
 
+# ---- datetimes, both ways (issue 20) ------------------------------------------------------------
+
+DATETIME_TYPES = ['<M8[ns]', '>M8[s]', '<M8[D]', '<m8[s]', '>m8[ms]', '<M8[10s]']
+
+
+def time_values(dtype, n, seed):
+    """n datetime64/timedelta64 values of dtype with NaT among them."""
+    rng = np.random.default_rng(seed)
+    v = rng.integers(-10**12, 10**12, size=n).astype('<i8')
+    v[::7] = np.iinfo(np.int64).min  # NaT
+    return v.view(np.dtype(dtype).newbyteorder('<')).astype(dtype)
+
+
+def same_times(got, want, what):
+    """Exact comparison of datetimes as their int64 counts (NaT is INT64_MIN; NaT != NaT in NumPy)."""
+    native = np.dtype(want.dtype).newbyteorder('=')
+    if got.dtype != native:
+        raise CaseFail('%s: dtype %s, expected %s' % (what, got.dtype.str, native.str))
+    compare(got.view('i8'), np.asarray(want).astype(native).view('i8'), what)
+
+
+def a_datetime_one(dtype):
+    """zarr-python writes (NaT fill, a missing chunk), ndstore reads; info shows the unit."""
+    path = os.path.join(newdir('adt'), 'a.zarr')
+    z = zarr_create(path, (23,), (5,), dtype, Zstd(1), fill=np.datetime64('NaT') if dtype[1] == 'M'
+                    else np.timedelta64('NaT'))
+    data = time_values(dtype, 23, len(dtype))
+    z[:15] = data[:15]
+    want = z[...]
+    same_times(nds_read(path), want, 'ndstore read')
+    info = nds_ok('info', path)
+    unit = dtype[dtype.index('['):]
+    if ('datetime64' if dtype[1] == 'M' else 'timedelta64') + unit not in info.stdout:
+        raise CaseFail('info does not show %s: %s' % (unit, info.stdout[:200]))
+
+
+def b_datetime_one(dtype):
+    """ndstore creates (spec metadata) and writes a .npy of dtype, zarr-python reads it."""
+    path = os.path.join(newdir('bdt'), 'a.zarr')
+    nds_ok('create', json_spec(path, shape=[23], chunks=[5], dtype=dtype, compressor=None,
+                               fill_value=-9223372036854775808, order='C', filters=None))
+    data = time_values(dtype, 23, 3)
+    nds_write(path, data[:18], '0:18')
+    want = np.concatenate([data[:18], np.full(5, np.iinfo(np.int64).min).view(
+        np.dtype(dtype).newbyteorder('<')).astype(dtype)])
+    z = zarr.open(zarr.DirectoryStore(path), mode='r')
+    got = z[...]
+    same_times(got.astype(got.dtype.newbyteorder('=')), want, 'zarr-python read')
+    same_times(nds_read(path), want, 'ndstore read-back')
+
+
+def datetime_cases():
+    for dtype in DATETIME_TYPES:
+        case('a/datetime/%s' % dtype, a_datetime_one, dtype)
+        case('b/datetime/%s' % dtype, b_datetime_one, dtype)
+
 
 # ---- (b) ndstore writes, zarr-python reads ------------------------------------------------------
 
@@ -811,6 +867,8 @@ def run_cases(fixtures):
     a_shape_cases()
     a_failure_cases()
     filter_both_ways()
+
+    datetime_cases()
     b_codec_cases()
     b_dtype_cases()
     b_fill_cases()
