@@ -2,9 +2,10 @@
  * checks of an existing array against a spec, and zarr-python-style JSON printing.
  *
  * Implements the array metadata of the zarr v2 storage specification for the numeric NumPy types
- * (plus TensorStore's "bfloat16"). Omits: structured, string, object, datetime and void dtypes, and
- * filters other than those formats/codecs/array_codecs.h implements (each rejected with
- * NDS_EUNSUPPORTED naming it). Unknown .zarray members are ignored
+ * (plus TensorStore's "bfloat16") and NumPy datetimes with a unit ("<M8[ns]", as int64 counts).
+ * Omits: structured, string, object, unitless datetime and void dtypes, and filters other than
+ * those formats/codecs/array_codecs.h implements (each rejected with NDS_EUNSUPPORTED naming it).
+ * Unknown .zarray members are ignored
  * (zarr-python does the same); unknown spec "metadata" members are errors, since there they are
  * most likely typos. Threading: reentrant, no shared state. Ownership: documented per function in
  * zarr2_metadata.h.

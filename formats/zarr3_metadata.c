@@ -2,12 +2,15 @@
  * and "schema"), checks of an existing array against a spec, and printing.
  *
  * Implements the array metadata of the zarr v3 core specification: the core data types (bool,
- * int8..uint64, float16/32/64, complex64/128) plus bfloat16; the "regular" chunk grid; the
- * "default" and "v2" chunk key encodings; fill values including "NaN", "Infinity", "-Infinity"
- * and "0x..." bit patterns; attributes and dimension_names. Leniencies, as zarrita and zarr-python
- * read: a null fill_value reads as zero; a codecs list without an array-to-bytes codec gets a
- * little-endian bytes codec. Omits: other chunk grids, key encodings and data types (extension
- * objects included), storage transformers (each NDS_EUNSUPPORTED naming it); unknown members are
+ * int8..uint64, float16/32/64, complex64/128) plus bfloat16 and the registry's extension types
+ * (float8 family, float4_e2m1fn, int4/uint4/int2/uint2, numpy.datetime64/timedelta64 with unit and
+ * scale_factor, complex_float32/64 aliases); the "regular" chunk grid; the "default" and "v2" chunk
+ * key encodings (objects or bare names); fill values including "NaN", "Infinity", "-Infinity",
+ * "NaT" and "0x..." bit patterns; attributes and dimension_names (null: none). Leniencies, as
+ * zarrita and zarr-python read: a null fill_value reads as zero; a codecs list without an
+ * array-to-bytes codec gets a little-endian bytes codec. Omits: other chunk grids, key encodings
+ * and data types, storage transformers, the pre-1.0 drafts (each NDS_EUNSUPPORTED naming it);
+ * integers beyond 64 bits are NDS_EFORMAT naming the member; unknown members are
  * refused unless they are objects with "must_understand": false, as the specification requires.
  *
  * Threading: reentrant. Ownership: see zarr3_metadata.h.

@@ -867,7 +867,6 @@ def run_cases(fixtures):
     a_shape_cases()
     a_failure_cases()
     filter_both_ways()
-
     datetime_cases()
     b_codec_cases()
     b_dtype_cases()
