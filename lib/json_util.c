@@ -25,6 +25,7 @@ static bool literal_overflows(const char *text, size_t n) {
     for (size_t i = neg ? 1 : 0; i < n; i++)
         if (text[i] < '0' || text[i] > '9') return false;
     if (digits == 0) return false;
+    if (digits < 19) return false; /* fits int64 whatever it is: no strtoll per small number */
     if (n >= sizeof buf) return true; /* more than 60 digits */
     memcpy(buf, text, n);
     buf[n] = '\0';
@@ -49,9 +50,10 @@ static size_t scan_int_literals(const char *text, size_t len, literal_fn found, 
             i++;
         } else if (c == '-' || (c >= '0' && c <= '9')) {
             size_t start = i;
-            bool integer = true;
+            bool integer = c != '-' || (i + 1 < len && text[i + 1] >= '0' && text[i + 1] <= '9');
             for (i++; i < len && text[i] && strchr("0123456789+-.eE", text[i]); i++)
                 if (text[i] == '.' || text[i] == 'e' || text[i] == 'E') integer = false;
+            /* ("-Infinity", which json-c also reads, is not an integer: a '-' without digits.) */
             bool o = integer && literal_overflows(text + start, i - start);
             over += o;
             if (integer && found) found(text + start, i - start, o, ctx);

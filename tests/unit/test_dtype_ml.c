@@ -201,6 +201,30 @@ START_TEST(fill_values) {
 }
 END_TEST
 
+
+/* nds_json_parse marks integers json-c clamped, and only those: strings, -Infinity and big doubles
+ * do not shift the count. */
+START_TEST(json_marks_clamped_integers) {
+    static const char text[] = "{\"s\": \"x\\\"18446744073709551616\", \"a\": -Infinity, "
+                               "\"d\": 1e400, \"b\": [18446744073709551615, 18446744073709551616, "
+                               "-9223372036854775809, -5, 7]}";
+    json_object *o = NULL, *b;
+    ck_assert_int_eq(nds_json_parse(text, strlen(text), "t", &o), 0);
+    ck_assert(json_object_object_get_ex(o, "b", &b));
+    ck_assert(!nds_json_int_overflowed(json_object_array_get_idx(b, 0)));
+    ck_assert(nds_json_int_overflowed(json_object_array_get_idx(b, 1)));
+    ck_assert(nds_json_int_overflowed(json_object_array_get_idx(b, 2)));
+    ck_assert(!nds_json_int_overflowed(json_object_array_get_idx(b, 3)));
+    ck_assert_int_eq(nds_json_check_fits(json_object_array_get_idx(b, 2), "doc", "m"), NDS_EFORMAT);
+    ck_assert_str_eq(nds_error_last()->message, "doc: \"m\" -9223372036854775809 does not fit 64 bits");
+    json_object_put(o);
+    /* A member given twice (json-c keeps one) cannot be lined up: refused, not guessed. */
+    static const char twice[] = "{\"a\": 1, \"a\": 2, \"b\": 99999999999999999999}";
+    ck_assert_int_eq(nds_json_parse(twice, strlen(twice), "t", &o), NDS_EFORMAT);
+    ck_assert(strstr(nds_error_last()->message, "does not fit 64 bits") != NULL);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("dtype_ml");
     TCase *tc = tcase_create("dtype_ml");
@@ -209,6 +233,7 @@ int main(void) {
     tcase_add_test(tc, every_pattern_round_trips);
     tcase_add_test(tc, subbyte_normalise);
     tcase_add_test(tc, fill_values);
+    tcase_add_test(tc, json_marks_clamped_integers);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
