@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "npy.h"
 
 static const char usage[] =
     "ndstore create SPEC [--shape N,..] [--chunks N,..] [--dtype T] [--codec C] [--fill V] "
@@ -24,7 +25,8 @@ static const char help[] =
     "  --dtype T           bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64,\n"
     "                      complex64, complex128; zarr v3 also float8_e4m3, float8_e5m2,\n"
     "                      float8_e4m3fn, float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz,\n"
-    "                      float8_e8m0fnu, float4_e2m1fn, int4, uint4, int2, uint2\n"
+    "                      float8_e8m0fnu, float4_e2m1fn, int4, uint4, int2, uint2;\n"
+    "                      datetime64[unit], timedelta64[unit] (unit as NumPy's: ns, s, 10s, ...)\n"
     "  --codec C           none, zstd[:level], blosc[:cname[:clevel[:shuffle]]], gzip[:level],\n"
     "                      zlib[:level], bz2[:level], lz4[:acceleration]\n"
     "  --fill V            fill value: a number, true/false, NaN, Infinity, [re, im]\n"
@@ -59,7 +61,8 @@ static int apply_option(int c, const char *arg, cli_schema *s, bool *delete_exis
             return cli_usage(usage, "--chunks: %s", err);
         return CLI_OK;
     case OPT_DTYPE:
-        if (nds_dtype_from_name(arg) == NDS_DTYPE_INVALID)
+        /* datetime64[unit] / timedelta64[unit]: the format checks the unit */
+        if (nds_dtype_from_name(arg) == NDS_DTYPE_INVALID && !cli_is_time_dtype(arg))
             return cli_usage(usage, "--dtype: unknown dtype '%s'", arg);
         s->dtype = arg;
         return CLI_OK;

@@ -90,6 +90,12 @@ static bool unit_of_config(json_object *dt, char *buf, size_t cap) {
     return true;
 }
 
+bool cli_is_time_dtype(const char *name) {
+    size_t n = strlen(name);
+    return (strncmp(name, "datetime64[", 11) == 0 || strncmp(name, "timedelta64[", 12) == 0) &&
+           n > 13 && name[n - 1] == ']';
+}
+
 bool cli_time_unit(nds_array *a, char *buf, size_t cap) {
     buf[0] = '\0';
     nds_dtype t = nds_array_dtype(a);

@@ -35,6 +35,8 @@ const char *cli_npy_descr_unit(nds_dtype t, const char *unit);
 /** 1 when a .npy file with header h holds elements of t (unit: the array's time unit, or NULL):
  *  its own descr, or the byte descr cli_npy_descr gives for a type NumPy lacks. */
 bool cli_npy_holds(const cli_npy_header *h, nds_dtype t, const char *unit);
+/** 1 when name looks like "datetime64[ns]" / "timedelta64[10s]" (the format checks the unit). */
+bool cli_is_time_dtype(const char *name);
 /** The time unit of a datetime64/timedelta64 array, from its metadata ("ns", "10s" for a scale
  *  factor of 10) into buf; false (buf empty) for other arrays or when the metadata does not say. */
 bool cli_time_unit(nds_array *a, char *buf, size_t cap);

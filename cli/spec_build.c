@@ -12,6 +12,7 @@
  */
 #include <string.h>
 #include <strings.h>
+#include <errno.h>
 #include <stdlib.h>
 #include "cli.h"
 
@@ -149,10 +150,24 @@ int cli_spec_build(const char *spec, const cli_schema *overrides, const cli_sche
     return rc;
 }
 
+/* 1 when v is an integer json-c clamped: text is outside int64 and uint64 (2^64 would become
+ * 2^64-1 silently). */
+static bool clamped_int(json_object *v, const char *text) {
+    if (!json_object_is_type(v, json_type_int))
+        return false;
+    const char *t = text + strspn(text, " \t");
+    errno = 0;
+    if (t[0] == '-')
+        (void)strtoll(t, NULL, 10);
+    else
+        (void)strtoull(t, NULL, 10);
+    return errno == ERANGE;
+}
+
 int cli_fill_parse(const char *text, json_object **out) {
     static const struct { const char *in, *out; } special[] = {
         {"nan", "NaN"}, {"inf", "Infinity"}, {"infinity", "Infinity"}, {"+inf", "Infinity"},
-        {"-inf", "-Infinity"}, {"-infinity", "-Infinity"},
+        {"-inf", "-Infinity"}, {"-infinity", "-Infinity"}, {"nat", "NaT"},
     };
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
         if (strcasecmp(text, special[i].in) == 0) {
@@ -172,7 +187,7 @@ int cli_fill_parse(const char *text, json_object **out) {
     bool ok = json_tokener_get_error(tok) == json_tokener_success &&
               (size_t)tok->char_offset >= strlen(text);
     json_tokener_free(tok);
-    if (!ok || json_object_is_type(v, json_type_object)) {
+    if (!ok || json_object_is_type(v, json_type_object) || clamped_int(v, text)) {
         json_object_put(v);
         return -1;
     }

@@ -89,9 +89,9 @@ static const char *unsupported_kind(char kind) {
 
 /* NumPy's datetime64/timedelta64 typestrings: "<M8[ns]", ">m8[s]", "<M8[10ms]". */
 static int parse_time_string(const char *s, const char *doc, nds_zarr2_meta *m) {
-    static const char *const units[] = {"Y",  "M",  "W",  "D",  "h",  "m",  "s", "ms",
-                                        "us", "ns", "ps", "fs", "as", NULL};
     size_t len = strlen(s);
+    char unit[8];
+    uint32_t scale;
     if (strcmp(s + 2, "8") == 0) /* NumPy's generic datetime: no unit to count in */
         return nds_err(NDS_EUNSUPPORTED, "%s: dtype \"%.40s\" is not supported (datetimes without a "
                                          "unit)", doc, s);
@@ -99,13 +99,7 @@ static int parse_time_string(const char *s, const char *doc, nds_zarr2_meta *m) 
         len - 5 >= sizeof m->time_unit)
         return nds_err(NDS_EFORMAT, "%s: \"dtype\" \"%.40s\" is not a numpy datetime typestring "
                                     "(e.g. \"<M8[ns]\")", doc, s);
-    const char *unit = s + 4;
-    while (*unit >= '0' && *unit <= '9') unit++; /* an optional multiplier: "10s" */
-    bool known = false;
-    for (size_t i = 0; units[i] && !known; i++)
-        known = strlen(units[i]) == (size_t)(s + len - 1 - unit) &&
-                strncmp(unit, units[i], strlen(units[i])) == 0;
-    if (!known || (unit > s + 4 && s[4] == '0'))
+    if (!nds_time_unit_parse(s + 4, len - 5, unit, sizeof unit, &scale))
         return nds_err(NDS_EFORMAT, "%s: \"dtype\" \"%.40s\": not a NumPy time unit", doc, s);
     m->dtype = s[1] == 'M' ? NDS_DATETIME64 : NDS_TIMEDELTA64;
     m->itemsize = 8;
@@ -409,7 +403,13 @@ static int put_member(json_object *req, const char *name, json_object *v, bool o
 static int schema_dtype(json_object *req, const json_object *v, const char *where) {
     const char *name =
         json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
+    char unit[8];
+    uint32_t scale;
     nds_dtype t = nds_dtype_from_name(name);
+    if (t == NDS_DTYPE_INVALID && nds_dtype_with_unit(name, unit, sizeof unit, &scale) != NDS_DTYPE_INVALID) {
+        if (json_object_object_get_ex(req, "dtype", NULL)) return 0; /* "metadata" wins */
+        return put_member(req, SCHEMA_DTYPE, (json_object *)v, false); /* "datetime64[ns]" */
+    }
     if (t == NDS_DTYPE_INVALID)
         return nds_err(NDS_EINVAL, "zarr: spec for %s: unknown \"dtype\" \"%.40s\"", where, name);
     if (json_object_object_get_ex(req, "dtype", NULL)) return 0; /* "metadata" wins */
@@ -425,12 +425,18 @@ static int schema_dtype(json_object *req, const json_object *v, const char *wher
 
 /* The zarr v2 typestring of a format-neutral dtype name (already validated). */
 static json_object *typestring_of(const json_object *name) {
-    nds_zarr2_meta m = {.dtype = nds_dtype_from_name(json_object_get_string((json_object *)name)),
-                        .byte_order = '<'};
+    const char *s = json_object_get_string((json_object *)name);
+    nds_zarr2_meta m = {.dtype = nds_dtype_from_name(s), .byte_order = '<'};
+    char unit[8];
+    uint32_t scale;
+    m.dtype = m.dtype ? m.dtype : nds_dtype_with_unit(s, unit, sizeof unit, &scale);
+    if (m.dtype == NDS_DATETIME64 || m.dtype == NDS_TIMEDELTA64) /* the bracket as given: "10s" */
+        snprintf(m.time_unit, sizeof m.time_unit, "%.*s", (int)(strlen(strchr(s, '[')) - 2),
+                 strchr(s, '[') + 1);
     m.itemsize = nds_dtype_size(m.dtype);
-    char s[16];
-    nds_zarr2_dtype_string(&m, s, sizeof s);
-    return json_object_new_string(s);
+    char typestring[32];
+    nds_zarr2_dtype_string(&m, typestring, sizeof typestring);
+    return json_object_new_string(typestring);
 }
 
 /* {"shape": [...]}: the only part of a schema "domain" or chunk layout ndstore understands. */
@@ -598,6 +604,17 @@ static int mismatch(const nds_zarr2_meta *stored, const json_object *asked, cons
     return rc;
 }
 
+/* A format-neutral dtype name ("uint16", "datetime64[ns]") names the stored type (and unit). */
+static bool same_type(const json_object *neutral, const nds_zarr2_meta *stored) {
+    json_object *ts = typestring_of(neutral);
+    nds_zarr2_meta asked;
+    memset(&asked, 0, sizeof asked);
+    bool same = parse_dtype_string(json_object_get_string(ts), "", &asked) == 0 &&
+                asked.dtype == stored->dtype && strcmp(asked.time_unit, stored->time_unit) == 0;
+    json_object_put(ts);
+    return same;
+}
+
 int nds_zarr2_meta_check(const nds_zarr2_meta *stored, const json_object *req, const char *where) {
     char doc[600];
     snprintf(doc, sizeof doc, "zarr: spec for %s", where);
@@ -612,8 +629,7 @@ int nds_zarr2_meta_check(const nds_zarr2_meta *stored, const json_object *req, c
         if (!eq) return mismatch(stored, v, members[i].name, where);
     }
     json_object *neutral;
-    if (json_object_object_get_ex(req, SCHEMA_DTYPE, &neutral) &&
-        nds_dtype_from_name(json_object_get_string(neutral)) != stored->dtype)
+    if (json_object_object_get_ex(req, SCHEMA_DTYPE, &neutral) && !same_type(neutral, stored))
         return mismatch(stored, neutral, "dtype", where);
     return 0;
 }

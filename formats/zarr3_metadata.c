@@ -214,11 +214,7 @@ static const char *ext_name(const json_object *v) {
 
 /* The NumPy time units the registry's numpy.datetime64 / numpy.timedelta64 allow. */
 static bool time_unit_valid(const char *u) {
-    static const char *const units[] = {"Y",  "M",  "D",  "W",  "h",  "m",  "s",       "ms",
-                                        "us", "μs", "ns", "ps", "fs", "as", "generic", NULL};
-    for (size_t i = 0; units[i]; i++)
-        if (eq(u, units[i])) return true;
-    return false;
+    return nds_time_unit_known(u, strlen(u)) || eq(u, "μs") || eq(u, "generic");
 }
 
 /* {"name": "numpy.datetime64", "configuration": {"unit": "ns", "scale_factor": 1}} (also the
@@ -498,9 +494,26 @@ static void put_member(json_object *req, const char *name, json_object *v, bool 
     json_object_object_add(req, name, own ? v : json_object_get(v));
 }
 
+static json_object *named(const char *name, json_object *config);
+
+/* {"name": "numpy.datetime64", "configuration": {"unit": "ns", "scale_factor": 1}}. */
+static json_object *time_data_type(nds_dtype t, const char *unit, uint32_t scale) {
+    json_object *cfg = json_object_new_object();
+    json_object_object_add(cfg, "unit", json_object_new_string(unit));
+    json_object_object_add(cfg, "scale_factor", json_object_new_int64(scale));
+    return named(t == NDS_DATETIME64 ? "numpy.datetime64" : "numpy.timedelta64", cfg);
+}
+
 static int schema_dtype(json_object *req, const json_object *v, const char *where) {
     const char *name =
         json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
+    char unit[8];
+    uint32_t scale;
+    nds_dtype timed = nds_dtype_with_unit(name, unit, sizeof unit, &scale); /* "datetime64[ns]" */
+    if (timed != NDS_DTYPE_INVALID) {
+        put_member(req, "data_type", time_data_type(timed, unit, scale), true);
+        return 0;
+    }
     if (nds_dtype_from_name(name) == NDS_DTYPE_INVALID)
         return nds_err(NDS_EINVAL, "zarr3: spec for %s: unknown \"dtype\" \"%.40s\"", where, name);
     put_member(req, "data_type", (json_object *)v, false);
@@ -748,7 +761,10 @@ static int normalized(const nds_zarr3_meta *m, const json_object *src, json_obje
     json_object_object_add(d, "zarr_format", json_object_new_int(3));
     json_object_object_add(d, "node_type", json_object_new_string("array"));
     json_object_object_add(d, "shape", u64_array(m->shape, m->rank));
-    json_object_object_add(d, "data_type", json_object_new_string(nds_dtype_name(m->dtype)));
+    json_object_object_add(d, "data_type",
+                           m->dtype == NDS_DATETIME64 || m->dtype == NDS_TIMEDELTA64
+                               ? time_data_type(m->dtype, m->time_unit, m->time_scale)
+                               : json_object_new_string(nds_dtype_name(m->dtype)));
     json_object *grid = json_object_new_object();
     json_object_object_add(grid, "chunk_shape", u64_array(m->chunks, m->rank));
     json_object_object_add(d, "chunk_grid", named("regular", grid));
@@ -836,7 +852,8 @@ static int check_member(const nds_zarr3_meta *m, const json_object *req, const c
         *same = same_u64(p.m.shape, p.m.rank, m->shape, m->rank);
     } else if (eq(key, "data_type")) {
         rc = parse_data_type(v, doc, &p);
-        *same = p.m.dtype == m->dtype;
+        *same = p.m.dtype == m->dtype && eq(p.m.time_unit, m->time_unit) &&
+                p.m.time_scale == m->time_scale; /* datetimes: the unit too */
     } else if (eq(key, "chunk_grid")) {
         rc = parse_chunk_grid(v, doc, &p);
         *same = same_u64(p.m.chunks, p.chunk_rank, m->chunks, m->rank);

@@ -362,3 +362,43 @@ int nds_dtype_to_double(nds_dtype t, const void *elem, double *out) {
         return 0;
     }
 }
+
+/* ---- datetime units ---------------------------------------------------------------------------- */
+
+bool nds_time_unit_known(const char *unit, size_t len) {
+    static const char *const units[] = {"Y",  "M",  "W",  "D",  "h",  "m",  "s",
+                                        "ms", "us", "ns", "ps", "fs", "as", NULL};
+    for (size_t i = 0; units[i]; i++)
+        if (strlen(units[i]) == len && strncmp(unit, units[i], len) == 0) return true;
+    return false;
+}
+
+bool nds_time_unit_parse(const char *text, size_t len, char *unit, size_t cap, uint32_t *scale) {
+    size_t digits = 0;
+    uint64_t k = 0;
+    while (digits < len && text[digits] >= '0' && text[digits] <= '9' && k <= INT32_MAX)
+        k = k * 10 + (uint64_t)(text[digits++] - '0');
+    if (digits == 0) k = 1;
+    if ((digits && text[0] == '0') || k < 1 || k > INT32_MAX || len - digits + 1 > cap ||
+        !nds_time_unit_known(text + digits, len - digits))
+        return false;
+    memcpy(unit, text + digits, len - digits);
+    unit[len - digits] = '\0';
+    *scale = (uint32_t)k;
+    return true;
+}
+
+nds_dtype nds_dtype_with_unit(const char *name, char *unit, size_t cap, uint32_t *scale) {
+    static const struct {
+        const char *prefix;
+        nds_dtype t;
+    } kinds[] = {{"datetime64[", NDS_DATETIME64}, {"timedelta64[", NDS_TIMEDELTA64}};
+    size_t n = name ? strlen(name) : 0;
+    for (size_t i = 0; i < 2; i++) {
+        size_t p = strlen(kinds[i].prefix);
+        if (n > p + 1 && strncmp(name, kinds[i].prefix, p) == 0 && name[n - 1] == ']' &&
+            nds_time_unit_parse(name + p, n - p - 1, unit, cap, scale))
+            return kinds[i].t;
+    }
+    return NDS_DTYPE_INVALID;
+}

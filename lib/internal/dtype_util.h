@@ -44,6 +44,16 @@ bool nds_dtype_is_subbyte(nds_dtype t);
  *  from their low bits, the others masked to them. Other types: no-op. */
 void nds_dtype_normalize(nds_dtype t, uint8_t *data, size_t n);
 
+/** 1 when unit[0..len) is one of NumPy's time units (Y M W D h m s ms us ns ps fs as). */
+bool nds_time_unit_known(const char *unit, size_t len);
+/** text[0..len) as NumPy writes a unit in brackets: an optional multiplier (1 .. 2^31-1, no leading
+ *  zero) and a known unit ("10s", "ns"); the unit into unit (cap bytes) and the multiplier into
+ *  *scale (1 when absent). false when malformed. */
+bool nds_time_unit_parse(const char *text, size_t len, char *unit, size_t cap, uint32_t *scale);
+/** "datetime64[ns]" / "timedelta64[10s]" (the names `ndstore info` prints, accepted as a schema
+ *  dtype): the type, unit and multiplier; NDS_DTYPE_INVALID for anything else. */
+nds_dtype nds_dtype_with_unit(const char *name, char *unit, size_t cap, uint32_t *scale);
+
 /**
  * Parses a fill value for dtype from JSON into out (one element, host order): numbers, booleans,
  * null (zero), "NaN", "Infinity", "-Infinity", "0x..." hex bit patterns (as zarr v3 writes), and

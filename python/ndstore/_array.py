@@ -349,8 +349,10 @@ def _check_opened(array, shape, dtype, chunks):
     wrong = []
     if shape is not None and tuple(_spec._shape_list(shape, "shape")) != array.shape:
         wrong.append("shape %s (asked %s)" % (array.shape, tuple(shape)))
-    if dtype is not None and dtype_name(dtype) != array.dtype_name:
-        wrong.append("dtype %s (asked %s)" % (array.dtype_name, dtype_name(dtype)))
+    # datetimes compare with their unit: the array's "datetime64" + its NumPy dtype's "[ns]"
+    have = array.dtype.name if array.dtype.kind in "Mm" else array.dtype_name
+    if dtype is not None and dtype_name(dtype) != have:
+        wrong.append("dtype %s (asked %s)" % (have, dtype_name(dtype)))
     if chunks is not None and tuple(_spec._shape_list(chunks, "chunks")) != array.chunks:
         wrong.append("chunks %s (asked %s)" % (array.chunks, tuple(chunks)))
     if wrong:

@@ -76,13 +76,17 @@ def dtype_name(dtype):
     """The nds_dtype name of a NumPy dtype, a type or a name ("bfloat16" accepted); TypeError otherwise."""
     if isinstance(dtype, str) and dtype in _NUMPY:
         return dtype
+    if isinstance(dtype, str) and dtype.startswith(("datetime64[", "timedelta64[")):
+        return dtype
     try:
         dt = np.dtype(dtype)
     except TypeError as e:
         raise TypeError("dtype: %r is not a data type (%s)" % (dtype, e)) from None
     name = dt.name if dt.kind != "b" else "bool"
-    if dt.kind in "Mm":  # datetime64[ns] -> datetime64 (the unit goes in the metadata)
-        name = "datetime64" if dt.kind == "M" else "timedelta64"
+    if dt.kind in "Mm":  # datetime64[ns], a schema dtype the formats store with its unit
+        if "[" not in dt.name:
+            raise TypeError("dtype: %s has no unit (give one: datetime64[ns])" % dt)
+        return dt.name
     if name not in _NUMPY or dt.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
         raise TypeError("dtype: %s is not supported (supported: %s)" % (dt, ", ".join(NAMES)))
     return name

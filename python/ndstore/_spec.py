@@ -41,6 +41,10 @@ def _shape_list(value, what):
 
 def _fill_json(value):
     """A fill value as the JSON the formats take (NaN and infinities as the strings zarr writes)."""
+    if isinstance(value, (np.datetime64, np.timedelta64)):  # as the int64 count of its unit; NaT as "NaT"
+        return "NaT" if np.isnat(value) else int(value.astype("i8"))
+    if isinstance(value, str) and value == "NaT":
+        return value
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, bool) or value is None:

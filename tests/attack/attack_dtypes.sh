@@ -63,4 +63,16 @@ sed 's/<M8\[s\]/<M8[h]/' "$T/dt.npy" >"$T/dth.npy"
 nds write "$T/dt.zarr" -i "$T/dth.npy"; refused "a .npy of another unit" "dtype mismatch"
 nds write "$T/f8.zarr" -i "$T/dt.npy"; refused "a datetime .npy into a float8 array" "dtype mismatch"
 
+# --dtype with a unit, and a --fill json-c would clamp.
+nds create "file://$T/dt3.zarr|zarr3:" --shape 3 --dtype "datetime64[ns]" --fill NaT
+succeeded "create zarr3 datetime64[ns] from --dtype"
+check 'grep -q numpy.datetime64 "$T/dt3.zarr/zarr.json"' "zarr.json names numpy.datetime64"
+nds info "$T/dt3.zarr"; expect_out "datetime64[ns]" "info of a --dtype datetime64[ns] array"
+nds create "$T/dt4.zarr" --shape 3 --dtype "timedelta64[10s]"
+succeeded "create zarr v2 timedelta64[10s] from --dtype"
+check 'grep -q "<m8\[10s\]" "$T/dt4.zarr/.zarray"' ".zarray has <m8[10s]"
+nds create "$T/dt5.zarr" --shape 3 --dtype "datetime64[fortnight]"; refused "an unknown unit" "unknown \"dtype\""
+nds create "$T/big.zarr" --shape 3 --dtype uint64 --fill 18446744073709551616
+check '[ "$RC" -eq 2 ] && [ ! -e "$T/big.zarr" ]' "--fill 2^64 refused, nothing created"
+
 finish

@@ -68,7 +68,24 @@ def test_timedelta64_zarr3_scale(url, tmp_path):
 
 def test_dtype_names():
     assert _dtypes.dtype_name("int4") == "int4"
-    assert _dtypes.dtype_name(np.dtype("M8[ns]")) == "datetime64"
+    assert _dtypes.dtype_name(np.dtype("M8[ns]")) == "datetime64[ns]"
+    with pytest.raises(TypeError, match="no unit"):
+        _dtypes.dtype_name(np.dtype("M8"))
     assert _dtypes.time_unit({"dtype": "<m8[10s]"}) == "10s"
     assert _dtypes.time_unit({"data_type": {"name": "numpy.datetime64",
                                             "configuration": {"unit": "\u03bcs", "scale_factor": 1}}}) == "us"
+
+
+@pytest.mark.parametrize("fmt", ["zarr", "zarr3"])
+def test_create_datetime_with_unit(url, fmt):
+    u = url("cdt", fmt)
+    a = ndstore.open(u, create=True, shape=(3,), chunks=(2,), dtype="M8[ms]", fill_value="NaT" if fmt == "zarr3"
+                     else -9223372036854775808)
+    assert a.dtype == np.dtype("M8[ms]")
+    assert np.isnat(a[:]).all()
+    a[1] = np.datetime64("2001-02-03T04:05:06.007")
+    assert str(a[1]) == "2001-02-03T04:05:06.007"
+    b = ndstore.open(u, dtype="datetime64[ms]")
+    assert b.dtype == a.dtype
+    with pytest.raises(ndstore.Mismatch):
+        ndstore.open(u, dtype="M8[s]")
