@@ -384,6 +384,11 @@ static int open_dst(nds_array *src, const cp_args *ca, nds_context *ctx, nds_arr
     uint8_t fill[NDS_DTYPE_MAX_SIZE] = {0};
     nds_dtype t = nds_array_dtype(src);
     def.dtype = nds_dtype_name(t);
+    char unit[16], timed[48];
+    if (cli_time_unit(src, unit, sizeof unit)) { /* datetimes keep their unit: "datetime64[ns]" */
+        snprintf(timed, sizeof timed, "%s[%s]", def.dtype, unit);
+        def.dtype = timed;
+    }
     def.shape_rank = def.chunk_rank = nds_array_rank(src);
     nds_array_shape(src, def.shape);
     nds_array_read_chunk_shape(src, def.chunks);
@@ -419,6 +424,12 @@ static int check_same_grid(nds_array *src, nds_array *dst) {
     if (nds_array_dtype(src) != nds_array_dtype(dst))
         return cli_fail("destination dtype %s differs from the source's %s",
                         nds_dtype_name(nds_array_dtype(dst)), nds_dtype_name(nds_array_dtype(src)));
+    char u1[16], u2[16]; /* datetimes: the same counts in another unit would be other times */
+    cli_time_unit(src, u1, sizeof u1);
+    cli_time_unit(dst, u2, sizeof u2);
+    if (strcmp(u1, u2) != 0)
+        return cli_fail("destination dtype %s[%s] differs from the source's %s[%s]",
+                        nds_dtype_name(nds_array_dtype(dst)), u2, nds_dtype_name(nds_array_dtype(src)), u1);
     return CLI_OK;
 }
 

@@ -63,6 +63,10 @@ sed 's/<M8\[s\]/<M8[h]/' "$T/dt.npy" >"$T/dth.npy"
 nds write "$T/dt.zarr" -i "$T/dth.npy"; refused "a .npy of another unit" "dtype mismatch"
 nds write "$T/f8.zarr" -i "$T/dt.npy"; refused "a datetime .npy into a float8 array" "dtype mismatch"
 
+# cp keeps a datetime's unit (the counts mean nothing without it).
+nds cp "$T/dt.zarr" "file://$T/dtcp.zarr|zarr3:"; succeeded "cp zarr v2 <M8[s] to zarr v3"
+nds info "$T/dtcp.zarr"; expect_out "datetime64[s]" "the copy keeps the unit"
+
 # --dtype with a unit, and a --fill json-c would clamp.
 nds create "file://$T/dt3.zarr|zarr3:" --shape 3 --dtype "datetime64[ns]" --fill NaT
 succeeded "create zarr3 datetime64[ns] from --dtype"
