@@ -277,6 +277,43 @@ START_TEST(schema_dtype_with_unit) {
 }
 END_TEST
 
+/* Sharded int4: inner chunks are decoded whole (normalised), never read as raw byte ranges. */
+START_TEST(subbyte_sharded) {
+    nds_array *a;
+    NDS_OK(open_doc("si4",
+                    "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":[8],\"data_type\":\"int4\","
+                    "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[8]}},"
+                    "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":0,"
+                    "\"codecs\":[{\"name\":\"sharding_indexed\",\"configuration\":{\"chunk_shape\":[2],"
+                    "\"codecs\":[" BYTES_LE "],\"index_codecs\":[" BYTES_LE ",{\"name\":\"crc32c\"}],"
+                    "\"index_location\":\"end\"}}]}",
+                    &a));
+    const int8_t in[8] = {-8, -7, -1, 0, 1, 6, 7, -2};
+    int8_t out[8];
+    write_all(a, in);
+    read_all(a, out);
+    ck_assert_mem_eq(out, in, 8);
+    /* Junk upper bits in the stored shard (inner chunk 0 is its first 2 bytes; the index's crc
+     * covers only the index) still read as the low 4 bits. */
+    size_t len = 0;
+    uint8_t *shard = get_raw("memory://si4/", "c/0", &len);
+    ck_assert_uint_ge(len, 2);
+    shard[0] = 0x53; /* low bits 3 */
+    shard[1] = 0xaf; /* low bits 0xf: -1 */
+    put_raw("memory://si4/", "c/0", shard, len);
+    free(shard);
+    uint64_t shape[1];
+    nds_array_shape(a, shape);
+    nds_box box;
+    NDS_OK(nds_box_parse(&box, "[0:3]", 1, shape));
+    NDS_OK(nds_array_read(a, &box, out, NULL));
+    ck_assert_int_eq(out[0], 3);
+    ck_assert_int_eq(out[1], -1);
+    ck_assert_int_eq(out[2], -1);
+    nds_array_free(a);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("zarr3_dtypes");
     TCase *tc = tcase_create("zarr3_dtypes");
@@ -289,6 +326,7 @@ int main(void) {
     tcase_add_test(tc, datetime64);
     tcase_add_test(tc, complex_float_aliases);
     tcase_add_test(tc, schema_dtype_with_unit);
+    tcase_add_test(tc, subbyte_sharded);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
