@@ -37,8 +37,8 @@ static bool literal_overflows(const char *text, size_t n) {
     return errno == ERANGE;
 }
 
-/* Calls found(text, n, ctx) for every integer literal outside strings, in document order; returns
- * how many overflow 64 bits. */
+/* Calls found(text, n, overflows, ctx) for every integer literal outside strings, in document
+ * order; returns how many overflow 64 bits. */
 typedef void (*literal_fn)(const char *text, size_t n, bool overflows, void *ctx);
 static size_t scan_int_literals(const char *text, size_t len, literal_fn found, void *ctx) {
     size_t over = 0;
@@ -124,7 +124,8 @@ static void mark_ints(json_object *v, const literal_list *l, size_t *next) {
 }
 
 /* Marks the values of obj whose literals in text overflowed 64 bits. A document whose integers do
- * not line up with its literals (a member given twice, where json-c keeps one) is refused. */
+ * not line up with its literals (a member given twice, where json-c keeps one; numbers in a
+ * comment, which json-c skips) is refused: a clamp is never let through. */
 static int mark_overflows(json_object *obj, const char *text, size_t len, const char *doc) {
     if (scan_int_literals(text, len, NULL, NULL) == 0) return 0;
     literal_list l = {0};
@@ -142,8 +143,8 @@ static int mark_overflows(json_object *obj, const char *text, size_t len, const 
         size_t seen = 0;
         mark_ints(obj, &l, &seen);
         if (seen != l.n)
-            rc = nds_err(NDS_EFORMAT, "%s: an integer does not fit 64 bits (and a member is given "
-                                      "twice, so ndstore cannot tell which)", doc);
+            rc = nds_err(NDS_EFORMAT, "%s: an integer does not fit 64 bits (and a member given "
+                                      "twice or a comment hides which one)", doc);
     }
     free(l.text);
     free(l.len);
