@@ -587,24 +587,43 @@ static int prepare_chunk(nds_txn_chunk *c, nds_kv_op *op, nds_kvstore **kv, nds_
     return rc;
 }
 
+/* Every staged chunk prepared at once on the context's pool: encoding is most of a prepare's CPU.
+ * Memory is what the serial loop held too (every encoded chunk lives until the driver's prepare). */
+typedef struct prepare_call {
+    nds_txn_chunk **chunks;
+    nds_kv_op *ops;    /* per chunk: its put when written whole */
+    nds_kvstore **kvs; /* per chunk */
+    nds_buf *enc;      /* per chunk: encoded chunk, or the side value of a partial one */
+    bool *whole;       /* per chunk */
+} prepare_call;
+
+static int prepare_chunk_task(void *ctx, size_t i) {
+    prepare_call *p = ctx;
+    return prepare_chunk(p->chunks[i], &p->ops[i], &p->kvs[i], &p->enc[i], &p->whole[i]);
+}
+
 static int prepare_all(nds_txn *t, nds_txn_chunk **chunks, nds_buf *enc, char *token, size_t cap) {
-    size_t nkeys = 0, nops = 0, nside = 0;
+    size_t nkeys = 0, nops = 0, nside = 0, n = t->nchunks;
     for (txn_key *k = t->keys; k; k = k->next) nkeys++;
-    nds_kv_op *ops = calloc(t->nchunks + nkeys + 1, sizeof *ops);
-    nds_kvstore **kvs = calloc(t->nchunks + nkeys + 1, sizeof *kvs);
-    nds_kv_side *side = calloc(t->nchunks + 1, sizeof *side);
-    char (*names)[32] = calloc(t->nchunks + 1, sizeof *names);
-    int rc = ops && kvs && side && names ? 0 : nds_err(NDS_ENOMEM, "out of memory");
+    nds_kv_op *ops = calloc(n + nkeys + 1, sizeof *ops);
+    nds_kvstore **kvs = calloc(n + nkeys + 1, sizeof *kvs);
+    nds_kv_side *side = calloc(n + 1, sizeof *side);
+    char (*names)[32] = calloc(n + 1, sizeof *names);
+    prepare_call p = {chunks, calloc(n + 1, sizeof *p.ops), calloc(n + 1, sizeof *p.kvs), enc,
+                      calloc(n + 1, sizeof *p.whole)};
+    int rc = ops && kvs && side && names && p.ops && p.kvs && p.whole
+                 ? 0
+                 : nds_err(NDS_ENOMEM, "out of memory");
     for (txn_key *k = t->keys; !rc && k; k = k->next, nops++) {
         ops[nops] = (nds_kv_op){k->key, k->deleted ? NULL : k->data, k->len, k->if_equal,
                                 {NDS_GEN_NONE, {0}}};
         kvs[nops] = k->kv;
     }
-    for (size_t i = 0; !rc && i < t->nchunks; i++) {
-        bool whole;
-        rc = prepare_chunk(chunks[i], &ops[nops], &kvs[nops], &enc[i], &whole);
-        if (rc || whole) {
-            nops += !rc;
+    if (!rc) rc = nds_pool_for(nds_context_pool(NULL), n, 0, prepare_chunk_task, &p);
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (p.whole[i]) {
+            ops[nops] = p.ops[i];
+            kvs[nops++] = p.kvs[i];
             continue;
         }
         snprintf(names[nside], sizeof names[nside], "chunk/%zu", nside);
@@ -614,7 +633,7 @@ static int prepare_all(nds_txn *t, nds_txn_chunk **chunks, nds_buf *enc, char *t
     nds_kvstore *store = prepare_store(t, chunks);
     if (!rc && !store) rc = nds_err(NDS_EINVAL, "transaction: nothing staged to prepare");
     if (!rc) rc = nds_kvstore_prepare(store, kvs, ops, nops, side, nside, token, cap);
-    free(ops), free(kvs), free(side), free(names);
+    free(ops), free(kvs), free(side), free(names), free(p.ops), free(p.kvs), free(p.whole);
     return rc;
 }
 
