@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,18 +103,39 @@ static int file_create_temp(file_state *s, const char *key, temp_file *t) {
     return nds_file_err(err, "create temp file for", key);
 }
 
-/* Writes all of data to fd (not synced). @return 0 or an errno */
-static int file_write_all(int fd, const uint8_t *data, size_t len) {
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? errno : EIO;
-        data += n;
-        len -= (size_t)n;
+/* Writes all of iov[0..n) to fd, back to back (not synced). @return 0 or an errno */
+static int file_writev_all(int fd, const struct iovec *iov, size_t n) {
+    struct iovec cur[64];
+    while (n > 0) {
+        size_t k = n < 64 ? n : 64; /* within IOV_MAX */
+        memcpy(cur, iov, k * sizeof *cur);
+        size_t first = 0;
+        while (first < k) {
+            ssize_t w = writev(fd, cur + first, (int)(k - first));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0)
+                return errno;
+            size_t done = (size_t)w;
+            while (first < k && done >= cur[first].iov_len)
+                done -= cur[first++].iov_len;
+            if (first < k) {
+                cur[first].iov_base = (uint8_t *)cur[first].iov_base + done;
+                cur[first].iov_len -= done;
+            }
+            if (w == 0 && first < k)
+                return EIO;
+        }
+        iov += k;
+        n -= k;
     }
     return 0;
+}
+
+/* Writes all of data to fd (not synced). @return 0 or an errno */
+static int file_write_all(int fd, const uint8_t *data, size_t len) {
+    struct iovec one = {(void *)data, len};
+    return file_writev_all(fd, &one, 1);
 }
 
 static bool mtime_after(const struct stat *a, const struct stat *b) {
@@ -192,13 +214,13 @@ static int file_apply_temp(file_state *s, const char *key, const temp_file *t,
     return rc;
 }
 
-static int file_put(file_state *s, const char *key, const uint8_t *data, size_t len,
+static int file_put(file_state *s, const char *key, const struct iovec *iov, size_t iovcnt,
                     const nds_write_options *opts, nds_generation *new_gen) {
     temp_file t;
     int rc = file_create_temp(s, key, &t);
     if (rc != 0)
         return rc;
-    int err = file_write_all(t.fd, data, len);
+    int err = file_writev_all(t.fd, iov, iovcnt);
     if (err == 0 && fsync(t.fd) != 0)
         err = errno;
     rc = err ? nds_file_err(err, "write temp file for", key) : 0;
@@ -362,8 +384,10 @@ int nds_file_write(void *state, const char *key, const uint8_t *data, size_t len
     int rc = nds_file_check_key(key, data ? "write" : "delete");
     if (rc != 0)
         return rc;
-    if (data)
-        return file_put(state, key, data, len, opts, new_gen);
+    if (data) {
+        struct iovec one = {(void *)data, len};
+        return file_put(state, key, &one, 1, opts, new_gen);
+    }
     int dirfd;
     rc = nds_file_remove(state, key, opts, &dirfd);
     int err = dirfd >= 0 ? file_sync_parent_of(key, dirfd) : 0;
@@ -374,4 +398,10 @@ int nds_file_write(void *state, const char *key, const uint8_t *data, size_t len
     if (rc == 0 && new_gen)
         nds_file_gen_absent(new_gen);
     return rc;
+}
+
+int nds_file_write_iov(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
+                       const nds_write_options *opts, nds_generation *new_gen) {
+    int rc = nds_file_check_key(key, "write");
+    return rc != 0 ? rc : file_put(state, key, iov, iovcnt, opts, new_gen);
 }

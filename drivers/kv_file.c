@@ -652,6 +652,7 @@ const nds_kv_driver nds_kv_driver_file = {
     .to_json = NULL,
     .read = file_read,
     .write = nds_file_write,
+    .write_iov = nds_file_write_iov,
     .list = file_list,
     .delete_range = file_delete_range,
     .commit = NULL,

@@ -236,6 +236,10 @@ int vs_data_begin(nds_buf *out) {
     return nds_buf_append(out, zero, sizeof zero);
 }
 
+void vs_data_header(uint8_t header[VS_HEADER_SIZE], uint32_t payload_len, uint32_t payload_crc) {
+    write_header(header, VS_KIND_DATA, payload_len, payload_crc);
+}
+
 void vs_data_finish(nds_buf *out) {
     assert(out->len >= VS_HEADER_SIZE);
     size_t len = out->len - VS_HEADER_SIZE;
@@ -255,6 +259,20 @@ uint64_t vs_value_table_size(uint64_t len) {
     return len <= VS_BLOCK_SIZE ? 0 : 4 * block_count(len);
 }
 
+void vs_value_table(const uint8_t *data, size_t len, uint8_t *table, uint32_t *crc) {
+    uint64_t size = vs_value_table_size(len);
+    if (size == 0) {
+        *crc = nds_crc32c(data, len);
+        return;
+    }
+    for (uint64_t i = 0, nb = block_count(len); i < nb; i++) {
+        uint64_t off = i * VS_BLOCK_SIZE;
+        nds_store_le32(table + 4 * i,
+                       nds_crc32c(data + off, (size_t)nds_min_u64(VS_BLOCK_SIZE, len - off)));
+    }
+    *crc = nds_crc32c(table, (size_t)size);
+}
+
 int vs_value_append(nds_buf *out, const uint8_t *data, size_t len, uint32_t *crc) {
     uint64_t table = vs_value_table_size(len);
     /* A data object's payload length is a u32, so what it holds stays below 4 GiB. */
@@ -267,18 +285,8 @@ int vs_value_append(nds_buf *out, const uint8_t *data, size_t len, uint32_t *crc
         return nds_err(NDS_ENOMEM, "versioned: out of memory storing a value of %zu bytes", len);
     if (len) memcpy(out->data + out->len, data, len);
     out->len += len;
-    if (table == 0) {
-        *crc = nds_crc32c(data, len);
-        return 0;
-    }
-    uint8_t *t = out->data + out->len;
-    for (uint64_t i = 0, nb = block_count(len); i < nb; i++) {
-        uint64_t off = i * VS_BLOCK_SIZE;
-        nds_store_le32(t + 4 * i,
-                       nds_crc32c(data + off, (size_t)nds_min_u64(VS_BLOCK_SIZE, len - off)));
-    }
+    vs_value_table(data, len, out->data + out->len, crc);
     out->len += (size_t)table;
-    *crc = nds_crc32c(t, (size_t)table);
     return 0;
 }
 

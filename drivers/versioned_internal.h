@@ -175,6 +175,9 @@ int vs_envelope_open(const uint8_t *p, size_t n, vs_kind want, const char *where
 int vs_data_begin(nds_buf *out);
 /** Fills the header of a data object built with vs_data_begin + vs_value_append. */
 void vs_data_finish(nds_buf *out);
+/** The header of a data object whose payload (everything after the header) has payload_len bytes
+ *  with crc32c payload_crc: for writers that write the pieces without building the object. */
+void vs_data_header(uint8_t header[VS_HEADER_SIZE], uint32_t payload_len, uint32_t payload_crc);
 
 /* ---- versioned_format.c: values ---------------------------------------------------------------- */
 
@@ -182,6 +185,9 @@ void vs_data_finish(nds_buf *out);
 uint64_t vs_value_table_size(uint64_t len);
 /** Appends a value and its table to out; *crc gets the reference's crc. */
 int vs_value_append(nds_buf *out, const uint8_t *data, size_t len, uint32_t *crc);
+/** The block table of a value (table: vs_value_table_size(len) bytes, unused for one block) and
+ *  the reference's crc, without copying the value. */
+void vs_value_table(const uint8_t *data, size_t len, uint8_t *table, uint32_t *crc);
 /** Checks a whole stored value: stored[0..len) the value, then its table (vs_value_table_size).
  *  @return 0 or NDS_ECORRUPT naming where */
 int vs_value_verify(const uint8_t *stored, uint64_t len, uint32_t crc, const char *where);

@@ -24,9 +24,11 @@
 #include <time.h>
 
 #include "versioned_store.h"
+#include "internal/context_internal.h"
 #include "internal/crc32c.h"
 #include "internal/kvstore_internal.h"
 #include "internal/error.h"
+#include "internal/pool.h"
 #include "internal/util.h"
 
 #define CACHE_BUCKETS 4096
@@ -734,60 +736,126 @@ static int count_object(vs_object_count **objects, size_t *n, const vs_id *id, v
 }
 
 /* Packs values into data objects of about VS_DATA_OBJECT_MAX, each written create-only under a
- * fresh name once full (or at the end). */
-typedef struct data_writer {
-    vs_store *s;
-    nds_buf buf;
+ * fresh name. The objects are planned first (which values go where), then written in parallel on
+ * the context's pool: each task computes its values' checksums and writes its object as pieces
+ * (header, then each value where the caller holds it and its block table) through the base's
+ * write_iov, so a value's bytes are copied once, by the kernel into the file, and the objects'
+ * copies and fsyncs overlap. The caller's values stay valid until vs_data_write returns. */
+typedef struct dw_object {
     vs_id id;
-    uint64_t items;
-    vs_object_count *objects; /* the objects written */
-    size_t nobjects;
-} data_writer;
+    size_t first, count; /* its values */
+} dw_object;
 
-static int dw_flush(data_writer *d) {
-    if (d->items == 0) return 0;
-    vs_data_finish(&d->buf);
-    char key[VS_OBJECT_KEY_MAX];
-    vs_object_key(VS_DATA_PREFIX, &d->id, key);
-    int rc = write_create_only(d->s, key, &d->buf);
-    if (rc) return nds_err_prefix(rc, "versioned store %s: writing %s", d->s->url, key);
-    rc = count_object(&d->objects, &d->nobjects, &d->id, VS_OBJECT_DATA, d->items);
-    d->buf.len = 0;
-    d->items = 0;
-    return rc;
+typedef struct data_write {
+    vs_store *s;
+    const uint8_t *const *data;
+    const size_t *len;
+    vs_ref *const *refs; /* per value: where its ref goes */
+    dw_object *objects;
+    size_t nobjects;
+} data_write;
+
+/* Assigns the values to objects in order: a new one when the next value would take the current
+ * one past VS_DATA_OBJECT_MAX. */
+static int dw_plan(data_write *d, size_t n) {
+    d->objects = calloc(n + 1, sizeof *d->objects);
+    if (!d->objects) return nds_err(NDS_ENOMEM, "out of memory");
+    uint64_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t stored = d->len[i] + vs_value_table_size(d->len[i]);
+        dw_object *cur = d->nobjects ? &d->objects[d->nobjects - 1] : NULL;
+        if (!cur || used + stored > VS_DATA_OBJECT_MAX) {
+            cur = &d->objects[d->nobjects++];
+            cur->first = i;
+            used = 0;
+            int rc = vs_id_random(&cur->id);
+            if (rc) return rc;
+        }
+        /* A data object's payload length is a u32, so what it holds stays below 4 GiB. */
+        if (VS_HEADER_SIZE + used + stored > (uint64_t)UINT32_MAX)
+            return nds_err(NDS_ELIMIT,
+                           "versioned: a value of %zu bytes does not fit in a data object (at "
+                           "most 4 GiB with its block table)",
+                           d->len[i]);
+        cur->count++;
+        used += stored;
+    }
+    return 0;
 }
 
-static int dw_add(data_writer *d, const uint8_t *data, size_t len, vs_ref *ref) {
-    uint64_t stored = len + vs_value_table_size(len);
-    int rc = d->items && d->buf.len + stored > VS_DATA_OBJECT_MAX ? dw_flush(d) : 0;
-    if (!rc && d->items == 0) {
-        rc = vs_id_random(&d->id);
-        if (!rc) rc = vs_data_begin(&d->buf);
+/* Writes object o: its values' tables and refs, then the pieces in one create-only write. */
+static int dw_write_object(void *ctx, size_t o) {
+    data_write *d = ctx;
+    const dw_object *obj = &d->objects[o];
+    size_t tables = 0;
+    for (size_t i = obj->first; i < obj->first + obj->count; i++)
+        tables += (size_t)vs_value_table_size(d->len[i]);
+    uint8_t header[VS_HEADER_SIZE], *table = malloc(tables + 1);
+    struct iovec *iov = malloc((1 + 2 * obj->count) * sizeof *iov);
+    if (!table || !iov) {
+        free(table), free(iov);
+        return nds_err(NDS_ENOMEM, "out of memory");
     }
-    if (rc) return rc;
-    *ref = (vs_ref){d->id, d->buf.len, len, 0};
-    rc = vs_value_append(&d->buf, data, len, &ref->crc);
-    if (!rc) d->items++;
+    size_t n = 1;
+    uint64_t len = 0; /* payload bytes so far */
+    uint32_t crc = 0; /* their crc32c */
+    uint8_t *t = table;
+    for (size_t i = obj->first; i < obj->first + obj->count; i++) {
+        size_t vlen = d->len[i], tlen = (size_t)vs_value_table_size(vlen);
+        vs_ref *ref = d->refs[i];
+        *ref = (vs_ref){obj->id, VS_HEADER_SIZE + len, vlen, 0};
+        vs_value_table(d->data[i], vlen, t, &ref->crc);
+        crc = nds_crc32c_extend(crc, d->data[i], vlen);
+        crc = nds_crc32c_extend(crc, t, tlen);
+        if (vlen) iov[n++] = (struct iovec){(void *)d->data[i], vlen};
+        if (tlen) iov[n++] = (struct iovec){t, tlen};
+        t += tlen;
+        len += vlen + tlen;
+    }
+    vs_data_header(header, (uint32_t)len, crc);
+    iov[0] = (struct iovec){header, sizeof header};
+    char key[VS_OBJECT_KEY_MAX];
+    vs_object_key(VS_DATA_PREFIX, &obj->id, key);
+    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+    wo.if_equal.kind = NDS_GEN_ABSENT;
+    int rc = nds_kvstore_write_iov(d->s->base, key, iov, n, &wo, NULL);
+    free(table), free(iov);
+    return rc ? nds_err_prefix(rc, "versioned store %s: writing %s", d->s->url, key) : 0;
+}
+
+/* Writes values data[i] (len[i] bytes) into new data objects; *refs[i] gets where value i is,
+ * *objects (may be NULL; malloc'd) the objects written with their item counts. */
+static int vs_data_write(vs_store *s, const uint8_t *const *data, const size_t *len,
+                         vs_ref *const *refs, size_t n, vs_object_count **objects,
+                         size_t *nobjects) {
+    data_write d = {s, data, len, refs, NULL, 0};
+    int rc = dw_plan(&d, n);
+    if (!rc) rc = nds_pool_for(nds_context_pool(NULL), d.nobjects, 0, dw_write_object, &d);
+    for (size_t o = 0; !rc && objects && o < d.nobjects; o++)
+        rc = count_object(objects, nobjects, &d.objects[o].id, VS_OBJECT_DATA, d.objects[o].count);
+    free(d.objects);
     return rc;
 }
 
 int vs_store_write_values(vs_store *s, const uint8_t *const *data, const size_t *len, size_t n,
                           vs_ref *refs, vs_object_count **objects, size_t *nobjects) {
-    data_writer d = {.s = s};
-    int rc = 0;
-    for (size_t i = 0; i < n && !rc; i++) rc = dw_add(&d, data[i], len[i], &refs[i]);
-    if (!rc) rc = dw_flush(&d);
-    nds_buf_dispose(&d.buf);
-    *objects = d.objects;
-    *nobjects = d.nobjects;
+    *objects = NULL;
+    *nobjects = 0;
+    vs_ref **where = calloc(n + 1, sizeof *where);
+    if (!where) return nds_err(NDS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) where[i] = &refs[i];
+    int rc = vs_data_write(s, data, len, where, n, objects, nobjects);
+    free(where);
     return rc;
 }
 
 /* Fills each put's entry: values up to VS_INLINE_MAX inline (pointing into the caller's bytes),
  * prepared values where they are, the others into new data objects. */
 static int write_values(vs_store *s, batch *b) {
-    data_writer d = {.s = s};
-    int rc = 0;
+    const uint8_t **data = calloc(b->n + 1, sizeof *data);
+    size_t *len = calloc(b->n + 1, sizeof *len), n = 0;
+    vs_ref **where = calloc(b->n + 1, sizeof *where);
+    int rc = data && len && where ? 0 : nds_err(NDS_ENOMEM, "out of memory");
     for (size_t k = 0; k < b->n && !rc; k++) {
         vs_write *w = &b->w[b->order[k]];
         vs_entry *e = &b->entries[b->order[k]];
@@ -800,12 +868,11 @@ static int write_values(vs_store *s, batch *b) {
             e->data = (uint8_t *)w->data;
             e->len = w->len;
         } else {
-            rc = dw_add(&d, w->data, w->len, &e->value);
+            data[n] = w->data, len[n] = w->len, where[n++] = &e->value;
         }
     }
-    if (!rc) rc = dw_flush(&d);
-    nds_buf_dispose(&d.buf);
-    free(d.objects);
+    if (!rc && n) rc = vs_data_write(s, data, len, where, n, NULL, NULL);
+    free(data), free(len), free(where);
     return rc;
 }
 

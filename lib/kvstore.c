@@ -439,6 +439,35 @@ int nds_kvstore_write_hint(nds_kvstore *kv, const char *key, const void *data, s
     return rc;
 }
 
+/* Where the driver cannot write pieces: one buffer, then write. */
+static int write_gathered(nds_kvstore *kv, const char *key, const struct iovec *iov, size_t iovcnt,
+                          const nds_write_options *opts, nds_generation *new_gen) {
+    size_t len = 0;
+    for (size_t i = 0; i < iovcnt; i++) len += iov[i].iov_len;
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) return nds_err(NDS_ENOMEM, "out of memory writing %zu bytes to %s", len, key);
+    for (size_t i = 0, at = 0; i < iovcnt; at += iov[i].iov_len, i++)
+        if (iov[i].iov_len) memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
+    int rc = nds_kvstore_write(kv, key, buf, len, opts, new_gen);
+    free(buf);
+    return rc;
+}
+
+int nds_kvstore_write_iov(nds_kvstore *kv, const char *key, const struct iovec *iov, size_t iovcnt,
+                          const nds_write_options *opts, nds_generation *new_gen) {
+    static const nds_write_options defaults = NDS_WRITE_OPTIONS_INIT;
+    const nds_kv_driver *d = kv->inst->driver;
+    if (!d->write_iov || iovcnt == 0) return write_gathered(kv, key, iov, iovcnt, opts, new_gen);
+    if (d->capabilities & NDS_KV_CAP_READ_ONLY)
+        return nds_err(NDS_EREADONLY, "%s is read-only", kv->url);
+    nds_generation ignored;
+    int rc;
+    WITH_FULL_KEY(kv, key, full,
+                  rc = d->write_iov(kv->inst->state, full, iov, iovcnt, opts ? opts : &defaults,
+                                    new_gen ? new_gen : &ignored));
+    return rc;
+}
+
 bool nds_kvstore_can_read_into(const nds_kvstore *kv) {
     const nds_kv_driver *d = kv->inst->driver;
     return d->version >= 3 && d->read_into;

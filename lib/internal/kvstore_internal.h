@@ -51,6 +51,10 @@ int nds_kvstore_capabilities_detect(nds_kvstore *kv, const char *key, uint32_t *
 /** An unconditional best-effort write of a key nobody writes conditionally (kv_driver.h
  *  write_hint; write where the driver has none). */
 int nds_kvstore_write_hint(nds_kvstore *kv, const char *key, const void *data, size_t len);
+/** nds_kvstore_write of the value iov[0..iovcnt) back to back (kv_driver.h write_iov; gathered
+ *  into one buffer for write where the driver has none). */
+int nds_kvstore_write_iov(nds_kvstore *kv, const char *key, const struct iovec *iov, size_t iovcnt,
+                          const nds_write_options *opts, nds_generation *new_gen);
 /** The context of the handle (never NULL). */
 nds_context *nds_kvstore_context(const nds_kvstore *kv);
 

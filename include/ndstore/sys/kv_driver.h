@@ -182,6 +182,14 @@ typedef struct nds_kv_driver {
      * extra requests). NULL: write is used.
      */
     int (*write_hint)(void *state, const char *key, const uint8_t *data, size_t len);
+    /**
+     * write of a value given in pieces: the value is iov[0..iovcnt) back to back (iovcnt >= 1),
+     * with write's conditions, durability and results. The driver writes the pieces where they
+     * are (writev), so a large value built of parts is never gathered into one buffer. NULL: the
+     * core gathers the pieces and calls write.
+     */
+    int (*write_iov)(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
+                     const nds_write_options *opts, nds_generation *new_gen);
 } nds_kv_driver;
 
 /** Registers a driver (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */

@@ -1,0 +1,286 @@
+/* How the versioned store writes (the fast path for checkpoint saves): values written in pieces
+ * (the kv driver's write_iov, writev on file://, gathered for drivers without it), data objects
+ * written from the callers' buffers byte for byte as the buffer-built object was, split at
+ * VS_DATA_OBJECT_MAX, and prepared parts whose chunks are encoded in parallel (whole and partial
+ * chunks of several arrays, committed and read back). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "support_check.h"
+#include "../../drivers/versioned_store.h"
+#include "internal/kvstore_internal.h"
+#include "internal/util.h"
+
+static char *g_dir;
+
+static void remove_dir(void) {
+    if (g_dir) nds_test_rmtree(g_dir);
+    free(g_dir);
+}
+
+/* A fresh file:// base URL under one temp dir (removed at exit). */
+static const char *file_base(void) {
+    static int n;
+    static char url[2][1024];
+    if (!g_dir) {
+        g_dir = nds_test_tmpdir();
+        atexit(remove_dir);
+    }
+    char *u = url[n % 2];
+    snprintf(u, 1024, "file://%s/b%d/", g_dir, n++);
+    return u;
+}
+
+static nds_kvstore *open_kv(const char *url) {
+    nds_kvstore *kv = NULL;
+    NDS_OK(nds_kvstore_open(&kv, url, NULL));
+    return kv;
+}
+
+static void fill_pattern(uint8_t *p, size_t n, unsigned seed) {
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        p[i] = (uint8_t)(x >> 16);
+    }
+}
+
+/* 200 pieces (some empty, more than one writev's 64) written as one value, on kv. */
+static void check_pieces(nds_kvstore *kv) {
+    enum { PIECES = 200 };
+    struct iovec iov[PIECES];
+    uint8_t *whole = malloc(PIECES * 300), *at = whole;
+    for (size_t i = 0; i < PIECES; i++) {
+        size_t len = i % 7 == 3 ? 0 : (i * 37) % 300;
+        fill_pattern(at, len, (unsigned)i);
+        iov[i] = (struct iovec){at, len};
+        at += len;
+    }
+    size_t total = (size_t)(at - whole);
+    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+    wo.if_equal.kind = NDS_GEN_ABSENT;
+    nds_generation gen = {NDS_GEN_NONE, {0}};
+    NDS_OK(nds_kvstore_write_iov(kv, "dir/value", iov, PIECES, &wo, &gen));
+    ck_assert_int_eq(gen.kind, NDS_GEN_VALUE);
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(kv, "dir/value", NULL, &r));
+    ck_assert_int_eq(r.state, NDS_READ_VALUE);
+    ck_assert_uint_eq(r.value.len, total);
+    ck_assert(memcmp(r.value.data, whole, total) == 0);
+    ck_assert(nds_generation_equal(&r.generation, &gen));
+    nds_read_result_dispose(&r);
+    /* create-only again: refused, the value unchanged */
+    struct iovec other = {(void *)"x", 1};
+    ck_assert_int_eq(nds_kvstore_write_iov(kv, "dir/value", &other, 1, &wo, NULL), NDS_ECONFLICT);
+    NDS_OK(nds_kvstore_read(kv, "dir/value", NULL, &r));
+    ck_assert_uint_eq(r.value.len, total);
+    nds_read_result_dispose(&r);
+    free(whole);
+}
+
+START_TEST(write_iov_in_pieces) {
+    nds_kvstore *file = open_kv(file_base());
+    check_pieces(file); /* the file driver's write_iov (writev) */
+    nds_kvstore_free(file);
+    char mem[128];
+    snprintf(mem, sizeof mem, "memory://vwrite-%d/", (int)getpid());
+    nds_kvstore *memory = open_kv(mem);
+    check_pieces(memory); /* no write_iov: gathered, then write */
+    nds_kvstore_free(memory);
+}
+END_TEST
+
+/* The data object the writer stores is the one vs_data_begin + vs_value_append + vs_data_finish
+ * build (the format did not change), and every value reads back through its ref. */
+START_TEST(data_object_bytes_as_built) {
+    const char *url = file_base();
+    nds_kvstore *base = open_kv(url);
+    vs_store *s;
+    NDS_OK(vs_store_open(&s, base, url));
+    /* one block, exactly one block, a block and 3 bytes (a table), 3 blocks, tiny, empty */
+    const size_t lens[] = {700, (size_t)VS_BLOCK_SIZE, (size_t)VS_BLOCK_SIZE + 3,
+                           3 * (size_t)VS_BLOCK_SIZE, 5, 0};
+    enum { N = sizeof lens / sizeof *lens };
+    uint8_t *values[N];
+    const uint8_t *data[N];
+    for (size_t i = 0; i < N; i++) {
+        values[i] = malloc(lens[i] + 1);
+        fill_pattern(values[i], lens[i], (unsigned)(i + 10));
+        data[i] = values[i];
+    }
+    vs_ref refs[N];
+    vs_object_count *objects = NULL;
+    size_t nobjects = 0;
+    NDS_OK(vs_store_write_values(s, data, lens, N, refs, &objects, &nobjects));
+    ck_assert_uint_eq(nobjects, 1);
+    ck_assert_uint_eq(objects[0].items, N);
+
+    nds_buf expect = {0};
+    NDS_OK(vs_data_begin(&expect));
+    for (size_t i = 0; i < N; i++) {
+        ck_assert_uint_eq(refs[i].offset, expect.len);
+        ck_assert_uint_eq(refs[i].length, lens[i]);
+        uint32_t crc;
+        NDS_OK(vs_value_append(&expect, data[i], lens[i], &crc));
+        ck_assert_uint_eq(refs[i].crc, crc);
+        ck_assert(memcmp(&refs[i].object, &objects[0].object, VS_ID_SIZE) == 0);
+    }
+    vs_data_finish(&expect);
+    char key[VS_OBJECT_KEY_MAX];
+    vs_object_key(VS_DATA_PREFIX, &objects[0].object, key);
+    nds_read_result r;
+    NDS_OK(nds_kvstore_read(base, key, NULL, &r));
+    ck_assert_int_eq(r.state, NDS_READ_VALUE);
+    ck_assert_uint_eq(r.value.len, expect.len);
+    ck_assert(memcmp(r.value.data, expect.data, expect.len) == 0);
+    nds_read_result_dispose(&r);
+
+    for (size_t i = 0; i < N; i++) { /* read back through the engine, checksums checked */
+        vs_entry e = {.key = "k", .value = refs[i]};
+        nds_bytes b;
+        NDS_OK(vs_store_read_value(s, &e, 0, lens[i], &b));
+        ck_assert_uint_eq(b.len, lens[i]);
+        ck_assert(lens[i] == 0 || memcmp(b.data, values[i], lens[i]) == 0);
+        nds_bytes_release(&b);
+        free(values[i]);
+    }
+    nds_buf_dispose(&expect);
+    free(objects);
+    vs_store_free(s);
+    nds_kvstore_free(base);
+}
+END_TEST
+
+/* Values past VS_DATA_OBJECT_MAX start a new object; each object's values read back. */
+START_TEST(data_objects_split_at_max) {
+    const char *url = file_base();
+    nds_kvstore *base = open_kv(url);
+    vs_store *s;
+    NDS_OK(vs_store_open(&s, base, url));
+    enum { N = 5 };
+    size_t lens[N];
+    const uint8_t *data[N];
+    uint8_t *values[N];
+    for (size_t i = 0; i < N; i++) {
+        lens[i] = VS_DATA_OBJECT_MAX / 3 + i * 1000;
+        values[i] = malloc(lens[i]);
+        fill_pattern(values[i], lens[i], (unsigned)(i + 50));
+        data[i] = values[i];
+    }
+    vs_ref refs[N];
+    vs_object_count *objects = NULL;
+    size_t nobjects = 0;
+    NDS_OK(vs_store_write_values(s, data, lens, N, refs, &objects, &nobjects));
+    ck_assert_uint_eq(nobjects, 3); /* 2 + 2 + 1 values of about a third each */
+    ck_assert_uint_eq(objects[0].items + objects[1].items + objects[2].items, N);
+    ck_assert(memcmp(&refs[0].object, &refs[1].object, VS_ID_SIZE) == 0);
+    ck_assert(memcmp(&refs[1].object, &refs[2].object, VS_ID_SIZE) != 0);
+    ck_assert_uint_eq(refs[2].offset, VS_HEADER_SIZE); /* first value of its object */
+    for (size_t i = 0; i < N; i++) {
+        vs_entry e = {.key = "k", .value = refs[i]};
+        nds_bytes b;
+        NDS_OK(vs_store_read_value(s, &e, 0, lens[i], &b));
+        ck_assert(memcmp(b.data, values[i], lens[i]) == 0);
+        nds_bytes_release(&b);
+        free(values[i]);
+    }
+    free(objects);
+    vs_store_free(s);
+    nds_kvstore_free(base);
+}
+END_TEST
+
+/* ---- prepared parts: chunks encoded in parallel ---- */
+
+enum { ROWS = 200, COLS = 96, CHUNK_ROWS = 16, CHUNK_COLS = 32, ARRAYS = 3, PARTS = 3 };
+
+static float value_at(int a, uint64_t i, uint64_t j) {
+    return (float)(a * 100000 + (int)(i * COLS + j)) * 0.5f;
+}
+
+static nds_array *open_array(const char *store, int a, nds_txn *txn, const char *codec) {
+    char spec[2048];
+    snprintf(spec, sizeof spec,
+             "{\"driver\":\"zarr3\",\"kvstore\":\"%sa%d/\",\"create\":true,\"open\":true,"
+             "\"schema\":{\"dtype\":\"float32\",\"domain\":{\"shape\":[%d,%d]},"
+             "\"chunk_layout\":{\"chunk\":{\"shape\":[%d,%d]}},\"codec\":\"%s\"}}",
+             store, a, ROWS, COLS, CHUNK_ROWS, CHUNK_COLS, codec);
+    nds_open_options o = NDS_OPEN_OPTIONS_INIT;
+    o.txn = txn;
+    nds_array *arr = NULL;
+    NDS_OK(nds_array_open(&arr, spec, &o));
+    return arr;
+}
+
+/* Part p writes rows [ROWS p / PARTS, ROWS (p+1) / PARTS) of every array: 66 or 67 rows, so most
+ * chunks are whole and the ones at the splits are partial, shared with the next part. */
+static char *prepare_part(const char *store, int p, const char *codec) {
+    nds_txn_options to = NDS_TXN_OPTIONS_INIT;
+    to.mode = NDS_TXN_ATOMIC;
+    nds_txn *txn;
+    NDS_OK(nds_txn_begin(&txn, &to));
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.txn = txn;
+    uint64_t first = (uint64_t)ROWS * p / PARTS, last = (uint64_t)ROWS * (p + 1) / PARTS;
+    float *buf = malloc((last - first) * COLS * sizeof *buf);
+    nds_array *arrays[ARRAYS];
+    for (int a = 0; a < ARRAYS; a++) {
+        arrays[a] = open_array(store, a, txn, codec);
+        for (uint64_t i = first; i < last; i++)
+            for (uint64_t j = 0; j < COLS; j++) buf[(i - first) * COLS + j] = value_at(a, i, j);
+        nds_box b = {2, {first, 0}, {last, COLS}, {1, 1}, 0};
+        NDS_OK(nds_array_write(arrays[a], &b, buf, &io));
+    }
+    char *token = NULL;
+    NDS_OK(nds_txn_prepare(txn, &token));
+    for (int a = 0; a < ARRAYS; a++) nds_array_free(arrays[a]);
+    nds_txn_free(txn);
+    free(buf);
+    return token;
+}
+
+static void check_parts(const char *codec) {
+    char store[1200];
+    snprintf(store, sizeof store, "%s|versioned:", file_base());
+    char *tokens[PARTS];
+    for (int p = 0; p < PARTS; p++) tokens[p] = prepare_part(store, p, codec);
+    nds_kvstore *kv = open_kv(store);
+    NDS_OK(nds_txn_commit_prepared(kv, (const char *const *)tokens, PARTS, "parts", NULL));
+    nds_kvstore_free(kv);
+    float *buf = malloc((size_t)ROWS * COLS * sizeof *buf);
+    for (int a = 0; a < ARRAYS; a++) {
+        nds_array *arr = open_array(store, a, NULL, codec);
+        nds_box all = {2, {0, 0}, {ROWS, COLS}, {1, 1}, 0};
+        NDS_OK(nds_array_read(arr, &all, buf, NULL));
+        for (uint64_t i = 0; i < ROWS; i++)
+            for (uint64_t j = 0; j < COLS; j++)
+                ck_assert_msg(buf[i * COLS + j] == value_at(a, i, j),
+                              "array %d [%" PRIu64 ",%" PRIu64 "]: %g, expected %g", a, i, j,
+                              (double)buf[i * COLS + j], (double)value_at(a, i, j));
+        nds_array_free(arr);
+    }
+    free(buf);
+    for (int p = 0; p < PARTS; p++) nds_free(tokens[p]);
+}
+
+START_TEST(prepared_parts_whole_and_partial_chunks) {
+    check_parts("none");
+    check_parts("zstd:1");
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("versioned_write");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, write_iov_in_pieces);
+    tcase_add_test(tc, data_object_bytes_as_built);
+    tcase_add_test(tc, data_objects_split_at_max);
+    tcase_add_test(tc, prepared_parts_whole_and_partial_chunks);
+    suite_add_tcase(s, tc);
+    return nds_test_run(s);
+}
