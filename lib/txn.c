@@ -175,7 +175,9 @@ static nds_txn_chunk *new_chunk(nds_txn *t, nds_array *a, const uint64_t *cell, 
     }
     c->a = a;
     memcpy(c->cell, cell, a->meta.rank * sizeof *cell);
-    nds_fill_elements(c->data, a->chunk_elems, a->elem, a->meta.fill_value);
+    /* c->data is not filled: only elements the mask marks written are ever read (overlay, a chunk
+     * written whole), so a chunk written whole pays no fill pass; partial_payload fills the rest
+     * before storing the chunk. */
     return c;
 }
 
@@ -548,9 +550,26 @@ static nds_kvstore *prepare_store(nds_txn *t, nds_txn_chunk **chunks) {
     return t->keys ? t->keys->kv : NULL;
 }
 
-/* A chunk written in part, for the committer: [u32 header length][header JSON][mask][elements]. */
-static int partial_payload(const nds_txn_chunk *c, nds_buf *out) {
+/* Sets the elements of c the mask marks unwritten to the fill value (staged chunks are not filled
+ * when created). */
+static void fill_unwritten(nds_txn_chunk *c) {
     const nds_array *a = c->a;
+    size_t elems = a->chunk_elems;
+    for (size_t i = 0; i < elems;) {
+        const uint8_t *first = memchr(c->mask + i, 0, elems - i);
+        if (!first) return;
+        size_t s = (size_t)(first - c->mask);
+        const uint8_t *stop = memchr(first, 1, elems - s);
+        i = stop ? (size_t)(stop - c->mask) : elems;
+        nds_fill_elements(c->data + s * a->elem, i - s, a->elem, a->meta.fill_value);
+    }
+}
+
+/* A chunk written in part, for the committer: [u32 header length][header JSON][mask][elements]
+ * (unwritten elements hold the fill value). */
+static int partial_payload(nds_txn_chunk *c, nds_buf *out) {
+    const nds_array *a = c->a;
+    fill_unwritten(c);
     json_object *h = json_object_new_object(), *cell = json_object_new_array();
     json_object_object_add(h, "array", json_object_new_string(nds_kvstore_path(nds_txn_base_kvstore(a->kv))));
     json_object_object_add(h, "format", json_object_new_string(a->format->name));

@@ -273,6 +273,52 @@ START_TEST(prepared_parts_whole_and_partial_chunks) {
 }
 END_TEST
 
+/* A chunk written in part is stored for the committer whole, with its mask: its unwritten
+ * elements hold the fill value (staged chunks are not filled when created, so the prepare fills
+ * them; without that they would hold whatever the allocator left, 0xbe under ASan). */
+START_TEST(partial_chunk_side_value_holds_fill) {
+    char store[1200];
+    snprintf(store, sizeof store, "%s|versioned:", file_base());
+    nds_txn_options to = NDS_TXN_OPTIONS_INIT;
+    to.mode = NDS_TXN_ATOMIC;
+    nds_txn *txn;
+    NDS_OK(nds_txn_begin(&txn, &to));
+    nds_array *arr = open_array(store, 0, txn, "none");
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.txn = txn;
+    float rows[5 * COLS];
+    for (size_t k = 0; k < 5 * COLS; k++) rows[k] = 1.5f + (float)k;
+    nds_box b = {2, {3, 0}, {8, COLS}, {1, 1}, 0}; /* rows 3..7 of the first row of chunks */
+    NDS_OK(nds_array_write(arr, &b, rows, &io));
+    char *token = NULL;
+    NDS_OK(nds_txn_prepare(txn, &token));
+    nds_array_free(arr);
+    nds_txn_free(txn);
+
+    nds_kvstore *kv = open_kv(store);
+    nds_kv_prepared set;
+    NDS_OK(nds_kvstore_prepared_read(kv, token, &set));
+    ck_assert_uint_eq(set.nside, COLS / CHUNK_COLS); /* one partial chunk per column of chunks */
+    for (size_t i = 0; i < set.nside; i++) {
+        const nds_kv_side *side = &set.side[i];
+        size_t elems = CHUNK_ROWS * CHUNK_COLS, hlen = nds_load_le32(side->data);
+        ck_assert_uint_eq(side->len, 4 + hlen + elems + elems * sizeof(float));
+        const uint8_t *mask = side->data + 4 + hlen;
+        const uint8_t *values = mask + elems;
+        for (size_t e = 0; e < elems; e++) {
+            size_t r = e / CHUNK_COLS;
+            float v;
+            memcpy(&v, values + e * sizeof v, sizeof v);
+            ck_assert_int_eq(mask[e], r >= 3 && r < 8);
+            if (!mask[e]) ck_assert_msg(v == 0.0f, "side value %zu: unwritten element %zu holds %g", i, e, (double)v);
+        }
+    }
+    nds_kvstore_prepared_dispose(kv, &set);
+    nds_kvstore_free(kv);
+    nds_free(token);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("versioned_write");
     TCase *tc = tcase_create("core");
@@ -281,6 +327,7 @@ int main(void) {
     tcase_add_test(tc, data_object_bytes_as_built);
     tcase_add_test(tc, data_objects_split_at_max);
     tcase_add_test(tc, prepared_parts_whole_and_partial_chunks);
+    tcase_add_test(tc, partial_chunk_side_value_holds_fill);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
