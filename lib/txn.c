@@ -616,9 +616,16 @@ typedef struct prepare_call {
     bool *whole;       /* per chunk */
 } prepare_call;
 
+/* Once encoded, a staged chunk's elements are not needed again (a prepare ends the transaction
+ * either way: done, or poisoned and only aborted), so they are freed at once: a prepare then holds
+ * about one copy of the data instead of two, and the encodings reuse the freed memory. */
 static int prepare_chunk_task(void *ctx, size_t i) {
     prepare_call *p = ctx;
-    return prepare_chunk(p->chunks[i], &p->ops[i], &p->kvs[i], &p->enc[i], &p->whole[i]);
+    nds_txn_chunk *c = p->chunks[i];
+    int rc = prepare_chunk(c, &p->ops[i], &p->kvs[i], &p->enc[i], &p->whole[i]);
+    free(c->data), free(c->mask);
+    c->data = c->mask = NULL;
+    return rc;
 }
 
 static int prepare_all(nds_txn *t, nds_txn_chunk **chunks, nds_buf *enc, char *token, size_t cap) {

@@ -319,6 +319,33 @@ START_TEST(partial_chunk_side_value_holds_fill) {
 }
 END_TEST
 
+/* A prepare frees each staged chunk once it is encoded; when the prepare then fails (here: a
+ * plain file:// store has no prepared commits) the transaction is poisoned: reads through it are
+ * refused, abort and free release the rest. */
+START_TEST(failed_prepare_leaves_poisoned_transaction) {
+    char store[1200];
+    snprintf(store, sizeof store, "%s", file_base());
+    nds_txn_options to = NDS_TXN_OPTIONS_INIT;
+    to.mode = NDS_TXN_ATOMIC;
+    nds_txn *txn;
+    NDS_OK(nds_txn_begin(&txn, &to));
+    nds_array *arr = open_array(store, 0, txn, "none");
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.txn = txn;
+    float *buf = calloc((size_t)ROWS * COLS, sizeof *buf);
+    nds_box all = {2, {0, 0}, {ROWS, COLS}, {1, 1}, 0};
+    NDS_OK(nds_array_write(arr, &all, buf, &io));
+    char *token = NULL;
+    ck_assert_int_ne(nds_txn_prepare(txn, &token), 0);
+    ck_assert_ptr_null(token);
+    ck_assert_int_eq(nds_array_read(arr, &all, buf, &io), NDS_EPOISONED);
+    nds_txn_abort(txn);
+    nds_array_free(arr);
+    nds_txn_free(txn);
+    free(buf);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("versioned_write");
     TCase *tc = tcase_create("core");
@@ -328,6 +355,7 @@ int main(void) {
     tcase_add_test(tc, data_objects_split_at_max);
     tcase_add_test(tc, prepared_parts_whole_and_partial_chunks);
     tcase_add_test(tc, partial_chunk_side_value_holds_fill);
+    tcase_add_test(tc, failed_prepare_leaves_poisoned_transaction);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
