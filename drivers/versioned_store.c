@@ -783,44 +783,104 @@ static int dw_plan(data_write *d, size_t n) {
     return 0;
 }
 
+/* ---- crc32c of a concatenation from the parts' crcs (zlib's crc32_combine, for CRC-32C) ---- */
+
+#define VS_CRC32C_POLY 0x82F63B78u /* reflected */
+
+/* a * b modulo the polynomial (bit 31 is x^0). */
+static uint32_t crc_multmodp(uint32_t a, uint32_t b) {
+    uint32_t m = (uint32_t)1 << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0) break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ VS_CRC32C_POLY : b >> 1;
+    }
+    return p;
+}
+
+/* The crc32c of A followed by B, from crc(A), crc(B) and B's length. */
+static uint32_t crc_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    uint32_t p = (uint32_t)1 << 31, sq = (uint32_t)1 << 30; /* x^0, x^1 */
+    for (int k = 0; k < 3; k++) sq = crc_multmodp(sq, sq);    /* x^8: one byte */
+    for (; len_b; len_b >>= 1, sq = crc_multmodp(sq, sq))
+        if (len_b & 1) p = crc_multmodp(sq, p);
+    return crc_multmodp(p, crc_a) ^ crc_b;
+}
+
+/* One object's values: their tables and crcs, computed in parallel (one pass over each value). */
+typedef struct object_values {
+    const data_write *d;
+    const dw_object *obj;
+    uint8_t *tables;
+    size_t *table_at; /* per value of obj: its table's offset in tables */
+    uint32_t *crc;    /* per value: the crc32c of its bytes */
+} object_values;
+
+static int value_checksums(void *ctx, size_t k) {
+    object_values *ov = ctx;
+    size_t i = ov->obj->first + k, vlen = ov->d->len[i];
+    uint8_t *t = ov->tables + ov->table_at[k];
+    vs_ref *ref = ov->d->refs[i];
+    vs_value_table(ov->d->data[i], vlen, t, &ref->crc);
+    uint64_t table = vs_value_table_size(vlen);
+    if (table == 0) {
+        ov->crc[k] = ref->crc; /* one block: the ref's crc is the value's */
+        return 0;
+    }
+    uint32_t crc = 0;
+    for (uint64_t b = 0; b < table / 4; b++)
+        crc = crc_combine(crc, nds_load_le32(t + 4 * b),
+                          nds_min_u64(VS_BLOCK_SIZE, vlen - b * VS_BLOCK_SIZE));
+    ov->crc[k] = crc;
+    return 0;
+}
+
 /* Writes object o: its values' tables and refs, then the pieces in one create-only write. */
 static int dw_write_object(void *ctx, size_t o) {
     data_write *d = ctx;
     const dw_object *obj = &d->objects[o];
+    object_values ov = {d, obj, NULL, calloc(obj->count + 1, sizeof(size_t)),
+                        calloc(obj->count + 1, sizeof(uint32_t))};
     size_t tables = 0;
-    for (size_t i = obj->first; i < obj->first + obj->count; i++)
-        tables += (size_t)vs_value_table_size(d->len[i]);
-    uint8_t header[VS_HEADER_SIZE], *table = malloc(tables + 1);
-    struct iovec *iov = malloc((1 + 2 * obj->count) * sizeof *iov);
-    if (!table || !iov) {
-        free(table), free(iov);
-        return nds_err(NDS_ENOMEM, "out of memory");
+    for (size_t k = 0; ov.table_at && k < obj->count; k++) {
+        ov.table_at[k] = tables;
+        tables += (size_t)vs_value_table_size(d->len[obj->first + k]);
     }
+    uint8_t header[VS_HEADER_SIZE];
+    ov.tables = malloc(tables + 1);
+    struct iovec *iov = malloc((1 + 2 * obj->count) * sizeof *iov);
+    int rc = ov.tables && ov.table_at && ov.crc && iov ? 0 : nds_err(NDS_ENOMEM, "out of memory");
+    if (!rc) rc = nds_pool_for(nds_context_pool(NULL), obj->count, 0, value_checksums, &ov);
     size_t n = 1;
     uint64_t len = 0; /* payload bytes so far */
     uint32_t crc = 0; /* their crc32c */
-    uint8_t *t = table;
-    for (size_t i = obj->first; i < obj->first + obj->count; i++) {
-        size_t vlen = d->len[i], tlen = (size_t)vs_value_table_size(vlen);
+    for (size_t k = 0; !rc && k < obj->count; k++) {
+        size_t i = obj->first + k, vlen = d->len[i], tlen = (size_t)vs_value_table_size(vlen);
+        uint8_t *t = ov.tables + ov.table_at[k];
         vs_ref *ref = d->refs[i];
-        *ref = (vs_ref){obj->id, VS_HEADER_SIZE + len, vlen, 0};
-        vs_value_table(d->data[i], vlen, t, &ref->crc);
-        crc = nds_crc32c_extend(crc, d->data[i], vlen);
-        crc = nds_crc32c_extend(crc, t, tlen);
+        ref->object = obj->id;
+        ref->offset = VS_HEADER_SIZE + len;
+        ref->length = vlen;
+        crc = nds_crc32c_extend(crc_combine(crc, ov.crc[k], vlen), t, tlen);
         if (vlen) iov[n++] = (struct iovec){(void *)d->data[i], vlen};
         if (tlen) iov[n++] = (struct iovec){t, tlen};
-        t += tlen;
         len += vlen + tlen;
     }
-    vs_data_header(header, (uint32_t)len, crc);
-    iov[0] = (struct iovec){header, sizeof header};
     char key[VS_OBJECT_KEY_MAX];
     vs_object_key(VS_DATA_PREFIX, &obj->id, key);
-    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
-    wo.if_equal.kind = NDS_GEN_ABSENT;
-    int rc = nds_kvstore_write_iov(d->s->base, key, iov, n, &wo, NULL);
-    free(table), free(iov);
-    return rc ? nds_err_prefix(rc, "versioned store %s: writing %s", d->s->url, key) : 0;
+    if (!rc) {
+        vs_data_header(header, (uint32_t)len, crc);
+        iov[0] = (struct iovec){header, sizeof header};
+        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+        wo.if_equal.kind = NDS_GEN_ABSENT;
+        rc = nds_kvstore_write_iov(d->s->base, key, iov, n, &wo, NULL);
+        if (rc) rc = nds_err_prefix(rc, "versioned store %s: writing %s", d->s->url, key);
+    }
+    free(ov.tables), free(ov.table_at), free(ov.crc), free(iov);
+    return rc;
 }
 
 /* Writes values data[i] (len[i] bytes) into new data objects; *refs[i] gets where value i is,
