@@ -62,6 +62,7 @@ struct vs_store {
     pthread_mutex_t commit_mu;
     pthread_mutex_t head_mu;
     uint64_t known_head; /* highest version seen to exist */
+    vs_snapshot last_commit; /* the newest version vs_store_commit made here (under commit_mu) */
     node_cache cache;
 };
 
@@ -1095,8 +1096,15 @@ int vs_store_commit(vs_store *s, vs_snapshot *snap, vs_write *w, size_t n,
     if (!rc) rc = check_keys(s, &b);
     if (!rc) {
         pthread_mutex_lock(&s->commit_mu);
+        /* Several threads commit through one store (the array engine publishes its batches from
+         * its pool threads): a caller whose view predates a commit made here meanwhile starts from
+         * that commit instead of losing a race to it (an index object written, fsynced and deleted
+         * again, a commit attempt and a refresh). Conditions are checked against the version built
+         * on either way, as after a lost race. */
+        if (s->last_commit.version > snap->version) *snap = s->last_commit;
         rc = write_values(s, &b);
         if (!rc) rc = commit_loop(s, &b, snap, o, ops);
+        if (!rc && snap->version > s->last_commit.version) s->last_commit = *snap;
         pthread_mutex_unlock(&s->commit_mu);
     }
     free(b.order);
