@@ -607,7 +607,7 @@ static int prepare_chunk(nds_txn_chunk *c, nds_kv_op *op, nds_kvstore **kv, nds_
 }
 
 /* Every staged chunk prepared at once on the context's pool: encoding is most of a prepare's CPU.
- * Memory is what the serial loop held too (every encoded chunk lives until the driver's prepare). */
+ * Every encoded chunk lives until the driver's prepare; each staged one is freed once encoded. */
 typedef struct prepare_call {
     nds_txn_chunk **chunks;
     nds_kv_op *ops;    /* per chunk: its put when written whole */

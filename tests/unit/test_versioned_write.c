@@ -312,7 +312,9 @@ START_TEST(partial_chunk_side_value_holds_fill) {
             float v;
             memcpy(&v, values + e * sizeof v, sizeof v);
             ck_assert_int_eq(mask[e], r >= 3 && r < 8);
-            if (!mask[e]) ck_assert_msg(v == 0.0f, "side value %zu: unwritten element %zu holds %g", i, e, (double)v);
+            if (!mask[e])
+                ck_assert_msg(v == 0.0f, "side value %zu: unwritten element %zu holds %g", i, e,
+                              (double)v);
         }
     }
     nds_kvstore_prepared_dispose(kv, &set);
