@@ -521,7 +521,7 @@ static uint64_t hashed_shard_bytes(nds_array *dst, uint64_t chunks, uint64_t chu
  * the slab is half the budget (at least one chunk), as before the plan existed. */
 static void plan_copy(nds_array *src, nds_array *dst, uint64_t budget, int max_threads,
                       cp_plan *p) {
-    size_t rank = nds_array_rank(src), elem = nds_dtype_size(nds_array_dtype(src));
+    size_t rank = nds_array_rank(src), elem = nds_array_dtype_size(src);
     uint64_t shape[NDS_MAX_RANK], wc[NDS_MAX_RANK], rc[NDS_MAX_RANK], grid[NDS_MAX_RANK];
     nds_array_shape(src, shape);
     nds_array_chunk_shape(dst, wc);
@@ -578,7 +578,7 @@ static int refit(const cp_args *ca, const char *dst_spec, const cp_plan *p, nds_
 /* ---- the copy ---- */
 
 static int copy_slabs(nds_array *src, nds_array *dst, const cp_plan *plan) {
-    size_t rank = nds_array_rank(src), elem = nds_dtype_size(nds_array_dtype(src));
+    size_t rank = nds_array_rank(src), elem = nds_array_dtype_size(src);
     uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK], count, bytes;
     nds_array_shape(src, shape);
     nds_array_chunk_shape(dst, chunks);

@@ -66,8 +66,10 @@ typedef struct info {
                     * inside its objects (hashed shards) */
     char no_stats_why[512]; /* the library's message saying which */
     nds_dtype dtype;
-    char dtype_label[48]; /* the dtype name, with the unit for datetimes: "datetime64[ns]" */
-    uint8_t fill[NDS_DTYPE_MAX_SIZE];
+    char dtype_label[48]; /* the dtype name, with the unit for datetimes: "datetime64[ns]"; the
+                           * NumPy typestring for fixed-width strings: "|S12" */
+    size_t elem;          /* bytes per element */
+    uint8_t fill[NDS_ELEM_MAX_SIZE];
     char codec[256];
     nds_array_stats stats;
     char *attrs;     /* JSON text, nds_free */
@@ -85,11 +87,14 @@ static int gather(nds_array *a, info *in) {
     in->sharded = memcmp(in->chunks, in->inner, in->rank * sizeof in->inner[0]) != 0;
     in->dtype = nds_array_dtype(a);
     char unit[16];
-    if (cli_time_unit(a, unit, sizeof unit))
+    in->elem = nds_array_dtype_size(a);
+    if (cli_string_typestring(a, in->dtype_label, sizeof in->dtype_label))
+        ; /* "|S12", "<U3" */
+    else if (cli_time_unit(a, unit, sizeof unit))
         snprintf(in->dtype_label, sizeof in->dtype_label, "%s[%s]", nds_dtype_name(in->dtype), unit);
     else
         snprintf(in->dtype_label, sizeof in->dtype_label, "%s", nds_dtype_name(in->dtype));
-    nds_array_fill_value(a, in->fill);
+    nds_array_fill_element(a, in->fill);
     nds_array_codec_description(a, in->codec, sizeof in->codec);
     int rc = nds_array_stats_get(a, &in->stats);
     if (rc == NDS_EUNSUPPORTED) { /* a store that cannot list (plain http): no counts, the rest stands */
@@ -129,6 +134,18 @@ static json_object *json_or_string(const char *text) {
     return o ? o : json_object_new_string(text ? text : "");
 }
 
+static bool is_string(nds_dtype t) { return t == NDS_BYTES_FIXED || t == NDS_UCS4_FIXED; }
+
+/* The fill value as JSON: a number (cli_element_to_json), or for a fixed-width string the text as
+ * NumPy prints it ("b'ab'", "'q'"), which JSON can hold whatever the bytes. */
+static json_object *fill_json(const info *in) {
+    if (!is_string(in->dtype))
+        return cli_element_to_json(in->dtype, in->fill);
+    char text[256];
+    cli_format_string(in->dtype, in->fill, in->elem, text, sizeof text);
+    return json_object_new_string(text);
+}
+
 static void print_json(nds_array *a, const info *in, FILE *out) {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "url", json_object_new_string(nds_kvstore_url(nds_array_kvstore(a))));
@@ -141,7 +158,7 @@ static void print_json(nds_array *a, const info *in, FILE *out) {
         json_object_object_add(o, "chunks_per_shard", json_object_new_uint64(per_shard(in)));
     }
     json_object_object_add(o, "codec", json_object_new_string(in->codec));
-    json_object_object_add(o, "fill_value", cli_element_to_json(in->dtype, in->fill));
+    json_object_object_add(o, "fill_value", fill_json(in));
     if (!in->no_stats) {
         json_object_object_add(o, "chunks_stored", json_object_new_uint64(in->stats.chunks_stored));
         json_object_object_add(o, "chunks_total", json_object_new_uint64(in->stats.chunks_total));
@@ -171,7 +188,10 @@ static void print_text(nds_array *a, const info *in, FILE *out) {
         fprintf(out, "shards:      %s (%" PRIu64 " chunks each)\n", buf, per_shard(in));
     }
     fprintf(out, "codec:       %s\n", in->codec);
-    cli_format_element(in->dtype, in->fill, fill, sizeof fill);
+    if (is_string(in->dtype))
+        cli_format_string(in->dtype, in->fill, in->elem, fill, sizeof fill);
+    else
+        cli_format_element(in->dtype, in->fill, fill, sizeof fill);
     fprintf(out, "fill value:  %s\n", fill);
     if (in->no_stats)
         fprintf(out, "stored:      unknown (%s)\n",

@@ -98,7 +98,7 @@ static int print_region(nds_array *a, const nds_box *box, uint64_t count, uint64
     if (rc == 0) {
         uint64_t shape[NDS_MAX_RANK];
         size_t rank = cli_box_out_shape(box, shape);
-        cli_print_array(stdout, nds_array_dtype(a), buf, rank, shape);
+        cli_print_array_sized(stdout, nds_array_dtype(a), nds_array_dtype_size(a), buf, rank, shape);
     }
     free(buf);
     return rc == 0 ? CLI_OK : cli_fail_nds(rc, "read");
@@ -132,7 +132,7 @@ static int read_slab(void *arg, const nds_box *sub, uint8_t *buf) {
 /* Reads the region slab by slab into f; each slab is written out while the next one is read. */
 static int stream_region(nds_array *a, const nds_box *box, uint64_t bytes, const read_args *ra,
                          const nds_io_options *io, FILE *f) {
-    size_t elem = nds_dtype_size(nds_array_dtype(a));
+    size_t elem = nds_array_dtype_size(a);
     uint64_t chunks[NDS_MAX_RANK];
     nds_array_read_chunk_shape(a, chunks);
     cli_tiler t;
@@ -147,7 +147,7 @@ static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const 
                         const nds_io_options *io) {
     nds_dtype t = nds_array_dtype(a);
     char unit[16];
-    cli_time_unit(a, unit, sizeof unit); /* datetimes: "<M8[ns]" */
+    cli_dtype_detail(a, unit, sizeof unit); /* datetimes: "<M8[ns]"; strings: "|S12" */
     if (!ra->raw && !cli_npy_descr_unit(t, unit))
         return cli_fail("%s has no .npy dtype: use --raw", nds_dtype_name(t));
     bool to_stdout = strcmp(ra->output, "-") == 0;
@@ -191,7 +191,7 @@ int cli_cmd_read(int argc, char **argv) {
     if (rc == CLI_OK)
         rc = cli_parse_region(a, ra.region, &box);
     if (rc == CLI_OK)
-        rc = cli_box_count(&box, nds_dtype_size(nds_array_dtype(a)), &count, &bytes);
+        rc = cli_box_count(&box, nds_array_dtype_size(a), &count, &bytes);
     nds_io_options io = NDS_IO_OPTIONS_INIT;
     io.threads = (int)ra.jobs;
     if (rc == CLI_OK)

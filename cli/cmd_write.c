@@ -208,7 +208,7 @@ static int fortran_write(write_job *w, const cli_npy_header *h) {
 /* Checks a .npy header against the region: same dtype, same shape. */
 static int check_header(write_job *w, const cli_npy_header *h) {
     char unit[16];
-    cli_time_unit(w->a, unit, sizeof unit);
+    cli_dtype_detail(w->a, unit, sizeof unit); /* a time unit, or a string width */
     if (!cli_npy_holds(h, w->dtype, unit)) /* also '|u1' for float8, '<M8[ns]' for datetime64[ns] */
         return cli_fail("dtype mismatch: %s holds %s ('%s'), the array is %s%s%s%s (.npy '%s')",
                         w->name, nds_dtype_name(h->dtype), h->descr, nds_dtype_name(w->dtype),
@@ -313,7 +313,7 @@ int cli_cmd_write(int argc, char **argv) {
     }
     if (rc == CLI_OK) {
         w.dtype = nds_array_dtype(w.a);
-        w.elem = nds_dtype_size(w.dtype);
+        w.elem = nds_array_dtype_size(w.a);
     }
     for (size_t i = 0; rc == CLI_OK && i < wa.nregions; i++) rc = write_pair(&w, &wa, i);
     if (rc == CLI_OK && txn)

@@ -7,7 +7,8 @@
  * and ended by '\n'. We write 1.0 in host byte order; we read 1.0-3.0, any byte order, either order.
  * Types NumPy lacks are written as the bytes they are in memory: the float8 family and float4_e2m1fn
  * as '|u1' (their bit patterns), int4/int2 as '|i1', uint4/uint2 as '|u1'; datetime64/timedelta64
- * as '<M8[unit]' / '<m8[unit]' with the array's unit, so NumPy reads them as datetimes.
+ * as '<M8[unit]' / '<m8[unit]' with the array's unit, so NumPy reads them as datetimes; fixed-width
+ * strings as '|S<n>' / '<U<n>' (host order) with the array's width.
  * Omits: structured and object dtypes, and bfloat16, which has no NumPy descr (callers refuse it).
  * Bad input: the header length is checked against CLI_NPY_MAX_HEADER before anything is allocated, and
  * shape products are overflow-checked. Threading: none (pure functions).
@@ -45,8 +46,22 @@ static nds_dtype storage_type(nds_dtype t) {
     }
 }
 
+/* Units ('12' in "|S12") of a string descr after its kind letter; 0 when malformed. */
+static size_t width_of(const char *digits) {
+    char *end;
+    unsigned long n = digits[0] >= '1' && digits[0] <= '9' ? strtoul(digits, &end, 10) : 0;
+    return n && *end == '\0' && n <= NDS_ELEM_MAX_SIZE ? (size_t)n : 0;
+}
+
 const char *cli_npy_descr_unit(nds_dtype t, const char *unit) {
     static char buf[32];
+    if (t == NDS_BYTES_FIXED || t == NDS_UCS4_FIXED) {
+        if (!unit || !width_of(unit))
+            return NULL;
+        snprintf(buf, sizeof buf, "%c%c%s", t == NDS_BYTES_FIXED ? '|' : host_big_endian() ? '>' : '<',
+                 t == NDS_BYTES_FIXED ? 'S' : 'U', unit);
+        return buf;
+    }
     if (t != NDS_DATETIME64 && t != NDS_TIMEDELTA64)
         return cli_npy_descr(t);
     if (!unit || !unit[0] || strlen(unit) > 12)
@@ -57,6 +72,8 @@ const char *cli_npy_descr_unit(nds_dtype t, const char *unit) {
 }
 
 bool cli_npy_holds(const cli_npy_header *h, nds_dtype t, const char *unit) {
+    if (t == NDS_BYTES_FIXED || t == NDS_UCS4_FIXED)
+        return h->dtype == t && unit && h->itemsize == width_of(unit) * nds_dtype_size(t);
     if (t == NDS_DATETIME64 || t == NDS_TIMEDELTA64) {
         const char *open = strchr(h->descr, '[');
         size_t n = unit ? strlen(unit) : 0;
@@ -113,6 +130,83 @@ bool cli_time_unit(nds_array *a, char *buf, size_t cap) {
     if (!ok)
         buf[0] = '\0';
     return ok;
+}
+
+bool cli_dtype_detail(nds_array *a, char *buf, size_t cap) {
+    nds_dtype t = nds_array_dtype(a);
+    if (t != NDS_BYTES_FIXED && t != NDS_UCS4_FIXED)
+        return cli_time_unit(a, buf, cap);
+    snprintf(buf, cap, "%zu", nds_array_dtype_size(a) / nds_dtype_size(t));
+    return true;
+}
+
+bool cli_string_typestring(nds_array *a, char *buf, size_t cap) {
+    char width[24], *text = NULL;
+    nds_dtype t = nds_array_dtype(a);
+    if ((t != NDS_BYTES_FIXED && t != NDS_UCS4_FIXED) || !cli_dtype_detail(a, width, sizeof width))
+        return false;
+    snprintf(buf, cap, "%s", cli_npy_descr_unit(t, width));
+    /* The stored typestring when the metadata has one (zarr v2 ">U13" keeps its byte order). */
+    json_object *doc = nds_array_metadata(a, &text) == 0 ? json_tokener_parse(text) : NULL, *v;
+    nds_free(text);
+    if (json_object_object_get_ex(doc, "dtype", &v) && json_object_is_type(v, json_type_string))
+        snprintf(buf, cap, "%s", json_object_get_string(v));
+    json_object_put(doc);
+    return true;
+}
+
+/* Appends one character of a string element as Python's repr shows it. */
+static void put_char(char *buf, size_t cap, size_t *len, uint32_t c, bool bytes) {
+    char tmp[16];
+    if (c == '\\' || c == '\'')
+        snprintf(tmp, sizeof tmp, "\\%c", (char)c);
+    else if (c >= 0x20 && c < 0x7f)
+        snprintf(tmp, sizeof tmp, "%c", (char)c);
+    else if (c < 0x100 && (bytes || c < 0xa0))
+        snprintf(tmp, sizeof tmp, "\\x%02x", (unsigned)c);
+    else if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        snprintf(tmp, sizeof tmp, "\\U%08x", (unsigned)c);
+    else if (c < 0x800)
+        snprintf(tmp, sizeof tmp, "%c%c", (char)(0xc0 | c >> 6), (char)(0x80 | (c & 0x3f)));
+    else if (c < 0x10000)
+        snprintf(tmp, sizeof tmp, "%c%c%c", (char)(0xe0 | c >> 12), (char)(0x80 | ((c >> 6) & 0x3f)),
+                 (char)(0x80 | (c & 0x3f)));
+    else
+        snprintf(tmp, sizeof tmp, "%c%c%c%c", (char)(0xf0 | c >> 18), (char)(0x80 | ((c >> 12) & 0x3f)),
+                 (char)(0x80 | ((c >> 6) & 0x3f)), (char)(0x80 | (c & 0x3f)));
+    size_t n = strlen(tmp);
+    if (*len + n + 1 < cap) {
+        memcpy(buf + *len, tmp, n + 1);
+        *len += n;
+    } else if (*len + 4 <= cap) { /* no room: say so once, never cut silently */
+        memcpy(buf + *len, "...", 4);
+        *len += 3;
+        *len = cap; /* nothing more fits */
+    }
+}
+
+void cli_format_string(nds_dtype t, const void *elem, size_t size, char *buf, size_t cap) {
+    const uint8_t *p = elem;
+    bool bytes = t == NDS_BYTES_FIXED;
+    size_t unit = bytes ? 1 : 4, n = size / unit, len = 0;
+    uint32_t c = 0;
+    for (; n > 0; n--) { /* trailing NULs are padding */
+        memcpy(&c, p + (n - 1) * unit, unit);
+        if (c)
+            break;
+    }
+    if (cap < 8)
+        return;
+    len = (size_t)snprintf(buf, cap, "%s'", bytes ? "b" : "");
+    size_t room = cap - 2; /* the closing quote and NUL */
+    for (size_t i = 0; i < n && len < room; i++) {
+        c = 0;
+        memcpy(&c, p + i * unit, unit);
+        put_char(buf, room, &len, c, bytes);
+    }
+    len = strlen(buf);
+    buf[len++] = '\'';
+    buf[len] = '\0';
 }
 
 const char *cli_npy_descr(nds_dtype t) {
@@ -304,12 +398,19 @@ static int parse_descr(cli_npy_header *h, char *err, size_t cap) {
     for (int t = 1; *end == '\0' && t <= NDS_COMPLEX128; t++)
         if (npy_types[t].kind == kind && npy_types[t].size == size)
             h->dtype = (nds_dtype)t;
-    if (h->dtype == NDS_DTYPE_INVALID) {
+    size_t unit = nds_dtype_size(h->dtype);
+    if ((kind == 'S' || kind == 'U') && width_of(d)) { /* fixed-width strings: '|S12', '<U3' */
+        h->dtype = kind == 'S' ? NDS_BYTES_FIXED : NDS_UCS4_FIXED;
+        unit = nds_dtype_size(h->dtype);
+        size *= unit;
+    }
+    if (h->dtype == NDS_DTYPE_INVALID || size > NDS_ELEM_MAX_SIZE) {
         snprintf(err, cap, "unsupported .npy dtype '%s'", h->descr);
         return -1;
     }
+    h->itemsize = h->dtype == NDS_DATETIME64 || h->dtype == NDS_TIMEDELTA64 ? 8 : size;
     bool big = order == '>' || (order != '<' && host_big_endian());
-    h->swap = size > 1 && big != host_big_endian();
+    h->swap = unit > 1 && big != host_big_endian();
     return 0;
 }
 
@@ -354,7 +455,7 @@ int cli_npy_read_header(FILE *f, cli_npy_header *h, char *err, size_t cap) {
         if (__builtin_mul_overflow(count, h->shape[d], &count))
             count = UINT64_MAX;
     if (count == UINT64_MAX ||
-        __builtin_mul_overflow(count, (uint64_t)nds_dtype_size(h->dtype), &h->data_bytes)) {
+        __builtin_mul_overflow(count, (uint64_t)h->itemsize, &h->data_bytes)) {
         snprintf(err, cap, ".npy shape is too large");
         return -1;
     }
@@ -640,7 +741,12 @@ static void align_points(char (*cells)[96], uint64_t count) {
 }
 
 void cli_print_array(FILE *out, nds_dtype t, const void *data, size_t rank, const uint64_t *shape) {
-    size_t elem = nds_dtype_size(t);
+    cli_print_array_sized(out, t, nds_dtype_size(t), data, rank, shape);
+}
+
+void cli_print_array_sized(FILE *out, nds_dtype t, size_t elem, const void *data, size_t rank,
+                           const uint64_t *shape) {
+    bool string = t == NDS_BYTES_FIXED || t == NDS_UCS4_FIXED;
     uint64_t count = 1;
     for (size_t d = 0; d < rank; d++)
         count *= shape[d];
@@ -657,7 +763,10 @@ void cli_print_array(FILE *out, nds_dtype t, const void *data, size_t rank, cons
         return;
     }
     for (uint64_t i = 0; i < count; i++)
-        cli_format_element(t, (const uint8_t *)data + i * elem, cells[i], sizeof cells[i]);
+        if (string)
+            cli_format_string(t, (const uint8_t *)data + i * elem, elem, cells[i], sizeof cells[i]);
+        else
+            cli_format_element(t, (const uint8_t *)data + i * elem, cells[i], sizeof cells[i]);
     if (t == NDS_FLOAT16 || t == NDS_BFLOAT16 || t == NDS_FLOAT32 || t == NDS_FLOAT64)
         align_points(cells, count);
     int width = 0;

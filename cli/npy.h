@@ -21,8 +21,9 @@ typedef struct cli_npy_header {
     size_t rank;
     uint64_t shape[NDS_MAX_RANK];
     uint64_t count;               /**< elements */
-    uint64_t data_bytes;          /**< count * element size */
+    uint64_t data_bytes;          /**< count * itemsize */
     char descr[16];               /**< the descr as written ("<u2") */
+    size_t itemsize;              /**< bytes per element ("|S12": 12, "<U3": 12) */
 } cli_npy_header;
 
 /** The .npy descr of dtype in host byte order ("<u2", "|b1"); for types NumPy lacks the byte they
@@ -30,11 +31,23 @@ typedef struct cli_npy_header {
  *  NULL for bfloat16 (numpy has none) and for datetimes (they need a unit: cli_npy_descr_unit). */
 const char *cli_npy_descr(nds_dtype t);
 /** cli_npy_descr, and for datetime64/timedelta64 "<M8[unit]" / "<m8[unit]" (unit as NumPy writes
- *  it in brackets, "ns" or "10s"; NULL when unit is empty). A static buffer. */
+ *  it in brackets, "ns" or "10s"; NULL when unit is empty); for the fixed-width strings unit is the
+ *  width (cli_dtype_detail): "|S12", "<U3" in host order. A static buffer. */
 const char *cli_npy_descr_unit(nds_dtype t, const char *unit);
 /** 1 when a .npy file with header h holds elements of t (unit: the array's time unit, or NULL):
  *  its own descr, or the byte descr cli_npy_descr gives for a type NumPy lacks. */
 bool cli_npy_holds(const cli_npy_header *h, nds_dtype t, const char *unit);
+/** What the dtype alone does not say, into buf: the time unit of a datetime array (cli_time_unit),
+ *  the width in units of a fixed-width string array ("12" for "|S12", "3" for "<U3"); false (buf
+ *  empty) for other arrays. The `unit` argument of the functions above. */
+bool cli_dtype_detail(nds_array *a, char *buf, size_t cap);
+/** The NumPy typestring a fixed-width string array is shown as ("|S12", "<U3"), into buf; false
+ *  for other arrays. */
+bool cli_string_typestring(nds_array *a, char *buf, size_t cap);
+/** A fixed-width string element (size bytes) as NumPy prints it, trailing NULs dropped: b'ab\x00c'
+ *  for bytes, 'qé' for unicode (other characters escaped as \xNN / \U0001f600 when not printable
+ *  or not code points). */
+void cli_format_string(nds_dtype t, const void *elem, size_t size, char *buf, size_t cap);
 /** 1 when name looks like "datetime64[ns]" / "timedelta64[10s]" (the format checks the unit). */
 bool cli_is_time_dtype(const char *name);
 /** The time unit of a datetime64/timedelta64 array, from its metadata ("ns", "10s" for a scale
@@ -58,6 +71,10 @@ void cli_fortran_to_c(size_t rank, const uint64_t *shape, size_t elem, uint8_t *
 void cli_format_element(nds_dtype t, const void *elem, char *buf, size_t cap);
 /** Prints a C-order block of shape as NumPy's str() does: nested brackets, aligned columns. */
 void cli_print_array(FILE *out, nds_dtype t, const void *data, size_t rank, const uint64_t *shape);
+/** cli_print_array for elements of elem bytes (the fixed-width strings: nds_array_dtype_size),
+ *  which print as cli_format_string does (a string longer than a cell ends in "..."). */
+void cli_print_array_sized(FILE *out, nds_dtype t, size_t elem, const void *data, size_t rank,
+                           const uint64_t *shape);
 /** One element as a new JSON value (numbers; "NaN"/"Infinity" strings; [re, im] for complex). */
 json_object *cli_element_to_json(nds_dtype t, const void *elem);
 /** IEEE half and bfloat16 bit patterns to double (exact). */

@@ -114,7 +114,8 @@ static void zarr2_fill_meta(const zarr2 *z, nds_array_meta *meta) {
     memcpy(meta->shape, z->m.shape, sizeof meta->shape);
     memcpy(meta->chunk_shape, z->m.chunks, sizeof meta->chunk_shape);
     meta->dtype = z->m.dtype;
-    memcpy(meta->fill_value, z->m.fill, sizeof meta->fill_value);
+    meta->elem_size = nds_dtype_is_fixed_string(z->m.dtype) ? z->m.itemsize : 0;
+    memcpy(meta->fill_value, z->m.fill, sizeof z->m.fill);
     meta->stored_canonical = !z->codec && !z->filters && !z->m.fortran && !z->swap;
 }
 

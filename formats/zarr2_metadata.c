@@ -2,8 +2,9 @@
  * checks of an existing array against a spec, and zarr-python-style JSON printing.
  *
  * Implements the array metadata of the zarr v2 storage specification for the numeric NumPy types
- * (plus TensorStore's "bfloat16") and NumPy datetimes with a unit ("<M8[ns]", as int64 counts).
- * Omits: structured, string, object, unitless datetime and void dtypes, and filters other than
+ * (plus TensorStore's "bfloat16"), NumPy datetimes with a unit ("<M8[ns]", as int64 counts) and
+ * fixed-width strings ("|S12", "<U3": docs/internals/strings.md).
+ * Omits: structured, object, unitless datetime and void dtypes, and filters other than
  * those formats/codecs/array_codecs.h implements (each rejected with NDS_EUNSUPPORTED naming it).
  * Unknown .zarray members are ignored
  * (zarr-python does the same); unknown spec "metadata" members are errors, since there they are
@@ -44,6 +45,12 @@ static const struct {
 #define DTYPE_CODE_COUNT (sizeof dtype_codes / sizeof dtype_codes[0])
 
 void nds_zarr2_dtype_string(const nds_zarr2_meta *m, char *buf, size_t cap) {
+    if (nds_dtype_is_fixed_string(m->dtype)) {
+        bool bytes = m->dtype == NDS_BYTES_FIXED;
+        snprintf(buf, cap, "%c%c%zu", bytes ? '|' : m->byte_order, bytes ? 'S' : 'U',
+                 m->itemsize / nds_dtype_size(m->dtype));
+        return;
+    }
     if (m->dtype == NDS_BFLOAT16) {
         snprintf(buf, cap, "bfloat16");
         return;
@@ -109,9 +116,31 @@ static int parse_time_string(const char *s, const char *doc, nds_zarr2_meta *m) 
     return 0;
 }
 
+/* NumPy's fixed-width strings: "|S12" (12 bytes; '<' and '>' also accepted, stored back as '|'),
+ * "<U3" / ">U3" (3 code points of 4 bytes; '|' too, as little-endian). The width is 1 or more
+ * digits without a leading zero, at most NDS_ELEM_MAX_SIZE bytes in all. */
+static int parse_string_dtype(const char *s, const char *doc, nds_zarr2_meta *m) {
+    nds_dtype t = s[1] == 'S' ? NDS_BYTES_FIXED : NDS_UCS4_FIXED;
+    size_t unit = nds_dtype_size(t), n = 0, i = 2;
+    for (; s[i] >= '0' && s[i] <= '9'; i++) /* saturates: any width past the limit is refused */
+        n = n > NDS_ELEM_MAX_SIZE ? n : n * 10 + (size_t)(s[i] - '0');
+    if (i == 2 || s[i] != '\0' || s[2] == '0')
+        return nds_err(NDS_EFORMAT, "%s: \"dtype\" \"%.40s\" is not a numpy string typestring "
+                                    "(e.g. \"|S12\", \"<U3\")", doc, s);
+    if (n > NDS_ELEM_MAX_SIZE / unit)
+        return nds_err(NDS_EUNSUPPORTED, "%s: dtype \"%.40s\" is not supported (elements wider than "
+                                         "%d bytes)", doc, s, NDS_ELEM_MAX_SIZE);
+    m->dtype = t;
+    m->itemsize = n * unit;
+    m->byte_order = t == NDS_BYTES_FIXED ? '|' : s[0] == '>' ? '>' : '<';
+    return 0;
+}
+
 static int parse_dtype_string(const char *s, const char *doc, nds_zarr2_meta *m) {
     if ((s[0] == '<' || s[0] == '>') && (s[1] == 'M' || s[1] == 'm'))
         return parse_time_string(s, doc, m);
+    if ((s[0] == '<' || s[0] == '>' || s[0] == '|') && (s[1] == 'S' || s[1] == 'U'))
+        return parse_string_dtype(s, doc, m);
     if (strcmp(s, "bfloat16") == 0) { /* TensorStore's spelling; always little-endian */
         m->dtype = NDS_BFLOAT16;
         m->byte_order = '<';
@@ -206,6 +235,8 @@ static int parse_dtype(const json_object *v, const char *doc, void *state) {
 static int parse_fill(const json_object *v, const char *doc, void *state) {
     parsed *p = state;
     p->m.fill_null = json_object_is_type(v, json_type_null);
+    if (nds_dtype_is_fixed_string(p->m.dtype))
+        return nds_string_fill_from_json(p->m.dtype, p->m.itemsize, v, doc, p->m.fill);
     return nds_fill_from_json(p->m.dtype, v, doc, p->m.fill);
 }
 
@@ -342,6 +373,12 @@ static json_object *json_copy(const json_object *v) {
     return out;
 }
 
+static json_object *fill_json(const nds_zarr2_meta *m) {
+    if (nds_dtype_is_fixed_string(m->dtype))
+        return nds_string_fill_to_json(m->dtype, m->itemsize, m->fill);
+    return nds_fill_to_json(m->dtype, m->fill);
+}
+
 json_object *nds_zarr2_meta_to_json(const nds_zarr2_meta *m) {
     char dtype[16], sep[2] = {m->separator, 0};
     nds_zarr2_dtype_string(m, dtype, sizeof dtype);
@@ -351,8 +388,7 @@ json_object *nds_zarr2_meta_to_json(const nds_zarr2_meta *m) {
     json_object_object_add(o, "compressor", json_copy(m->compressor));
     json_object_object_add(o, "dimension_separator", json_object_new_string(sep));
     json_object_object_add(o, "dtype", json_object_new_string(dtype));
-    json_object_object_add(o, "fill_value",
-                           m->fill_null ? NULL : nds_fill_to_json(m->dtype, m->fill));
+    json_object_object_add(o, "fill_value", m->fill_null ? NULL : fill_json(m));
     json_object_object_add(o, "filters", json_copy(m->filters));
     json_object_object_add(o, "order", json_object_new_string(m->fortran ? "F" : "C"));
     json_object_object_add(o, "shape", u64_array(m->shape, m->rank));
@@ -548,7 +584,7 @@ int nds_zarr2_request_complete(json_object *req, const char *where) {
     add_default(req, "compressor", zstd);
     add_default(req, "zarr_format", json_object_new_int(2));
     add_default(req, "order", json_object_new_string("C"));
-    add_default(req, "fill_value", nds_fill_to_json(p.m.dtype, p.m.fill)); /* zero, not null */
+    add_default(req, "fill_value", fill_json(&p.m)); /* zero (empty strings), not null */
     add_default(req, "filters", NULL);
     add_default(req, "dimension_separator", json_object_new_string("."));
     return 0;

@@ -29,11 +29,11 @@ typedef struct nds_zarr2_meta {
     nds_dtype dtype;                  /**< element type from "dtype" */
     char byte_order;                  /**< stored byte order: '<', '>' or '|' (1-byte types) */
     char time_unit[16]; /**< datetime64/timedelta64 ("<M8[ns]"): the bracketed unit, "ns", "10s" */
-    size_t itemsize;                  /**< bytes per element */
+    size_t itemsize;                  /**< bytes per element ("|S12": 12, "<U3": 12) */
     bool fortran;                     /**< "order" is "F" */
     char separator;                   /**< "dimension_separator": '.' or '/' */
     bool fill_null;                   /**< "fill_value" is null (reads as zero) */
-    uint8_t fill[NDS_DTYPE_MAX_SIZE]; /**< fill value, host byte order (zero when null) */
+    uint8_t fill[NDS_ELEM_MAX_SIZE]; /**< fill value, host byte order (zero when null) */
     json_object *compressor; /**< owned reference to the "compressor" config, NULL for null */
     size_t chunk_nbytes;     /**< product of chunks x itemsize, <= NDS_ZARR2_MAX_CHUNK_BYTES */
     json_object *filters;    /**< owned reference to a non-empty "filters" list, NULL otherwise */

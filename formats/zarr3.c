@@ -78,7 +78,7 @@ static void zarr3_fill_meta(const zarr3 *z, nds_array_meta *meta) {
     memcpy(meta->shape, z->m.shape, sizeof meta->shape);
     memcpy(meta->chunk_shape, z->m.chunks, sizeof meta->chunk_shape);
     meta->dtype = z->m.dtype;
-    memcpy(meta->fill_value, z->m.fill, sizeof meta->fill_value);
+    memcpy(meta->fill_value, z->m.fill, sizeof z->m.fill);
     meta->stored_canonical = nds_z3_chain_is_identity(z->m.chain);
     const nds_z3_shard *s = nds_z3_chain_shard(z->m.chain);
     if (s && s->count > 1 && z->m.rank > 0) /* reads by inner chunk */

@@ -41,8 +41,8 @@ static int derive_read_chunk(nds_array *a) {
 
 int nds_array_derive_sizes(nds_array *a) {
     const nds_array_meta *m = &a->meta;
-    a->elem = nds_dtype_size(m->dtype);
-    if (a->elem == 0) return nds_err(NDS_EFORMAT, "%s: invalid dtype", nds_kvstore_url(a->kv));
+    a->elem = m->elem_size ? m->elem_size : nds_dtype_size(m->dtype);
+    if (a->elem == 0 || a->elem > NDS_ELEM_MAX_SIZE) return nds_err(NDS_EFORMAT, "%s: invalid dtype", nds_kvstore_url(a->kv));
     if (m->rank > NDS_MAX_RANK)
         return nds_err(NDS_EFORMAT, "%s: rank %zu above %d", nds_kvstore_url(a->kv), m->rank,
                        NDS_MAX_RANK);
@@ -360,6 +360,12 @@ void nds_array_read_chunk_shape(const nds_array *a, uint64_t *chunks) {
 
 void nds_array_fill_value(const nds_array *a, void *out) {
     memcpy(out, a->meta.fill_value, NDS_DTYPE_MAX_SIZE);
+}
+
+size_t nds_array_dtype_size(const nds_array *a) { return a->elem; }
+
+void nds_array_fill_element(const nds_array *a, void *out) {
+    memcpy(out, a->meta.fill_value, a->elem);
 }
 
 void nds_array_codec_description(const nds_array *a, char *buf, size_t cap) {

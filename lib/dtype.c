@@ -44,6 +44,9 @@ static const dtype_info dtype_table[NDS_DTYPE_COUNT] = {
     [NDS_FLOAT4_E2M1FN] = {"float4_e2m1fn", 1},
     [NDS_DATETIME64] = {"datetime64", 8},
     [NDS_TIMEDELTA64] = {"timedelta64", 8},
+    /* Fixed-width strings: the size is the unit; the array gives the width. */
+    [NDS_BYTES_FIXED] = {"null_terminated_bytes", 1},
+    [NDS_UCS4_FIXED] = {"fixed_length_utf32", 4},
 };
 
 size_t nds_dtype_size(nds_dtype t) {
@@ -60,9 +63,12 @@ nds_dtype nds_dtype_from_name(const char *name) {
     if (strcmp(name, "complex_float32") == 0) return NDS_COMPLEX64;
     if (strcmp(name, "complex_float64") == 0) return NDS_COMPLEX128;
     for (int t = NDS_BOOL; t < NDS_DTYPE_COUNT; t++)
-        if (strcmp(name, dtype_table[t].name) == 0) return (nds_dtype)t;
+        if (strcmp(name, dtype_table[t].name) == 0 && !nds_dtype_is_fixed_string((nds_dtype)t))
+            return (nds_dtype)t;
     return NDS_DTYPE_INVALID;
 }
+
+bool nds_dtype_is_fixed_string(nds_dtype t) { return t == NDS_BYTES_FIXED || t == NDS_UCS4_FIXED; }
 
 /* ---- small floats (float8 family, float4_e2m1fn) ----------------------------------------------
  * Bit layouts from the zarr v3 data type registry (zarr-extensions data-types/<name>). */
@@ -401,4 +407,134 @@ nds_dtype nds_dtype_with_unit(const char *name, char *unit, size_t cap, uint32_t
             return kinds[i].t;
     }
     return NDS_DTYPE_INVALID;
+}
+
+/* ---- fixed-width strings: fill values as zarr-python 2.13 writes them -------------------------- */
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int b64_value(char c) {
+    const char *p = c ? strchr(b64_alphabet, c) : NULL;
+    return p ? (int)(p - b64_alphabet) : -1;
+}
+
+/* Strict standard base64 (padded, as Python's b64encode writes) into out (cap bytes); the decoded
+ * length, or -1 when malformed or longer than cap. */
+static long b64_decode(const char *s, uint8_t *out, size_t cap) {
+    size_t len = strlen(s), n = 0;
+    if (len % 4) return -1;
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4], pad = 0;
+        for (int k = 0; k < 4; k++) {
+            v[k] = b64_value(s[i + k]);
+            bool padding = s[i + k] == '=' && i + 4 == len && k >= 2;
+            if (padding) pad++, v[k] = 0;
+            if (v[k] < 0 || (pad && !padding)) return -1;
+        }
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        for (int k = 0; k < 3 - pad; k++) {
+            if (n == cap) return -1;
+            out[n++] = (uint8_t)(w >> (16 - 8 * k));
+        }
+    }
+    return (long)n;
+}
+
+static char *b64_encode(const uint8_t *data, size_t n) {
+    char *out = malloc((n + 2) / 3 * 4 + 1), *p = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t w = (uint32_t)data[i] << 16 | (i + 1 < n ? (uint32_t)data[i + 1] << 8 : 0) |
+                     (i + 2 < n ? data[i + 2] : 0);
+        for (size_t k = 0; k < 4; k++)
+            *p++ = k <= n - i ? b64_alphabet[(w >> (18 - 6 * k)) & 63] : '=';
+    }
+    *p = '\0';
+    return out;
+}
+
+/* One UTF-8 sequence at s (len bytes left) into *cp; its length, or 0 when invalid (overlong,
+ * surrogate, beyond U+10FFFF, truncated). */
+static size_t utf8_next(const uint8_t *s, size_t len, uint32_t *cp) {
+    static const uint32_t min_of[4] = {0, 0x80, 0x800, 0x10000};
+    size_t n = s[0] < 0x80 ? 1 : (s[0] >> 5) == 6 ? 2 : (s[0] >> 4) == 14 ? 3 : (s[0] >> 3) == 30 ? 4 : 0;
+    if (n == 0 || n > len) return 0;
+    uint32_t c = n == 1 ? s[0] : s[0] & (0x7fu >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        c = c << 6 | (s[i] & 0x3f);
+    }
+    if (c < min_of[n - 1] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
+    *cp = c;
+    return n;
+}
+
+static size_t utf8_put(uint32_t c, char *out) {
+    if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) c = 0xfffd;
+    if (c < 0x80) return out[0] = (char)c, 1;
+    if (c < 0x800) return out[0] = (char)(0xc0 | c >> 6), out[1] = (char)(0x80 | (c & 0x3f)), 2;
+    if (c < 0x10000) {
+        out[0] = (char)(0xe0 | c >> 12);
+        out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | c >> 18);
+    out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+int nds_string_fill_from_json(nds_dtype t, size_t size, const json_object *v, const char *doc,
+                              uint8_t *out) {
+    memset(out, 0, size);
+    if (v == NULL || json_object_is_type(v, json_type_null)) return 0;
+    if (!json_object_is_type(v, json_type_string))
+        return nds_err(NDS_EFORMAT, "%s: \"fill_value\" of a %s array must be a string or null",
+                       doc, t == NDS_BYTES_FIXED ? "byte string (base64)" : "unicode string");
+    const char *s = json_object_get_string((json_object *)v);
+    size_t len = (size_t)json_object_get_string_len(v);
+    if (t == NDS_BYTES_FIXED) {
+        if (strlen(s) != len || b64_decode(s, out, size) < 0)
+            return nds_err(NDS_EFORMAT, "%s: \"fill_value\" \"%.40s\" is not base64 of at most %zu "
+                                        "bytes", doc, s, size);
+        return 0;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < len; n++) {
+        uint32_t cp;
+        size_t k = utf8_next((const uint8_t *)s + i, len - i, &cp);
+        if (k == 0 || n == size / 4)
+            return nds_err(NDS_EFORMAT, "%s: \"fill_value\" \"%.40s\" is %s", doc, s,
+                           k == 0 ? "not valid UTF-8" : "longer than the dtype's width");
+        memcpy(out + 4 * n, &cp, 4);
+        i += k;
+    }
+    return 0;
+}
+
+json_object *nds_string_fill_to_json(nds_dtype t, size_t size, const uint8_t *value) {
+    size_t unit = nds_dtype_size(t), n = size / unit;
+    while (n > 0) { /* drop trailing NUL units, as NumPy does when it reads the element */
+        bool nul = true;
+        for (size_t k = 0; k < unit; k++) nul = nul && value[(n - 1) * unit + k] == 0;
+        if (!nul) break;
+        n--;
+    }
+    char *text = t == NDS_BYTES_FIXED ? b64_encode(value, n) : malloc(4 * n + 1);
+    if (!text) return NULL;
+    if (t == NDS_UCS4_FIXED) {
+        size_t len = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t cp;
+            memcpy(&cp, value + 4 * i, 4);
+            len += utf8_put(cp, text + len);
+        }
+        text[len] = '\0';
+    }
+    json_object *o = json_object_new_string(text);
+    free(text);
+    return o;
 }

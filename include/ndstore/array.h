@@ -82,7 +82,8 @@ NDS_API void nds_array_chunk_shape(const nds_array *a, uint64_t *chunks);
 NDS_API void nds_array_read_chunk_shape(const nds_array *a, uint64_t *chunks);
 /** Element type. */
 NDS_API nds_dtype nds_array_dtype(const nds_array *a);
-/** Copies the fill value (one element, host byte order) into out (NDS_DTYPE_MAX_SIZE bytes). */
+/** Copies the fill value (one element, host byte order) into out (NDS_DTYPE_MAX_SIZE bytes; for a
+ *  fixed-width string array, wider, its first NDS_DTYPE_MAX_SIZE bytes: see nds_array_fill_element). */
 NDS_API void nds_array_fill_value(const nds_array *a, void *out);
 /** Format driver name ("zarr"), static. */
 NDS_API const char *nds_array_format(const nds_array *a);
@@ -159,6 +160,15 @@ NDS_API int nds_group_create(const char *kvstore_spec, const char *path, const c
  */
 NDS_API int nds_group_consolidate(const char *kvstore_spec, const char *path, const char *format,
                                   size_t *count, nds_context *ctx);
+
+/** Bytes per element of the array: nds_dtype_size of its dtype, except for the fixed-width string
+ *  types (dtype.h), whose width is per array ("|S12": 12, "<U3": 12). Buffers of nds_array_read /
+ *  nds_array_write hold this many bytes per element. Any thread. */
+NDS_API size_t nds_array_dtype_size(const nds_array *a);
+/** Copies the whole fill value (nds_array_dtype_size(a) bytes, host order) into out; unlike
+ *  nds_array_fill_value, which copies NDS_DTYPE_MAX_SIZE bytes, it suits the fixed-width strings.
+ *  Any thread. */
+NDS_API void nds_array_fill_element(const nds_array *a, void *out);
 
 #ifdef __cplusplus
 }

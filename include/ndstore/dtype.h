@@ -24,6 +24,12 @@ extern "C" {
  *   (only its low bits are the value).
  * - datetime64, timedelta64: an int64 counting the array's unit (kept in its metadata, e.g.
  *   "ns" for datetime64[ns]), INT64_MIN being NaT, as NumPy holds them.
+ * - null_terminated_bytes, fixed_length_utf32: fixed-width strings (NumPy "|S<n>", "<U<n>"). The
+ *   width is per array: an element is n units of nds_dtype_size bytes (1; 4 = one code point),
+ *   nds_array_dtype_size(a) bytes in all. In memory an element is its raw units: "|S<n>" n bytes
+ *   NUL-padded, "<U<n>" n code points as host-order uint32, NUL-padded. nds_dtype_from_name does
+ *   not return these two (a name alone has no width): formats create them from their own
+ *   typestrings.
  */
 typedef enum nds_dtype {
     NDS_DTYPE_INVALID = 0,
@@ -37,18 +43,24 @@ typedef enum nds_dtype {
     NDS_FLOAT8_E5M2FNUZ, NDS_FLOAT8_E4M3B11FNUZ, NDS_FLOAT8_E8M0FNU,
     NDS_INT4, NDS_UINT4, NDS_INT2, NDS_UINT2, NDS_FLOAT4_E2M1FN,
     NDS_DATETIME64, NDS_TIMEDELTA64,
+    /* Appended for fixed-width strings (issue 20): see above. */
+    NDS_BYTES_FIXED, NDS_UCS4_FIXED,
     NDS_DTYPE_COUNT
 } nds_dtype;
 
-/** Largest element size in bytes (complex128). */
+/** Largest element size in bytes of the types whose size the dtype alone gives (complex128). */
 #define NDS_DTYPE_MAX_SIZE 16
+/** Largest element size of any array, fixed-width strings included ("|S4096", "<U1024"). */
+#define NDS_ELEM_MAX_SIZE 4096
 
-/** Bytes per element in memory (1 for the sub-byte types, see above); 0 for NDS_DTYPE_INVALID. */
+/** Bytes per element in memory (1 for the sub-byte types, see above; for the fixed-width strings
+ *  the unit, 1 or 4, of which an element holds n); 0 for NDS_DTYPE_INVALID. */
 NDS_API size_t nds_dtype_size(nds_dtype t);
 /** Static name ("uint16"), or "invalid". */
 NDS_API const char *nds_dtype_name(nds_dtype t);
 /** Parses a name from nds_dtype_name (also "complex_float32" / "complex_float64", the registry's
- *  aliases of complex64 / complex128); NDS_DTYPE_INVALID when unknown. */
+ *  aliases of complex64 / complex128); NDS_DTYPE_INVALID when unknown and for the fixed-width
+ *  string types (their name alone has no width). */
 NDS_API nds_dtype nds_dtype_from_name(const char *name);
 /** One element of a real floating type (float16/32/64, bfloat16, the float8 family, float4_e2m1fn:
  *  elem in memory form, host order) as a double in *out (NaN and infinities included).

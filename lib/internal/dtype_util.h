@@ -36,6 +36,18 @@ double nds_small_float_load(nds_dtype t, uint8_t code);
  *  value that rounds past the largest finite one where there is no infinity, 0 or negative for
  *  float8_e8m0fnu. */
 int nds_small_float_store(nds_dtype t, double d, uint8_t *out);
+/** 1 for NDS_BYTES_FIXED and NDS_UCS4_FIXED (width per array, dtype.h). */
+bool nds_dtype_is_fixed_string(nds_dtype t);
+/** A fixed-width string fill value (as zarr-python 2.13 writes it) into out, one element of size
+ *  bytes, host order, NUL-padded: null is all zero; NDS_BYTES_FIXED takes a base64 string of at
+ *  most size bytes, NDS_UCS4_FIXED a string of at most size / 4 code points. NDS_EFORMAT naming
+ *  doc and "fill_value" otherwise. */
+int nds_string_fill_from_json(nds_dtype t, size_t size, const json_object *v, const char *doc,
+                              uint8_t *out);
+/** The JSON of a fixed-width string fill, trailing NULs dropped (as NumPy and zarr-python 2.13
+ *  do): base64 for NDS_BYTES_FIXED, the text for NDS_UCS4_FIXED (a code point that is not
+ *  Unicode is written as U+FFFD). NULL when out of memory. */
+json_object *nds_string_fill_to_json(nds_dtype t, size_t size, const uint8_t *value);
 /** Bits of the value: 4 for int4/uint4/float4_e2m1fn, 2 for int2/uint2, else 8 * size. */
 unsigned nds_dtype_value_bits(nds_dtype t);
 /** 1 for the types stored one per byte with fewer value bits (int4, uint4, int2, uint2, float4). */

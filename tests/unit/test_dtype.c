@@ -8,7 +8,9 @@
 
 START_TEST(names_and_sizes) {
     for (int t = NDS_BOOL; t < NDS_DTYPE_COUNT; t++) {
-        ck_assert_int_eq(nds_dtype_from_name(nds_dtype_name((nds_dtype)t)), t);
+        bool fixed_string = t == NDS_BYTES_FIXED || t == NDS_UCS4_FIXED; /* no width in a name */
+        ck_assert_int_eq(nds_dtype_from_name(nds_dtype_name((nds_dtype)t)),
+                         fixed_string ? NDS_DTYPE_INVALID : t);
         ck_assert_uint_gt(nds_dtype_size((nds_dtype)t), 0);
     }
     ck_assert_uint_eq(nds_dtype_size(NDS_COMPLEX128), 16);

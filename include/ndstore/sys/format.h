@@ -37,7 +37,7 @@ typedef struct nds_array_meta {
     uint64_t shape[NDS_MAX_RANK];
     uint64_t chunk_shape[NDS_MAX_RANK];
     nds_dtype dtype;
-    uint8_t fill_value[NDS_DTYPE_MAX_SIZE]; /**< one element, host byte order */
+    uint8_t fill_value[NDS_ELEM_MAX_SIZE]; /**< one element, host byte order */
     /**
      * Optional finer grid for reads (all 0 = reads use chunk_shape). Sharded formats set chunk_shape to the
      * shard (the unit of storage and of writes: one read-modify-write per shard per write call) and this
@@ -61,6 +61,12 @@ typedef struct nds_array_meta {
      * stored length is still checked (NDS_ECORRUPT naming the chunk). 0 (the default) otherwise.
      */
     int stored_canonical;
+    /**
+     * Bytes per element when the dtype alone does not say (the fixed-width strings of dtype.h:
+     * n units of nds_dtype_size; at most NDS_ELEM_MAX_SIZE); 0 (the default) means
+     * nds_dtype_size(dtype).
+     */
+    size_t elem_size;
 } nds_array_meta;
 
 /** One chunk change of a grouped write (nds_format.group_encode). */
