@@ -10,8 +10,8 @@ Runs with Debian's zarr-python 2.13, numcodecs and numpy (python3-zarr); nothing
   (b) `ndstore create` + `ndstore write -i in.npy` write arrays (every codec string and dtype,
       partial and strided regions, Fortran-order and big-endian .npy input), and zarr-python must
       read exactly what was written; ndstore also updates arrays zarr-python wrote.
-  (c) every array of FIXTURES_DIR/zarr2_zarr_python/data.zarr reads as expected/<name>.npy; string
-      and object arrays fail with exit status 1 and one error line naming the dtype.
+  (c) every array of FIXTURES_DIR/zarr2_zarr_python/data.zarr reads as expected/<name>.npy (fixed
+      width strings too); object arrays fail with exit status 1 and one error line naming the dtype.
   (d) consolidated metadata: zarr.consolidate_metadata's .zmetadata is listed by `ndstore ls -c`, and
       arrays whose own .zarray/.zattrs were removed read through it ("consolidated": true); the
       .zmetadata `ndstore group consolidate` writes equals zarr-python's and zarr.open_consolidated
@@ -529,6 +529,72 @@ def datetime_cases():
         case('b/datetime/%s' % dtype, b_datetime_one, dtype)
 
 
+# ---- fixed-width strings, both ways (issue 20) ---------------------------------------------------
+
+# (dtype, fill as zarr-python takes it, values): NUL-padded bytes with an inner NUL, non-ASCII and
+# astral code points, both byte orders of U, zarr-python's default fill (0: b'0' / '0') and None.
+STRING_CASES = [
+    ('|S6', b'ab', [b'hello', b'x', b'a\x00b', b'', b'sixsix']),
+    ('|S3', 0, [b'abc', b'\xff\x01', b'z']),
+    ('<U5', 'q\u00e9', ['ab', '\u00e9\U0001f600', 'fives', '', 'x']),
+    ('>U4', None, ['wxyz', '\u4e2d\u6587', 'a']),
+    ('<U2', 0, ['hi', '']),
+]
+
+
+def same_strings(got, want, what):
+    """Equal dtype (host order), shape and bytes: NumPy's == would ignore trailing NULs."""
+    compare(got, want, what)
+    w = np.ascontiguousarray(np.asarray(want).astype(got.dtype))
+    if np.ascontiguousarray(got).view('u1').tobytes() != w.view('u1').tobytes():
+        raise CaseFail('%s: the bytes differ' % what)
+
+
+def a_string_one(dtype, fill, values):
+    """zarr-python writes (a missing chunk, its fill), ndstore reads; info shows the typestring."""
+    path = os.path.join(newdir('astr'), 'a.zarr')
+    n = len(values) + 3
+    z = zarr.open(zarr.DirectoryStore(path), mode='w', shape=(n,), chunks=(2,), dtype=dtype,
+                  compressor=Zstd(1), fill_value=fill)
+    z[:len(values)] = np.array(values, dtype=dtype)
+    same_strings(nds_read(path), z[...], 'ndstore read')
+    same_strings(nds_read(path, '1:%d' % (n - 1)), z[1:n - 1], 'ndstore read of a region')
+    info = nds_ok('info', path)
+    if 'dtype:       %s' % dtype not in info.stdout:
+        raise CaseFail('info does not show %s: %s' % (dtype, info.stdout[:300]))
+
+
+def b_string_one(dtype, fill, values):
+    """ndstore creates (spec metadata, zarr-python's fill JSON) and writes, zarr-python reads."""
+    path = os.path.join(newdir('bstr'), 'a.zarr')
+    n = len(values) + 3
+    ref = zarr.open(zarr.MemoryStore(), mode='w', shape=(n,), chunks=(2,), dtype=dtype,
+                    fill_value=fill)
+    fill_json = json.loads(ref.store['.zarray'])['fill_value']
+    nds_ok('create', json_spec(path, shape=[n], chunks=[2], dtype=dtype, compressor=None,
+                               fill_value=fill_json, order='C', filters=None))
+    data = np.array(values, dtype=dtype)
+    nds_write(path, data.astype(data.dtype.newbyteorder('=')), '0:%d' % len(values))
+    ref[:len(values)] = data
+    z = zarr.open(zarr.DirectoryStore(path), mode='r')
+    if z.dtype != np.dtype(dtype):
+        raise CaseFail('zarr-python sees dtype %s' % z.dtype.str)
+    got = z[...]
+    same_strings(got.astype(got.dtype.newbyteorder('=')), ref[...], 'zarr-python read')
+    same_strings(nds_read(path), ref[...], 'ndstore read-back')
+    # ndstore updates part of the array zarr-python reads again
+    nds_write(path, data[:1].astype(data.dtype.newbyteorder('=')), '%d:%d' % (n - 1, n))
+    got = z[...]
+    if got[n - 1] != data[0]:
+        raise CaseFail('after an update zarr-python reads %r' % got[n - 1])
+
+
+def string_cases():
+    for dtype, fill, values in STRING_CASES:
+        case('a/string/%s/fill=%r' % (dtype, fill), a_string_one, dtype, fill, values)
+        case('b/string/%s/fill=%r' % (dtype, fill), b_string_one, dtype, fill, values)
+
+
 # ---- (b) ndstore writes, zarr-python reads ------------------------------------------------------
 
 # Codec string -> the compressor config zarr-python must find in .zarray (None = no compressor).
@@ -759,7 +825,7 @@ def c_fixture_one(data_dir, exp_dir, name):
     path = os.path.join(data_dir, name)
     with open(os.path.join(path, '.zarray')) as f:
         dtype = json.load(f)['dtype']
-    if isinstance(dtype, str) and dtype[1:2] in ('S', 'U', 'O'):
+    if isinstance(dtype, str) and dtype[1:2] == 'O':  # fixed-width S / U are read (issue 20)
         expect_clean_failure(['read', path, '-o', tmp_path('fx.npy')], [dtype])
         return
     want = np.load(os.path.join(exp_dir, name + '.npy'))
@@ -868,6 +934,7 @@ def run_cases(fixtures):
     a_failure_cases()
     filter_both_ways()
     datetime_cases()
+    string_cases()
     b_codec_cases()
     b_dtype_cases()
     b_fill_cases()
