@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from . import _ndstore, _spec, _txn
-from ._dtypes import SUBBYTE_RANGE, float32_to_bfloat16, numpy_dtype, numpy_dtype_of
+from ._dtypes import STRING_KINDS, SUBBYTE_RANGE, float32_to_bfloat16, numpy_dtype, numpy_dtype_of
 from ._index import select
 
 #: The pool behind read_async / write_async: one thread per CPU (os.cpu_count()). The C calls release the
@@ -62,9 +62,27 @@ class Attributes(collections.abc.MutableMapping):
         return repr(self._read())
 
 
+def _cast_string(value, target):
+    """value (str / bytes, or arrays of them) as target (S<n> / U<n>): the same kind only (no implicit
+    encoding), and never a silent cut: a value longer than the width is a ValueError."""
+    arr = np.asarray(value)
+    if arr.dtype.kind != target.kind:
+        want = "bytes" if target.kind == "S" else "str"
+        raise TypeError("cannot write %s to a %s array: give %s values" % (arr.dtype, target, want))
+    if arr.size and arr.dtype.itemsize > target.itemsize:
+        longest = int(np.char.str_len(arr).max())
+        width = target.itemsize if target.kind == "S" else target.itemsize // 4
+        if longest > width:
+            raise ValueError("a value of %d %s does not fit %s (width %d)"
+                             % (longest, "bytes" if target.kind == "S" else "characters", target, width))
+    return arr.astype(target)
+
+
 def _cast(value, target, dtype_name):
     """value as a NumPy array of target under NumPy's same_kind rule (TypeError for an unsafe cast).
     Python scalars are checked by value (5 fits uint8; 300 and 1.5 do not)."""
+    if dtype_name in STRING_KINDS:
+        return _cast_string(value, target)
     if dtype_name == "bfloat16":
         arr = np.asarray(value)
         if arr.dtype == np.uint16 or (arr.dtype.kind in "iu" and np.can_cast(value, np.uint16)):
@@ -108,6 +126,8 @@ class Array:
         self._dtype = numpy_dtype(name)
         if name in ("datetime64", "timedelta64"):  # the unit is in the metadata: datetime64[ns]
             self._dtype = numpy_dtype_of(name, json.loads(c_array.metadata()))
+        if name in STRING_KINDS:  # the width is the array's: S12, U3
+            self._dtype = numpy_dtype_of(name, None, c_array.dtype_size())
 
     # ---- lifetime ----
     def _pin(self, txn):
@@ -325,6 +345,10 @@ def open(spec_or_url, *, create=False, open=True, delete_existing=False, shape=N
     """
     if context is not None:
         raise ValueError("context: only None (the default context) is supported")
+    from ._dtypes import is_string_dtype
+    checked_dtype = dtype
+    if dtype is not None and not create and is_string_dtype(dtype):
+        dtype = None  # opening only: checked below against the array (no format-neutral name exists)
     text, mode, url = _spec.build(spec_or_url, create, open, delete_existing, shape, dtype, chunks, codec,
                                   fill_value, format)
     if txn is None:
@@ -338,8 +362,8 @@ def open(spec_or_url, *, create=False, open=True, delete_existing=False, shape=N
     array = Array(c_array, url=url, txn=txn)
     if txn is not None:
         txn._hold(array)
-    if text == url and (shape is not None or dtype is not None or chunks is not None):
-        _check_opened(array, shape, dtype, chunks)
+    if text == url and (shape is not None or checked_dtype is not None or chunks is not None):
+        _check_opened(array, shape, checked_dtype, chunks)
     return array
 
 
@@ -351,7 +375,11 @@ def _check_opened(array, shape, dtype, chunks):
         wrong.append("shape %s (asked %s)" % (array.shape, tuple(shape)))
     # datetimes compare with their unit: the array's "datetime64" + its NumPy dtype's "[ns]"
     have = array.dtype.name if array.dtype.kind in "Mm" else array.dtype_name
-    if dtype is not None and dtype_name(dtype) != have:
+    if dtype is not None and array.dtype.kind in "SU":  # strings compare as NumPy dtypes (U5)
+        asked = np.dtype(dtype)
+        if asked.newbyteorder("=") != array.dtype:
+            wrong.append("dtype %s (asked %s)" % (array.dtype, asked))
+    elif dtype is not None and dtype_name(dtype) != have:
         wrong.append("dtype %s (asked %s)" % (have, dtype_name(dtype)))
     if chunks is not None and tuple(_spec._shape_list(chunks, "chunks")) != array.chunks:
         wrong.append("chunks %s (asked %s)" % (array.chunks, tuple(chunks)))

@@ -9,6 +9,10 @@ their bit patterns (``dtype_name`` says which; ``ml_dtypes`` can reinterpret the
 int4 and int2 are ``numpy.int8`` (one element per byte, sign-extended), uint4 and uint2 ``numpy.uint8``.
 datetime64 / timedelta64 arrays are ``datetime64[unit]`` / ``timedelta64[unit]`` with the array's unit
 (``numpy_dtype_of`` reads it from the metadata).
+
+Fixed-width strings (issue 20; zarr v2 ``|S<n>``, ``<U<n>``) are NumPy ``S<n>`` / ``U<n>`` arrays: the
+width is the array's (``numpy_dtype_of`` takes its element size). A dtype name cannot create one (it
+has no width): give the zarr typestring in a spec's ``"metadata"``.
 """
 import numpy as np
 
@@ -31,7 +35,12 @@ _NUMPY = {
     "uint2": np.dtype(np.uint8),
     # without their unit; numpy_dtype_of gives the unit an array has
     "datetime64": np.dtype("M8"), "timedelta64": np.dtype("m8"),
+    # without their width; numpy_dtype_of gives the width an array has
+    "null_terminated_bytes": np.dtype("S"), "fixed_length_utf32": np.dtype("U"),
 }
+
+# The string types and the NumPy kind of each.
+STRING_KINDS = {"null_terminated_bytes": "S", "fixed_length_utf32": "U"}
 
 # The value range of the sub-byte integers (NumPy's int8/uint8 hold more).
 SUBBYTE_RANGE = {"int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
@@ -63,8 +72,12 @@ def time_unit(metadata):
     return None
 
 
-def numpy_dtype_of(name, metadata):
-    """The NumPy dtype an array of nds_dtype name holds, with the unit of its metadata for datetimes."""
+def numpy_dtype_of(name, metadata, itemsize=None):
+    """The NumPy dtype an array of nds_dtype name holds, with the unit of its metadata for datetimes
+    and, for fixed-width strings, the width of its element size (itemsize bytes; host byte order)."""
+    if name in STRING_KINDS:
+        kind = STRING_KINDS[name]
+        return np.dtype("%s%d" % (kind, itemsize if kind == "S" else itemsize // 4))
     if name in ("datetime64", "timedelta64"):
         unit = time_unit(metadata)
         if unit:
@@ -83,6 +96,10 @@ def dtype_name(dtype):
     except TypeError as e:
         raise TypeError("dtype: %r is not a data type (%s)" % (dtype, e)) from None
     name = dt.name if dt.kind != "b" else "bool"
+    if dt.kind in "SU":
+        raise TypeError("dtype: %s: ndstore.open(create=True, dtype=...) cannot create a string array (the "
+                        "format-neutral dtype has no width); give the zarr typestring in the spec's "
+                        "metadata: {\"metadata\": {\"dtype\": \"%s\"}}" % (dt, dt.str))
     if dt.kind in "Mm":  # datetime64[ns], a schema dtype the formats store with its unit
         if "[" not in dt.name:
             raise TypeError("dtype: %s has no unit (give one: datetime64[ns])" % dt)
@@ -90,6 +107,16 @@ def dtype_name(dtype):
     if name not in _NUMPY or dt.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
         raise TypeError("dtype: %s is not supported (supported: %s)" % (dt, ", ".join(NAMES)))
     return name
+
+
+def is_string_dtype(dtype):
+    """1 when dtype is a NumPy fixed-width string dtype (S<n>, U<n>)."""
+    if isinstance(dtype, str) and dtype in _NUMPY:
+        return False
+    try:
+        return np.dtype(dtype).kind in "SU"
+    except TypeError:
+        return False
 
 
 def float32_to_bfloat16(values):

@@ -88,7 +88,7 @@ PyObject *nds_py_array_open(PyObject *self, PyObject *args, PyObject *kw) {
     obj->txn = txn;
     Py_XINCREF(txn);
     obj->rank = nds_array_rank(a);
-    obj->elem = nds_dtype_size(nds_array_dtype(a));
+    obj->elem = nds_array_dtype_size(a); /* per array for fixed-width strings ("|S12": 12) */
     obj->busy = 0;
     obj->closed = 0;
     return (PyObject *)obj;
@@ -270,10 +270,15 @@ static PyObject *array_dtype_name(nds_py_array *self, PyObject *noargs) {
 
 static PyObject *array_fill_bytes(nds_py_array *self, PyObject *noargs) {
     if (!open_array(self)) return NULL;
-    unsigned char v[NDS_DTYPE_MAX_SIZE];
+    unsigned char v[NDS_ELEM_MAX_SIZE];
     memset(v, 0, sizeof v);
-    nds_array_fill_value(self->a, v);
+    nds_array_fill_element(self->a, v);
     return PyBytes_FromStringAndSize((const char *)v, (Py_ssize_t)self->elem);
+}
+
+static PyObject *array_dtype_size(nds_py_array *self, PyObject *noargs) {
+    if (!open_array(self)) return NULL;
+    return PyLong_FromSize_t(self->elem);
 }
 
 static PyObject *array_format(nds_py_array *self, PyObject *noargs) {
@@ -359,6 +364,8 @@ static PyMethodDef array_methods[] = {
     {"read_chunks", (PyCFunction)array_read_chunks, METH_NOARGS, "The read chunk shape (inner chunk)."},
     {"dtype_name", (PyCFunction)array_dtype_name, METH_NOARGS, "The element type's name."},
     {"fill_bytes", (PyCFunction)array_fill_bytes, METH_NOARGS, "The fill value, one element of bytes."},
+    {"dtype_size", (PyCFunction)array_dtype_size, METH_NOARGS,
+     "Bytes per element (nds_array_dtype_size: per array for fixed-width strings)."},
     {"format", (PyCFunction)array_format, METH_NOARGS, "The format driver's name."},
     {"codec", (PyCFunction)array_codec, METH_NOARGS, "The codec's description."},
     {"spec", (PyCFunction)array_spec, METH_NOARGS, "The spec that reopens the array, JSON text."},
