@@ -470,6 +470,16 @@ static size_t utf8_next(const uint8_t *s, size_t len, uint32_t *cp) {
     return n;
 }
 
+bool nds_utf8_valid(const uint8_t *s, size_t len) {
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t k = utf8_next(s + i, len - i, &cp);
+        if (k == 0) return false;
+        i += k;
+    }
+    return true;
+}
+
 static size_t utf8_put(uint32_t c, char *out) {
     if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) c = 0xfffd;
     if (c < 0x80) return out[0] = (char)c, 1;

@@ -48,6 +48,8 @@ int nds_string_fill_from_json(nds_dtype t, size_t size, const json_object *v, co
  *  do): base64 for NDS_BYTES_FIXED, the text for NDS_UCS4_FIXED (a code point that is not
  *  Unicode is written as U+FFFD). NULL when out of memory. */
 json_object *nds_string_fill_to_json(nds_dtype t, size_t size, const uint8_t *value);
+/** 1 when s[0..len) is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). */
+bool nds_utf8_valid(const uint8_t *s, size_t len);
 /** Bits of the value: 4 for int4/uint4/float4_e2m1fn, 2 for int2/uint2, else 8 * size. */
 unsigned nds_dtype_value_bits(nds_dtype t);
 /** 1 for the types stored one per byte with fewer value bits (int4, uint4, int2, uint2, float4). */
