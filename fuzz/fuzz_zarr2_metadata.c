@@ -31,7 +31,7 @@ static const char SEPARATOR[] = "\0CHUNK\0";
  * (unless a lossy codec may change it: then the round trip must only succeed). */
 static void exercise_chunk(void *st, const nds_array_meta *meta, const uint8_t *chunk, size_t len,
                            int lossy) {
-    size_t n = nds_dtype_size(meta->dtype);
+    size_t n = meta->elem_size ? meta->elem_size : nds_dtype_size(meta->dtype); /* |S12: 12 */
     for (size_t d = 0; d < meta->rank; d++) {
         if (meta->chunk_shape[d] > FUZZ_MAX_CHUNK || n * meta->chunk_shape[d] > FUZZ_MAX_CHUNK)
             return;
