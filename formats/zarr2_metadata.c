@@ -603,7 +603,8 @@ static int member_equal(size_t i, const parsed *a, const nds_zarr2_meta *b, cons
         *eq = a->chunk_rank == b->rank &&
               memcmp(x->chunks, b->chunks, b->rank * sizeof b->chunks[0]) == 0;
     else if (strcmp(name, "dtype") == 0)
-        *eq = x->dtype == b->dtype && x->byte_order == b->byte_order;
+        *eq = x->dtype == b->dtype && x->byte_order == b->byte_order &&
+              x->itemsize == b->itemsize; /* the width of "|S5" and "|S6" */
     else if (strcmp(name, "fill_value") == 0)
         *eq = x->fill_null == b->fill_null && memcmp(x->fill, b->fill, b->itemsize) == 0;
     else if (strcmp(name, "order") == 0)

@@ -152,6 +152,13 @@ START_TEST(names_do_not_create_strings) {
     ck_assert_uint_eq(nds_array_dtype_size(a), 20);
     expect_metadata(a, "\"fill_value\":\"\"");
     nds_array_free(a);
+    /* an existing array of another width is a mismatch, not the same type */
+    NDS_OK(open_spec(&a, "{\"driver\":\"zarr\",\"kvstore\":\"memory://cr/\",\"open\":true,"
+                         "\"metadata\":{\"dtype\":\"<U5\"}}"));
+    nds_array_free(a);
+    EXPECT_ERR(open_spec(&a, "{\"driver\":\"zarr\",\"kvstore\":\"memory://cr/\",\"open\":true,"
+                             "\"metadata\":{\"dtype\":\"<U4\"}}"),
+               NDS_EMISMATCH, "\"dtype\" is \"<U5\"");
 }
 END_TEST
 
