@@ -2,14 +2,15 @@
  * has create-only writes (docs/versioned-format.md, docs/kvstores.md).
  *
  * Spec: {"driver":"versioned","base":<kvstore spec object or URL>,"path":"p/",
- *        "version":N | "tag":"name"}. URL: a pipeline segment after the base's URL,
- * "file:///ckpt/|versioned:" or "file:///ckpt/|versioned:@12/p/" ("@N", "@TAG" or "@latest", then
- * the path). The base's path is the store's root; the adapter's keys live in its versions.
+ *        "version":N | "tag":"name" | "time":"2026-11-27T10:00:00Z"}. URL: a pipeline segment
+ * after the base's URL, "file:///ckpt/|versioned:" or "file:///ckpt/|versioned:@12/p/" ("@N",
+ * "@TAG", "@latest" or "@TIME" (UTC, ISO 8601: the newest version committed at or before it),
+ * then the path). The base's path is the store's root; the adapter's keys live in its versions.
  *
  * A process sees one version of a store at a time, through every handle it has open on it (they
  * share one state): the latest one when the first of them was opened, then each version its own
  * commits make, and the latest again after a commit loses a condition (so a re-read sees what beat
- * it) or nds_versioned_refresh. "version" or "tag" pins handles to that version, read-only. Every write is a commit:
+ * it) or nds_versioned_refresh. "version", "tag" or "time" pins handles to that version, read-only. Every write is a commit:
  * write/delete one key each, publish (the array layer's batches) and commit (transactions) many
  * keys as one version, all-or-nothing for commit.
  *
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -69,6 +71,8 @@ static int vk_parse_url(const char *rest, json_object *spec) {
             json_object_object_add(spec, "version",
                                    json_object_new_int64((int64_t)strtoull(sel, NULL, 10)));
         else if (digits) rc = nds_err(NDS_EINVAL, "versioned url: version %s is too large", sel);
+        else if (strchr(sel, ':')) /* a time: ':' is in no tag name */
+            json_object_object_add(spec, "time", json_object_new_string(sel));
         else if (strcmp(sel, "latest") != 0)
             json_object_object_add(spec, "tag", json_object_new_string(sel));
         free(sel);
@@ -80,7 +84,7 @@ static int vk_parse_url(const char *rest, json_object *spec) {
 }
 
 static int check_members(const json_object *spec) {
-    static const char *const known[] = {"driver", "path", "base", "version", "tag"};
+    static const char *const known[] = {"driver", "path", "base", "version", "tag", "time"};
     json_object_object_foreach((json_object *)spec, key, val) {
         (void)val;
         bool ok = false;
@@ -94,9 +98,12 @@ static int check_members(const json_object *spec) {
         return nds_err(NDS_EINVAL,
                        "versioned kvstore spec: \"base\" (a kvstore spec object or URL) is "
                        "required");
-    if (json_object_object_get_ex(spec, "version", NULL) &&
-        json_object_object_get_ex(spec, "tag", NULL))
-        return nds_err(NDS_EINVAL, "versioned kvstore spec: give \"version\" or \"tag\", not both");
+    int selectors = json_object_object_get_ex(spec, "version", NULL) +
+                    json_object_object_get_ex(spec, "tag", NULL) +
+                    json_object_object_get_ex(spec, "time", NULL);
+    if (selectors > 1)
+        return nds_err(NDS_EINVAL,
+                       "versioned kvstore spec: give one of \"version\", \"tag\" and \"time\"");
     return 0;
 }
 
@@ -109,7 +116,7 @@ static int check_members(const json_object *spec) {
 static int check_base_writes(nds_kvstore *base, const json_object *spec) {
     if ((nds_kvstore_capabilities(base) & NDS_KV_CAP_READ_ONLY) ||
         json_object_object_get_ex(spec, "version", NULL) ||
-        json_object_object_get_ex(spec, "tag", NULL))
+        json_object_object_get_ex(spec, "tag", NULL) || json_object_object_get_ex(spec, "time", NULL))
         return 0;
     uint32_t caps;
     char why[768];
@@ -142,6 +149,49 @@ static int open_base(const json_object *spec, nds_kvstore **out) {
     return rc;
 }
 
+/* Parses "YYYY-MM-DDTHH:MM:SS[.fraction]Z" (UTC) into ns since the epoch; -1 when malformed. */
+static int parse_utc(const char *text, int64_t *ns) {
+    struct tm tm = {0};
+    const char *p = strptime(text, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!p) return -1;
+    int64_t frac = 0, scale = 1000000000;
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            if (scale > 1) frac += (*p - '0') * (scale /= 10);
+    }
+    if (strcmp(p, "Z") != 0) return -1;
+    time_t secs = timegm(&tm);
+    if (secs == (time_t)-1 || secs < 0 || secs > INT64_MAX / 1000000000 - 1) return -1;
+    *ns = (int64_t)secs * 1000000000 + frac;
+    return 0;
+}
+
+/* The newest version whose commit time is at or before the "time" member: walks the log down
+ * from the latest (commit times are the committers' clocks, so the first one at or before it). */
+static int version_at_time(vk_state *st, const char *text, uint64_t *out) {
+    int64_t at;
+    if (parse_utc(text, &at))
+        return nds_err(NDS_EINVAL,
+                       "versioned kvstore %s: time \"%s\" is not a UTC time like "
+                       "2026-11-27T10:00:00Z",
+                       vs_store_url(st->store), text);
+    vs_snapshot latest;
+    int rc = vs_store_latest(st->store, &latest);
+    for (uint64_t v = rc ? 0 : latest.version; !rc && v >= 1; v--) {
+        vs_commit c;
+        if ((rc = vs_store_commit_info(st->store, v, &c))) break;
+        bool before = c.time_ns <= at;
+        vs_commit_dispose(&c);
+        if (before) {
+            *out = v;
+            return 0;
+        }
+    }
+    return rc ? rc
+              : nds_err(NDS_ENOTFOUND, "versioned store %s: no version was committed at or before %s",
+                        vs_store_url(st->store), text);
+}
+
 /* Sets the handle's view: the pinned version, or the latest. */
 static int open_view(vk_state *st, const json_object *spec) {
     json_object *v;
@@ -154,6 +204,15 @@ static int open_view(vk_state *st, const json_object *spec) {
         st->selector = nds_asprintf("%" PRId64, n);
         return st->selector ? vs_store_version(st->store, (uint64_t)n, &st->view)
                             : nds_err(NDS_ENOMEM, "out of memory");
+    }
+    if (json_object_object_get_ex(spec, "time", &v)) {
+        const char *text;
+        int rc = nds_json_get_string(spec, "time", false, "versioned kvstore spec", &text);
+        uint64_t n = 0;
+        if (!rc) rc = version_at_time(st, text, &n);
+        if (!rc && !(st->selector = nds_strdup(text))) rc = nds_err(NDS_ENOMEM, "out of memory");
+        st->pinned = true;
+        return rc ? rc : vs_store_version(st->store, n, &st->view);
     }
     if (json_object_object_get_ex(spec, "tag", &v)) {
         const char *tag;

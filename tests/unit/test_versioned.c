@@ -478,6 +478,62 @@ START_TEST(tags_are_listed_by_name) {
 }
 END_TEST
 
+static int note_times(void *ctx, const nds_version_info *info) {
+    int64_t *times = ctx;
+    times[info->version] = info->time_ns;
+    return 0;
+}
+
+/* UTC text of ns with all 9 fraction digits. */
+static void utc_text(int64_t ns, char *buf, size_t cap) {
+    time_t secs = (time_t)(ns / 1000000000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char whole[32];
+    strftime(whole, sizeof whole, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, cap, "%s.%09" PRId64 "Z", whole, ns % 1000000000);
+}
+
+/* "@TIME" and "time": the newest version committed at or before a UTC time, read-only. */
+START_TEST(versions_open_at_a_time) {
+    const char *base = memory_base();
+    nds_kvstore *kv = open_kv("%s|versioned:", base);
+    nds_kv_test_put(kv, "k", "first");
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    nds_kv_test_put(kv, "k", "second");
+    int64_t times[3] = {0};
+    NDS_OK(nds_versioned_log(kv, 0, note_times, times));
+    ck_assert_int_gt(times[2], times[1]);
+    char at[64];
+    utc_text(times[1] + (times[2] - times[1]) / 2, at, sizeof at); /* between the two commits */
+    nds_kvstore *then = open_kv("%s|versioned:@%s/", base, at);
+    char *got = nds_kv_test_get(then, "k", NULL);
+    ck_assert_str_eq(got, "first");
+    free(got);
+    ck_assert_int_eq(nds_kvstore_write(then, "k", "x", 1, NULL, NULL), NDS_EREADONLY);
+    nds_kvstore_free(then);
+    utc_text(times[2], at, sizeof at); /* exactly the second commit's time: that one */
+    then = open_kv("%s|versioned:@%s/", base, at);
+    got = nds_kv_test_get(then, "k", NULL);
+    ck_assert_str_eq(got, "second");
+    free(got);
+    nds_kvstore_free(then);
+    char spec[512];
+    utc_text(times[1] - 1000000000, at, sizeof at); /* before anything was committed */
+    snprintf(spec, sizeof spec, "%s|versioned:@%s/", base, at);
+    ck_assert_int_eq(open_status(spec), NDS_ENOTFOUND);
+    snprintf(spec, sizeof spec, "%s|versioned:@2026-13-99T10:00:00Z/", base);
+    ck_assert_int_eq(open_status(spec), NDS_EINVAL);
+    snprintf(spec, sizeof spec, "%s|versioned:@2026-11-27T10:00:00+01:00/", base);
+    ck_assert_int_eq(open_status(spec), NDS_EINVAL);
+    snprintf(spec, sizeof spec,
+             "{\"driver\":\"versioned\",\"base\":\"%s\",\"tag\":\"x\",\"time\":\"%s\"}", base, at);
+    ck_assert_int_eq(open_status(spec), NDS_EINVAL);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 START_TEST(bad_specs_are_refused) {
     ck_assert_int_eq(open_status("{\"driver\":\"versioned\"}"), NDS_EINVAL);
     ck_assert_int_eq(open_status("{\"driver\":\"versioned\",\"base\":\"memory://x/\",\"bogus\":1}"),
@@ -1507,6 +1563,7 @@ int main(void) {
     tcase_add_test(tc, head_hint_is_only_a_hint);
     tcase_add_test(tc, tags_name_versions_and_never_move);
     tcase_add_test(tc, tags_are_listed_by_name);
+    tcase_add_test(tc, versions_open_at_a_time);
     tcase_add_test(tc, bad_specs_are_refused);
     tcase_add_test(tc, atomic_transaction_on_a_file_base);
     tcase_add_test(tc, checkpoint_recipe_from_four_processes);
