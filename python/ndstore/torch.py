@@ -588,8 +588,9 @@ def load(url, like, *, group=None, version=None):
     """Loads a checkpoint into like (a state dict of the same keys): each Shard's tensor gets its
     box of the global tensor, whatever sharding saved it; each plain tensor gets the whole tensor;
     both are filled in place. Returns a dict of like's structure whose non-tensor values are the
-    checkpoint's (values only the checkpoint has are included). version: a number or a tag; None
-    loads the latest checkpoint (rank 0 chooses it, so every rank of group loads the same one).
+    checkpoint's (values only the checkpoint has are included). version: a number, a tag or a UTC
+    time ("2026-11-27T10:00:00Z": the newest version committed at or before it); None loads the
+    latest checkpoint (rank 0 chooses it, so every rank of group loads the same one).
     """
     store_url = _store_url(url)
     g = _Group(group)
