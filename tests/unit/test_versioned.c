@@ -1,7 +1,7 @@
 /* The versioned kvstore adapter: the kvstore contract over memory and file bases, history and
  * pinned versions, all-or-nothing commits, racing writers (threads with their own handles, and
- * processes), corrupt objects, a stale or hostile head hint, tags, and arrays with atomic
- * transactions on a file base. */
+ * processes), corrupt objects, a stale or hostile head hint, and arrays with atomic transactions
+ * on a file base. Tags and versions opened at a time: test_versioned_history.c. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -403,134 +403,6 @@ START_TEST(head_hint_is_only_a_hint) {
     ck_assert_uint_eq(latest_version(base), 37);
     nds_kvstore_free(kv);
     nds_kvstore_free(b);
-}
-END_TEST
-
-START_TEST(tags_name_versions_and_never_move) {
-    const char *base = memory_base();
-    nds_kvstore *kv = open_kv("%s|versioned:", base), *b = open_kv("%s", base);
-    nds_kv_test_put(kv, "k", "first");
-    nds_kv_test_put(kv, "k", "second");
-    vs_store *s;
-    NDS_OK(vs_store_open(&s, b, base));
-    NDS_OK(vs_store_tag_create(s, "step-100", 1));
-    ck_assert_int_eq(vs_store_tag_create(s, "step-100", 2), NDS_ECONFLICT);
-    ck_assert_int_eq(vs_store_tag_create(s, "123", 2), NDS_EINVAL);
-    ck_assert_int_eq(vs_store_tag_create(s, "latest", 2), NDS_EINVAL);
-    ck_assert_int_eq(vs_store_tag_create(s, "x", 9), NDS_ENOTFOUND);
-    vs_store_free(s);
-    nds_kvstore *at = open_kv("%s|versioned:@step-100/", base);
-    char *got = nds_kv_test_get(at, "k", NULL);
-    ck_assert_str_eq(got, "first");
-    free(got);
-    nds_kvstore_free(at);
-    char spec[512];
-    snprintf(spec, sizeof spec, "%s|versioned:@nope/", base);
-    ck_assert_int_eq(open_status(spec), NDS_ENOTFOUND);
-    nds_kvstore_free(kv);
-    nds_kvstore_free(b);
-}
-END_TEST
-
-typedef struct seen_tags {
-    char names[8][32];
-    uint64_t versions[8];
-    int n;
-} seen_tags;
-
-static int note_tag(void *ctx, const char *name, uint64_t version) {
-    seen_tags *t = ctx;
-    ck_assert_int_lt(t->n, 8);
-    snprintf(t->names[t->n], sizeof t->names[t->n], "%s", name);
-    t->versions[t->n++] = version;
-    return 0;
-}
-
-/* nds_versioned_tags: every tag by name with its version; keys under tags/ that are not tags are
- * skipped; a tag that does not decode is an error naming it; a plain store is refused. */
-START_TEST(tags_are_listed_by_name) {
-    const char *base = memory_base();
-    nds_kvstore *kv = open_kv("%s|versioned:", base), *b = open_kv("%s", base);
-    seen_tags t = {0};
-    NDS_OK(nds_versioned_tags(kv, note_tag, &t));
-    ck_assert_int_eq(t.n, 0);
-    nds_kv_test_put(kv, "k", "first");
-    nds_kv_test_put(kv, "k", "second");
-    NDS_OK(nds_versioned_tag(kv, "zeta", 1));
-    NDS_OK(nds_versioned_tag(kv, "alpha", 2));
-    NDS_OK(nds_versioned_tag(kv, "mid.1", 1));
-    nds_kv_test_put(b, "tags/not a tag", "junk"); /* not a valid tag name: names nothing */
-    NDS_OK(nds_versioned_tags(kv, note_tag, &t));
-    ck_assert_int_eq(t.n, 3);
-    ck_assert_str_eq(t.names[0], "alpha");
-    ck_assert_str_eq(t.names[1], "mid.1");
-    ck_assert_str_eq(t.names[2], "zeta");
-    ck_assert_uint_eq(t.versions[0], 2);
-    ck_assert_uint_eq(t.versions[1], 1);
-    ck_assert_uint_eq(t.versions[2], 1);
-    nds_kv_test_put(b, "tags/broken", "NDSV garbage");
-    t.n = 0;
-    ck_assert_int_eq(nds_versioned_tags(kv, note_tag, &t), NDS_ECORRUPT);
-    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "tags/broken"));
-    ck_assert_int_eq(nds_versioned_tags(b, note_tag, &t), NDS_EINVAL);
-    nds_kvstore_free(kv);
-    nds_kvstore_free(b);
-}
-END_TEST
-
-static int note_times(void *ctx, const nds_version_info *info) {
-    int64_t *times = ctx;
-    times[info->version] = info->time_ns;
-    return 0;
-}
-
-/* UTC text of ns with all 9 fraction digits. */
-static void utc_text(int64_t ns, char *buf, size_t cap) {
-    time_t secs = (time_t)(ns / 1000000000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    char whole[32];
-    strftime(whole, sizeof whole, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, cap, "%s.%09" PRId64 "Z", whole, ns % 1000000000);
-}
-
-/* "@TIME" and "time": the newest version committed at or before a UTC time, read-only. */
-START_TEST(versions_open_at_a_time) {
-    const char *base = memory_base();
-    nds_kvstore *kv = open_kv("%s|versioned:", base);
-    nds_kv_test_put(kv, "k", "first");
-    struct timespec pause = {0, 20 * 1000 * 1000};
-    nanosleep(&pause, NULL);
-    nds_kv_test_put(kv, "k", "second");
-    int64_t times[3] = {0};
-    NDS_OK(nds_versioned_log(kv, 0, note_times, times));
-    ck_assert_int_gt(times[2], times[1]);
-    char at[64];
-    utc_text(times[1] + (times[2] - times[1]) / 2, at, sizeof at); /* between the two commits */
-    nds_kvstore *then = open_kv("%s|versioned:@%s/", base, at);
-    char *got = nds_kv_test_get(then, "k", NULL);
-    ck_assert_str_eq(got, "first");
-    free(got);
-    ck_assert_int_eq(nds_kvstore_write(then, "k", "x", 1, NULL, NULL), NDS_EREADONLY);
-    nds_kvstore_free(then);
-    utc_text(times[2], at, sizeof at); /* exactly the second commit's time: that one */
-    then = open_kv("%s|versioned:@%s/", base, at);
-    got = nds_kv_test_get(then, "k", NULL);
-    ck_assert_str_eq(got, "second");
-    free(got);
-    nds_kvstore_free(then);
-    char spec[512];
-    utc_text(times[1] - 1000000000, at, sizeof at); /* before anything was committed */
-    snprintf(spec, sizeof spec, "%s|versioned:@%s/", base, at);
-    ck_assert_int_eq(open_status(spec), NDS_ENOTFOUND);
-    snprintf(spec, sizeof spec, "%s|versioned:@2026-13-99T10:00:00Z/", base);
-    ck_assert_int_eq(open_status(spec), NDS_EINVAL);
-    snprintf(spec, sizeof spec, "%s|versioned:@2026-11-27T10:00:00+01:00/", base);
-    ck_assert_int_eq(open_status(spec), NDS_EINVAL);
-    snprintf(spec, sizeof spec,
-             "{\"driver\":\"versioned\",\"base\":\"%s\",\"tag\":\"x\",\"time\":\"%s\"}", base, at);
-    ck_assert_int_eq(open_status(spec), NDS_EINVAL);
-    nds_kvstore_free(kv);
 }
 END_TEST
 
@@ -1561,9 +1433,6 @@ int main(void) {
     tcase_add_loop_test(tc, read_into_checks_blocks_in_place, 0, 2);
     tcase_add_test(tc, corrupt_index_and_commit_are_errors);
     tcase_add_test(tc, head_hint_is_only_a_hint);
-    tcase_add_test(tc, tags_name_versions_and_never_move);
-    tcase_add_test(tc, tags_are_listed_by_name);
-    tcase_add_test(tc, versions_open_at_a_time);
     tcase_add_test(tc, bad_specs_are_refused);
     tcase_add_test(tc, atomic_transaction_on_a_file_base);
     tcase_add_test(tc, checkpoint_recipe_from_four_processes);
