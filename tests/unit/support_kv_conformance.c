@@ -6,6 +6,7 @@
  * concurrency test proves that read + conditional write + retry loses no update.
  */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,24 @@ char *nds_kv_test_get(nds_kvstore *kv, const char *key, nds_generation *gen) {
     s[r.value.len] = '\0';
     nds_read_result_dispose(&r);
     return s;
+}
+
+nds_kvstore *nds_kv_test_open(const char *fmt, ...) {
+    char spec[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(spec, sizeof spec, fmt, ap);
+    va_end(ap);
+    nds_kvstore *kv = NULL;
+    NDS_OK(nds_kvstore_open(&kv, spec, NULL));
+    return kv;
+}
+
+int nds_kv_test_open_status(const char *spec) {
+    nds_kvstore *kv = NULL;
+    int rc = nds_kvstore_open(&kv, spec, NULL);
+    nds_kvstore_free(kv);
+    return rc;
 }
 
 nds_generation nds_kv_test_put(nds_kvstore *kv, const char *key, const char *value) {

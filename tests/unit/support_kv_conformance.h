@@ -20,6 +20,10 @@ typedef const char *(*nds_kv_url_fn)(void);
  *  per process). */
 TCase *nds_kv_conformance_tcase(const char *name, nds_kv_url_fn make_url);
 
+/** Opens the kvstore whose spec or URL fmt (printf-style) makes; fails the test on error. */
+nds_kvstore *nds_kv_test_open(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/** The status of opening spec (the handle, if any, is freed): for specs that must be refused. */
+int nds_kv_test_open_status(const char *spec);
 /** Reads key into a malloc'd NUL-terminated string (NULL when missing; fails the test on
  *  error). gen (may be NULL) receives the generation. */
 char *nds_kv_test_get(nds_kvstore *kv, const char *key, nds_generation *gen);

@@ -2,7 +2,6 @@
  * pinned with @TAG) and versions opened at a UTC time (@TIME, "time"). test_versioned.c has the
  * rest of the adapter's tests. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,28 +19,9 @@ static const char *memory_base(void) {
     return url;
 }
 
-static nds_kvstore *open_kv(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static nds_kvstore *open_kv(const char *fmt, ...) {
-    char spec[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(spec, sizeof spec, fmt, ap);
-    va_end(ap);
-    nds_kvstore *kv = NULL;
-    NDS_OK(nds_kvstore_open(&kv, spec, NULL));
-    return kv;
-}
-
-static int open_status(const char *spec) {
-    nds_kvstore *kv = NULL;
-    int rc = nds_kvstore_open(&kv, spec, NULL);
-    nds_kvstore_free(kv);
-    return rc;
-}
-
 START_TEST(tags_name_versions_and_never_move) {
     const char *base = memory_base();
-    nds_kvstore *kv = open_kv("%s|versioned:", base), *b = open_kv("%s", base);
+    nds_kvstore *kv = nds_kv_test_open("%s|versioned:", base), *b = nds_kv_test_open("%s", base);
     nds_kv_test_put(kv, "k", "first");
     nds_kv_test_put(kv, "k", "second");
     vs_store *s;
@@ -52,14 +32,14 @@ START_TEST(tags_name_versions_and_never_move) {
     ck_assert_int_eq(vs_store_tag_create(s, "latest", 2), NDS_EINVAL);
     ck_assert_int_eq(vs_store_tag_create(s, "x", 9), NDS_ENOTFOUND);
     vs_store_free(s);
-    nds_kvstore *at = open_kv("%s|versioned:@step-100/", base);
+    nds_kvstore *at = nds_kv_test_open("%s|versioned:@step-100/", base);
     char *got = nds_kv_test_get(at, "k", NULL);
     ck_assert_str_eq(got, "first");
     free(got);
     nds_kvstore_free(at);
     char spec[512];
     snprintf(spec, sizeof spec, "%s|versioned:@nope/", base);
-    ck_assert_int_eq(open_status(spec), NDS_ENOTFOUND);
+    ck_assert_int_eq(nds_kv_test_open_status(spec), NDS_ENOTFOUND);
     nds_kvstore_free(kv);
     nds_kvstore_free(b);
 }
@@ -83,7 +63,7 @@ static int note_tag(void *ctx, const char *name, uint64_t version) {
  * skipped; a tag that does not decode is an error naming it; a plain store is refused. */
 START_TEST(tags_are_listed_by_name) {
     const char *base = memory_base();
-    nds_kvstore *kv = open_kv("%s|versioned:", base), *b = open_kv("%s", base);
+    nds_kvstore *kv = nds_kv_test_open("%s|versioned:", base), *b = nds_kv_test_open("%s", base);
     seen_tags t = {0};
     NDS_OK(nds_versioned_tags(kv, note_tag, &t));
     ck_assert_int_eq(t.n, 0);
@@ -130,7 +110,7 @@ static void utc_text(int64_t ns, char *buf, size_t cap) {
 /* "@TIME" and "time": the newest version committed at or before a UTC time, read-only. */
 START_TEST(versions_open_at_a_time) {
     const char *base = memory_base();
-    nds_kvstore *kv = open_kv("%s|versioned:", base);
+    nds_kvstore *kv = nds_kv_test_open("%s|versioned:", base);
     nds_kv_test_put(kv, "k", "first");
     struct timespec pause = {0, 20 * 1000 * 1000};
     nanosleep(&pause, NULL);
@@ -140,14 +120,14 @@ START_TEST(versions_open_at_a_time) {
     ck_assert_int_gt(times[2], times[1]);
     char at[64];
     utc_text(times[1] + (times[2] - times[1]) / 2, at, sizeof at); /* between the two commits */
-    nds_kvstore *then = open_kv("%s|versioned:@%s/", base, at);
+    nds_kvstore *then = nds_kv_test_open("%s|versioned:@%s/", base, at);
     char *got = nds_kv_test_get(then, "k", NULL);
     ck_assert_str_eq(got, "first");
     free(got);
     ck_assert_int_eq(nds_kvstore_write(then, "k", "x", 1, NULL, NULL), NDS_EREADONLY);
     nds_kvstore_free(then);
     utc_text(times[2], at, sizeof at); /* exactly the second commit's time: that one */
-    then = open_kv("%s|versioned:@%s/", base, at);
+    then = nds_kv_test_open("%s|versioned:@%s/", base, at);
     got = nds_kv_test_get(then, "k", NULL);
     ck_assert_str_eq(got, "second");
     free(got);
@@ -155,14 +135,14 @@ START_TEST(versions_open_at_a_time) {
     char spec[512];
     utc_text(times[1] - 1000000000, at, sizeof at); /* before anything was committed */
     snprintf(spec, sizeof spec, "%s|versioned:@%s/", base, at);
-    ck_assert_int_eq(open_status(spec), NDS_ENOTFOUND);
+    ck_assert_int_eq(nds_kv_test_open_status(spec), NDS_ENOTFOUND);
     snprintf(spec, sizeof spec, "%s|versioned:@2026-13-99T10:00:00Z/", base);
-    ck_assert_int_eq(open_status(spec), NDS_EINVAL);
+    ck_assert_int_eq(nds_kv_test_open_status(spec), NDS_EINVAL);
     snprintf(spec, sizeof spec, "%s|versioned:@2026-11-27T10:00:00+01:00/", base);
-    ck_assert_int_eq(open_status(spec), NDS_EINVAL);
+    ck_assert_int_eq(nds_kv_test_open_status(spec), NDS_EINVAL);
     snprintf(spec, sizeof spec,
              "{\"driver\":\"versioned\",\"base\":\"%s\",\"tag\":\"x\",\"time\":\"%s\"}", base, at);
-    ck_assert_int_eq(open_status(spec), NDS_EINVAL);
+    ck_assert_int_eq(nds_kv_test_open_status(spec), NDS_EINVAL);
     nds_kvstore_free(kv);
 }
 END_TEST

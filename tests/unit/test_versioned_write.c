@@ -13,6 +13,7 @@
 #include <json-c/json.h>
 
 #include "support_check.h"
+#include "support_kv_conformance.h"
 #include "../../drivers/versioned_store.h"
 #include "internal/kvstore_internal.h"
 #include "internal/util.h"
@@ -35,12 +36,6 @@ static const char *file_base(void) {
     char *u = url[n % 2];
     snprintf(u, 1024, "file://%s/b%d/", g_dir, n++);
     return u;
-}
-
-static nds_kvstore *open_kv(const char *url) {
-    nds_kvstore *kv = NULL;
-    NDS_OK(nds_kvstore_open(&kv, url, NULL));
-    return kv;
 }
 
 static void fill_pattern(uint8_t *p, size_t n, unsigned seed) {
@@ -85,12 +80,12 @@ static void check_pieces(nds_kvstore *kv) {
 }
 
 START_TEST(write_iov_in_pieces) {
-    nds_kvstore *file = open_kv(file_base());
+    nds_kvstore *file = nds_kv_test_open("%s", file_base());
     check_pieces(file); /* the file driver's write_iov (writev) */
     nds_kvstore_free(file);
     char mem[128];
     snprintf(mem, sizeof mem, "memory://vwrite-%d/", (int)getpid());
-    nds_kvstore *memory = open_kv(mem);
+    nds_kvstore *memory = nds_kv_test_open("%s", mem);
     check_pieces(memory); /* no write_iov: gathered, then write */
     nds_kvstore_free(memory);
 }
@@ -100,7 +95,7 @@ END_TEST
  * build (the format did not change), and every value reads back through its ref. */
 START_TEST(data_object_bytes_as_built) {
     const char *url = file_base();
-    nds_kvstore *base = open_kv(url);
+    nds_kvstore *base = nds_kv_test_open("%s", url);
     vs_store *s;
     NDS_OK(vs_store_open(&s, base, url));
     /* one block, exactly one block, a block and 3 bytes (a table), 3 blocks, tiny, empty */
@@ -160,7 +155,7 @@ END_TEST
 /* Values past VS_DATA_OBJECT_MAX start a new object; each object's values read back. */
 START_TEST(data_objects_split_at_max) {
     const char *url = file_base();
-    nds_kvstore *base = open_kv(url);
+    nds_kvstore *base = nds_kv_test_open("%s", url);
     vs_store *s;
     NDS_OK(vs_store_open(&s, base, url));
     enum { N = 5 };
@@ -250,7 +245,7 @@ static void check_parts(const char *codec) {
     snprintf(store, sizeof store, "%s|versioned:", file_base());
     char *tokens[PARTS];
     for (int p = 0; p < PARTS; p++) tokens[p] = prepare_part(store, p, codec);
-    nds_kvstore *kv = open_kv(store);
+    nds_kvstore *kv = nds_kv_test_open("%s", store);
     NDS_OK(nds_txn_commit_prepared(kv, (const char *const *)tokens, PARTS, "parts", NULL));
     nds_kvstore_free(kv);
     float *buf = malloc((size_t)ROWS * COLS * sizeof *buf);
@@ -297,7 +292,7 @@ START_TEST(partial_chunk_side_value_holds_fill) {
     nds_array_free(arr);
     nds_txn_free(txn);
 
-    nds_kvstore *kv = open_kv(store);
+    nds_kvstore *kv = nds_kv_test_open("%s", store);
     nds_kv_prepared set;
     NDS_OK(nds_kvstore_prepared_read(kv, token, &set));
     ck_assert_uint_eq(set.nside, COLS / CHUNK_COLS); /* one partial chunk per column of chunks */
@@ -372,7 +367,7 @@ START_TEST(commit_from_stale_view_builds_on_own_newest) {
     char url[256];
     snprintf(url, sizeof url, "{\"driver\":\"faulty\",\"base\":\"memory://vw-stale-%d/\"}",
              (int)getpid());
-    nds_kvstore *kv = open_kv(url);
+    nds_kvstore *kv = nds_kv_test_open("%s", url);
     vs_store *s;
     NDS_OK(vs_store_open(&s, kv, "stale"));
     vs_snapshot start, a, b;
