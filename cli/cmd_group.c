@@ -57,15 +57,33 @@ static const char *detect_group_format(const char *url, const char *path) {
     return format;
 }
 
-static int consolidate(int argc, char **argv) {
-    const char *format = NULL;
+/* What both forms take: URL [PATH] [--format F] (and --parents unless consolidating). */
+typedef struct group_args {
+    bool parents;
+    const char *format; /* --format, or the URL's trailing |F:, or NULL */
+    const char *path;
+    char url[4096];
+    char url_format[64]; /* the URL's trailing |F: */
+} group_args;
+
+/* parse_group_args' result when the command goes on (any other value is its exit status: help
+ * printed, or a usage error). */
+#define GROUP_ARGS_PARSED (-1)
+
+/* Parses argv into *g. */
+static int parse_group_args(int argc, char **argv, bool consolidating, group_args *g) {
     int c;
+    g->parents = false;
+    g->format = NULL;
     cli_getopt_reset();
-    while ((c = getopt_long(argc, argv, ":hf:", options + 1, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, consolidating ? ":hf:" : ":hpf:",
+                            consolidating ? options + 1 : options, NULL)) != -1) {
         if (c == 'h')
             return cli_help(help);
-        if (c == 'f')
-            format = optarg;
+        if (c == 'p')
+            g->parents = true;
+        else if (c == 'f')
+            g->format = optarg;
         else
             return cli_bad_option(usage, argv, c);
     }
@@ -73,20 +91,29 @@ static int consolidate(int argc, char **argv) {
         return cli_usage(usage, argc - optind == 0 ? "missing URL" : "too many arguments");
     if (cli_require_spec("URL", argv[optind]) != CLI_OK)
         return CLI_FAIL;
-    const char *path = argc - optind == 2 ? argv[optind + 1] : "";
-    char url[4096], fmt[64];
-    if (cli_kvstore_url(argv[optind], url, sizeof url, fmt, sizeof fmt) != CLI_OK)
+    g->path = argc - optind == 2 ? argv[optind + 1] : "";
+    if (cli_kvstore_url(argv[optind], g->url, sizeof g->url, g->url_format,
+                        sizeof g->url_format) != CLI_OK)
         return CLI_FAIL;
-    if (!format)
-        format = fmt[0] ? fmt : detect_group_format(url, path);
+    if (!g->format && g->url_format[0])
+        g->format = g->url_format;
+    return GROUP_ARGS_PARSED;
+}
+
+static int consolidate(int argc, char **argv) {
+    group_args g;
+    int status = parse_group_args(argc, argv, true, &g);
+    if (status != GROUP_ARGS_PARSED)
+        return status;
+    const char *format = g.format ? g.format : detect_group_format(g.url, g.path);
     size_t count = 0;
     nds_error_clear();
-    int st = nds_group_consolidate(url, path, format, &count, NULL);
+    int st = nds_group_consolidate(g.url, g.path, format, &count, NULL);
     if (st != 0)
-        return cli_fail_nds(st, url);
-    nds_redact_secrets(url, sizeof url);
+        return cli_fail_nds(st, g.url);
+    nds_redact_secrets(g.url, sizeof g.url);
     printf("consolidated %zu metadata document%s of group %s%s%s (%s: %s)\n", count,
-           count == 1 ? "" : "s", url, path[0] ? " " : "", path, format,
+           count == 1 ? "" : "s", g.url, g.path[0] ? " " : "", g.path, format,
            strcmp(format, "zarr3") == 0 ? "inline in zarr.json" : ".zmetadata");
     return CLI_OK;
 }
@@ -94,35 +121,18 @@ static int consolidate(int argc, char **argv) {
 int cli_cmd_group(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "consolidate") == 0)
         return consolidate(argc - 1, argv + 1);
-    bool parents = false;
-    const char *format = NULL;
-    int c;
-    cli_getopt_reset();
-    while ((c = getopt_long(argc, argv, ":hpf:", options, NULL)) != -1) {
-        if (c == 'h')
-            return cli_help(help);
-        if (c == 'p')
-            parents = true;
-        else if (c == 'f')
-            format = optarg;
-        else
-            return cli_bad_option(usage, argv, c);
-    }
-    if (argc - optind < 1 || argc - optind > 2)
-        return cli_usage(usage, argc - optind == 0 ? "missing URL" : "too many arguments");
-    if (cli_require_spec("URL", argv[optind]) != CLI_OK)
-        return CLI_FAIL;
-    const char *path = argc - optind == 2 ? argv[optind + 1] : "";
-    char url[4096], fmt[64];
-    if (cli_kvstore_url(argv[optind], url, sizeof url, fmt, sizeof fmt) != CLI_OK)
-        return CLI_FAIL;
-    if (!format)
-        format = fmt[0] ? fmt : "zarr";
+    group_args g;
+    int status = parse_group_args(argc, argv, false, &g);
+    if (status != GROUP_ARGS_PARSED)
+        return status;
+    const char *format = g.format ? g.format : "zarr";
+    char *url = g.url;
+    const char *path = g.path;
     nds_error_clear();
-    int st = nds_group_create(url, path, format, parents, NULL);
+    int st = nds_group_create(url, path, format, g.parents, NULL);
     if (st != 0)
         return cli_fail_nds(st, url);
-    nds_redact_secrets(url, sizeof url);
+    nds_redact_secrets(url, sizeof g.url);
     printf("group %s%s%s (%s)\n", url, path[0] ? " " : "", path, format);
     return CLI_OK;
 }
