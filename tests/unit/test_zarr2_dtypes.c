@@ -90,43 +90,12 @@ START_TEST(types_without_typestrings) {
 }
 END_TEST
 
-
-/* "datetime64[ns]" as a schema dtype (the name info prints) creates the array with its unit; an
- * open that asks for another unit is a mismatch. */
-START_TEST(schema_dtype_with_unit) {
-    nds_array *a;
-    NDS_OK(open_spec(&a, "{\"driver\":\"%s\",\"kvstore\":\"memory://su/\",\"create\":true,"
-                         "\"schema\":{\"dtype\":\"timedelta64[10s]\",\"domain\":{\"shape\":[4]},"
-                         "\"fill_value\":-9223372036854775808}}", "zarr"));
-    ck_assert_int_eq(nds_array_dtype(a), NDS_TIMEDELTA64);
-    int64_t out[4];
-    read_all(a, out);
-    ck_assert(out[0] == INT64_MIN);
-    char *meta = NULL;
-    NDS_OK(nds_array_metadata(a, &meta));
-    ck_assert_msg(strstr(meta, "\"<m8[10s]\"") != NULL, "%s", meta);
-    nds_free(meta);
-    nds_array_free(a);
-    NDS_OK(open_spec(&a, "{\"driver\":\"%s\",\"kvstore\":\"memory://su/\",\"open\":true,"
-                         "\"create\":true,\"schema\":{\"dtype\":\"timedelta64[10s]\"}}", "zarr"));
-    nds_array_free(a);
-    EXPECT_ERR(open_spec(&a, "{\"driver\":\"%s\",\"kvstore\":\"memory://su/\",\"open\":true,"
-                             "\"create\":true,\"schema\":{\"dtype\":\"timedelta64[s]\"}}", "zarr"),
-               NDS_EMISMATCH, "\"dtype\" is \"<m8[10s]\"");
-    EXPECT_ERR(open_spec(&a, "{\"driver\":\"%s\",\"kvstore\":\"memory://su2/\",\"create\":true,"
-                             "\"schema\":{\"dtype\":\"datetime64[fortnight]\",\"domain\":{\"shape\":[4]}}}",
-                         "zarr"),
-               NDS_EINVAL, "unknown \"dtype\"");
-}
-END_TEST
-
 int main(void) {
     Suite *s = suite_create("zarr2_dtypes");
     TCase *tc = tcase_create("zarr2_dtypes");
     tcase_add_test(tc, integers_beyond_64_bits);
     tcase_add_test(tc, datetime_typestrings);
     tcase_add_test(tc, types_without_typestrings);
-    tcase_add_test(tc, schema_dtype_with_unit);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
