@@ -619,26 +619,21 @@ def load(url, like, *, group=None, version=None):
             _fill(pinned, path, entry, value, (0,) * value.dim(), what)
     given = {p: v for p, v, _ in tensors}
     stored = _unflatten(manifest["state"], lambda p: given.get(p))
-    return _merge(skeleton, stored, given)
+    return _merge(_unflatten(skeleton, lambda p: given[p]), stored)
 
 
-def _merge(like_skel, stored, given):
-    """like's structure with the checkpoint's non-tensor values (and entries only it has)."""
-    like = _unflatten(like_skel, lambda p: given[p])
-    if isinstance(like, dict) and isinstance(stored, dict):
-        out = dict(stored)
-        for k, v in like.items():
-            out[k] = _merge_value(v, stored.get(k))
-        return out
-    return like
+_ABSENT = object()  # a key the checkpoint does not have
 
 
-def _merge_value(mine, theirs):
+def _merge(mine, theirs):
+    """mine (like's structure) with the checkpoint's non-tensor values: tensors and Shards stay
+    mine, dicts are merged key by key (keys only the checkpoint has are added), any other value is
+    the checkpoint's, or mine where the checkpoint has no such entry."""
     if isinstance(mine, (torch.Tensor, Shard)):
         return mine
     if isinstance(mine, dict) and isinstance(theirs, dict):
         out = dict(theirs)
         for k, v in mine.items():
-            out[k] = _merge_value(v, theirs.get(k))
+            out[k] = _merge(v, theirs.get(k, _ABSENT))
         return out
-    return theirs if theirs is not None else mine
+    return mine if theirs is _ABSENT else theirs

@@ -209,17 +209,20 @@ def test_one_process_every_dtype_and_value(tmp_path):
     g = torch.Generator().manual_seed(1)
     sd = {"t": {str(dt): (torch.randn(37, 5, generator=g) * 100).to(dt) for dt in DTYPES},
           "scalar": torch.tensor(2.5), "empty": torch.zeros(0, 4), "step": 7, "name": "x/y:z|w",
-          "nested": {3: {"k": [1, 2.5, None, True, "s", (1, 2)]}}, "odd key/with|chars~": torch.ones(3)}
+          "nested": {3: {"k": [1, 2.5, None, True, "s", (1, 2)]}}, "odd key/with|chars~": torch.ones(3),
+          "unset": None}
     v = nt.save(sd, url)
     assert v == 1 and nt.latest(url) == 1
     like = {"t": {k: torch.zeros_like(t) for k, t in sd["t"].items()}, "scalar": torch.tensor(0.0),
-            "empty": torch.zeros(0, 4), "step": 0, "nested": {}, "odd key/with|chars~": torch.zeros(3)}
+            "empty": torch.zeros(0, 4), "step": 0, "nested": {}, "odd key/with|chars~": torch.zeros(3),
+            "unset": 5, "only_mine": "kept"}
     out = nt.load(url, like)
     for k, t in sd["t"].items():
         assert torch.equal(like["t"][k], t), k
     assert like["scalar"].item() == 2.5 and torch.equal(like["odd key/with|chars~"], torch.ones(3))
     assert out["step"] == 7 and out["name"] == "x/y:z|w"
     assert out["nested"] == {3: {"k": [1, 2.5, None, True, "s", (1, 2)]}}
+    assert out["unset"] is None and out["only_mine"] == "kept"  # the checkpoint's None wins
 
 
 def test_versions_list_and_older_checkpoint(tmp_path):
