@@ -124,21 +124,29 @@ static int store_encoded(nds_array *a, const char *key, const uint8_t *bytes, si
     return rc;
 }
 
+int nds_array_stored_bytes(nds_array *a, const uint64_t *cell, const char *key,
+                           const uint8_t *chunk, nds_buf *enc, const uint8_t **bytes, size_t *len,
+                           int *all_fill) {
+    *bytes = chunk; /* canonical storage: the chunk buffer is what is stored */
+    *len = a->chunk_bytes;
+    if (a->meta.stored_canonical) {
+        *all_fill = nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
+        return 0;
+    }
+    int rc = nds_array_encode_for_store(a, cell, key, chunk, enc, all_fill);
+    *bytes = enc->data;
+    *len = enc->len;
+    return rc;
+}
+
 /* Stores a merged chunk: deleted when all fill, else encoded and written (see store_encoded). */
 static int store_chunk(nds_array *a, const uint64_t *cell, const char *key, const uint8_t *chunk,
                        const nds_generation *cond, int was_present, staged_chunk *sc) {
     nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
     if (!enc) return nds_err(NDS_ENOMEM, "out of memory");
-    int all_fill, rc = 0;
-    const uint8_t *bytes = chunk; /* canonical storage: the chunk buffer is what is stored */
-    size_t len = a->chunk_bytes;
-    if (a->meta.stored_canonical) {
-        all_fill = nds_all_equal(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
-    } else {
-        rc = nds_array_encode_for_store(a, cell, key, chunk, enc, &all_fill);
-        bytes = enc->data;
-        len = enc->len;
-    }
+    const uint8_t *bytes;
+    size_t len;
+    int all_fill, rc = nds_array_stored_bytes(a, cell, key, chunk, enc, &bytes, &len, &all_fill);
     return rc ? rc : store_encoded(a, key, bytes, len, all_fill, cond, was_present, chunk, sc);
 }
 
@@ -298,11 +306,26 @@ static void merge_from_buffer(void *ctx, const uint64_t *cell, uint8_t *chunk) {
                      c->buf_stride);
 }
 
-/* A write inside a transaction: copy into the staged chunk and mark the elements written. */
+/* Whether the selection is the whole chunk (not cut by the array's edge) and lies in the caller's
+ * buffer as the canonical chunk would: the buffer's bytes from its first element are the chunk. */
+static bool buffer_holds_chunk(const io_call *c, const chunk_sel *s) {
+    const nds_array *a = c->a;
+    for (size_t d = 0; d < a->meta.rank; d++) {
+        if (s->in_chunk[d] != 0 || s->extent[d] != a->meta.chunk_shape[d]) return false;
+        if (s->extent[d] > 1 && (c->box->step[d] != 1 || c->buf_stride[d] != c->chunk_unit[d]))
+            return false;
+    }
+    return true;
+}
+
+/* A write inside a transaction: copy into the staged chunk and mark the elements written, or
+ * (nds_array_write_ref) stage a whole chunk by reference into the caller's buffer. */
 static int stage_write(io_call *c, const uint64_t *cell, const chunk_sel *s) {
     nds_array *a = c->a;
     char key[KEY_MAX];
     int rc = nds_array_chunk_key(a, cell, key, sizeof key);
+    if (!rc && c->by_ref && buffer_holds_chunk(c, s))
+        return nds_txn_stage_ref(c->txn, a, cell, key, sel_buffer(c, s));
     nds_txn_chunk *staged = rc ? NULL : nds_txn_chunk_get(c->txn, a, cell, key, true, &rc);
     if (rc) return rc;
     write_merge w = {c, s};
@@ -368,17 +391,24 @@ static int write_chunks(io_call *c, size_t threads) {
     return rc;
 }
 
-int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_io_options *opts) {
+/* nds_array_write, and (by_ref) nds_array_write_ref. */
+static int write_call(nds_array *a, const nds_box *box, const void *in, const nds_io_options *opts,
+                      bool by_ref) {
     pthread_rwlock_rdlock(&a->meta_lock);
     io_call c;
     int rc = io_call_init(&c, a, box, in, false, "write to");
     nds_txn *txn = call_txn(a, opts);
+    if (!rc && by_ref && !txn)
+        rc = nds_err(NDS_EINVAL, "write by reference to %s: only inside a transaction (the "
+                                 "transaction keeps the caller's buffer)",
+                     nds_kvstore_url(a->kv));
     if (!rc && txn) rc = nds_txn_check_open(txn);
     if (!rc && txn && a->meta.grouped) rc = nds_array_group_txn_refusal(a); /* nothing staged */
     /* nothing written; a consolidated snapshot is refused in a transaction too */
     if (!rc && (!txn || a->snapshot)) rc = nds_array_check_stale(a, "write to");
     if (!rc) {
         c.txn = txn;
+        c.by_ref = by_ref;
         rc = a->meta.grouped ? nds_array_write_groups(a, &c, call_threads(opts)) /* array_group.c */
                              : write_chunks(&c, call_threads(opts));
         if (rc && txn) nds_txn_poison(txn);
@@ -388,6 +418,15 @@ int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_
     }
     pthread_rwlock_unlock(&a->meta_lock);
     return rc;
+}
+
+int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_io_options *opts) {
+    return write_call(a, box, in, opts, false);
+}
+
+int nds_array_write_ref(nds_array *a, const nds_box *box, const void *in,
+                        const nds_io_options *opts) {
+    return write_call(a, box, in, opts, true);
 }
 
 /* ---- what grouped writes (array_group.c) use of a write call ---- */

@@ -13,6 +13,7 @@
 #include "internal/dtype_util.h"
 #include "internal/error.h"
 #include "internal/kvstore_internal.h"
+#include "internal/strided.h"
 #include "internal/txn_internal.h"
 #include "internal/util.h"
 #include "internal/write_batch.h"
@@ -157,19 +158,28 @@ static int reserve(nds_txn *t, size_t bytes) {
     return 0;
 }
 
+/* Gives c its own element and mask buffers (owned: data + mask, reserved in t's memory). */
+static int own_buffers(nds_txn *t, nds_txn_chunk *c) {
+    const nds_array *a = c->a;
+    int rc = reserve(t, a->chunk_bytes + a->chunk_elems);
+    if (rc) return rc;
+    c->data = malloc(a->chunk_bytes);
+    c->mask = calloc(a->chunk_elems, 1);
+    if (c->data && c->mask) return 0;
+    free(c->data), free(c->mask);
+    c->data = c->mask = NULL;
+    t->memory -= a->chunk_bytes + a->chunk_elems;
+    return nds_err(NDS_ENOMEM, "out of memory staging chunk %s", c->key);
+}
+
+/* A new staged chunk, with its own buffers unless it is to be staged by reference. */
 static nds_txn_chunk *new_chunk(nds_txn *t, nds_array *a, const uint64_t *cell, const char *key,
-                                int *rc) {
-    if ((*rc = reserve(t, a->chunk_bytes + a->chunk_elems))) return NULL;
+                                bool owned, int *rc) {
     nds_txn_chunk *c = calloc(1, sizeof *c);
-    if (c) {
-        c->key = nds_strdup(key);
-        c->data = malloc(a->chunk_bytes);
-        c->mask = calloc(a->chunk_elems, 1);
-    }
-    if (!c || !c->key || !c->data || !c->mask) {
-        if (c) free(c->key), free(c->data), free(c->mask);
+    if (c) c->key = nds_strdup(key);
+    if (!c || !c->key) {
+        if (c) free(c->key);
         free(c);
-        t->memory -= a->chunk_bytes + a->chunk_elems;
         *rc = nds_err(NDS_ENOMEM, "out of memory staging chunk %s", key);
         return NULL;
     }
@@ -178,23 +188,60 @@ static nds_txn_chunk *new_chunk(nds_txn *t, nds_array *a, const uint64_t *cell, 
     /* c->data is not filled: only elements the mask marks written are ever read (overlay, a chunk
      * written whole), so a chunk written whole pays no fill pass; partial_payload fills the rest
      * before storing the chunk. */
+    if (owned && (*rc = own_buffers(t, c))) {
+        free(c->key), free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* A chunk staged by reference, copied into buffers of its own so that a write can change it. */
+static int own_reference(nds_txn *t, nds_txn_chunk *c) {
+    int rc = own_buffers(t, c);
+    if (rc) return rc;
+    memcpy(c->data, c->ref, c->a->chunk_bytes);
+    memset(c->mask, 1, c->a->chunk_elems);
+    c->ref = NULL;
+    return 0;
+}
+
+/* The staged chunk for (a, key) (caller holds t->mu), created when create is set. */
+static nds_txn_chunk *find_chunk(nds_txn *t, nds_array *a, const uint64_t *cell, const char *key,
+                                 bool create, bool owned, int *rc) {
+    size_t b = chunk_hash(a, key);
+    nds_txn_chunk *c = t->buckets[b];
+    while (c && (c->a != a || strcmp(c->key, key) != 0)) c = c->next;
+    if (!c && create && (c = new_chunk(t, a, cell, key, owned, rc)) != NULL) {
+        c->next = t->buckets[b];
+        t->buckets[b] = c;
+        t->nchunks++;
+    }
     return c;
 }
 
 nds_txn_chunk *nds_txn_chunk_get(nds_txn *t, nds_array *a, const uint64_t *cell, const char *key,
                                  bool create, int *rc) {
-    size_t b = chunk_hash(a, key);
     *rc = 0;
     pthread_mutex_lock(&t->mu);
-    nds_txn_chunk *c = t->buckets[b];
-    while (c && (c->a != a || strcmp(c->key, key) != 0)) c = c->next;
-    if (!c && create && (c = new_chunk(t, a, cell, key, rc)) != NULL) {
-        c->next = t->buckets[b];
-        t->buckets[b] = c;
-        t->nchunks++;
-    }
+    nds_txn_chunk *c = find_chunk(t, a, cell, key, create, true, rc);
+    if (c && create && c->ref && (*rc = own_reference(t, c))) c = NULL;
     pthread_mutex_unlock(&t->mu);
     return c;
+}
+
+int nds_txn_stage_ref(nds_txn *t, nds_array *a, const uint64_t *cell, const char *key,
+                      const uint8_t *elements) {
+    int rc = 0;
+    pthread_mutex_lock(&t->mu);
+    nds_txn_chunk *c = find_chunk(t, a, cell, key, true, false, &rc);
+    if (c && c->data) { /* written before, now overwritten whole: its copy is not needed */
+        free(c->data), free(c->mask);
+        c->data = c->mask = NULL;
+        t->memory -= a->chunk_bytes + a->chunk_elems;
+    }
+    if (c) c->ref = elements;
+    pthread_mutex_unlock(&t->mu);
+    return rc;
 }
 
 bool nds_txn_touches(nds_txn *t, const nds_array *a) {
@@ -208,6 +255,10 @@ bool nds_txn_touches(nds_txn *t, const nds_array *a) {
 
 /* Copies runs of written elements (mask bytes are 0 or 1): a chunk written whole is one memcpy. */
 void nds_txn_overlay(const nds_txn_chunk *c, uint8_t *chunk, size_t elems, size_t elem) {
+    if (c->ref) {
+        memcpy(chunk, c->ref, elems * elem);
+        return;
+    }
     for (size_t i = 0; i < elems;) {
         const uint8_t *first = memchr(c->mask + i, 1, elems - i);
         if (!first) return;
@@ -328,9 +379,52 @@ static nds_txn_chunk **chunk_list(nds_txn *t) {
     return v;
 }
 
+/* Sets the elements of c the mask marks unwritten to the fill value (staged chunks are not filled
+ * when created). */
+static void fill_unwritten(nds_txn_chunk *c) {
+    const nds_array *a = c->a;
+    if (c->ref) return; /* every element written */
+    size_t elems = a->chunk_elems;
+    for (size_t i = 0; i < elems;) {
+        const uint8_t *first = memchr(c->mask + i, 0, elems - i);
+        if (!first) return;
+        size_t s = (size_t)(first - c->mask);
+        const uint8_t *stop = memchr(first, 1, elems - s);
+        i = stop ? (size_t)(stop - c->mask) : elems;
+        nds_fill_elements(c->data + s * a->elem, i - s, a->elem, a->meta.fill_value);
+    }
+}
+
+static bool all_marked(const uint8_t *mask, size_t n) {
+    return n == 0 || (mask[0] && (n == 1 || memcmp(mask, mask + 1, n - 1) == 0));
+}
+
+/* Whether every element of c that lies inside the array is written: then the chunk is written
+ * whole, and an edge chunk's padding (never read) is stored as fill. */
 static bool every_element_written(const nds_txn_chunk *c) {
-    size_t n = c->a->chunk_elems;
-    return c->mask[0] && (n == 1 || memcmp(c->mask, c->mask + 1, n - 1) == 0);
+    if (c->ref) return true;
+    const nds_array *a = c->a;
+    size_t rank = a->meta.rank;
+    uint64_t inside[NDS_MAX_RANK], rows = 1;
+    bool edge = false;
+    for (size_t d = 0; d < rank; d++) {
+        uint64_t start = c->cell[d] * a->meta.chunk_shape[d];
+        inside[d] = nds_min_u64(a->meta.chunk_shape[d], a->meta.shape[d] - start);
+        edge |= inside[d] != a->meta.chunk_shape[d];
+        if (d + 1 < rank) rows *= inside[d];
+    }
+    if (!edge || rank == 0) return all_marked(c->mask, a->chunk_elems);
+    int64_t stride[NDS_MAX_RANK]; /* in elements */
+    nds_c_strides(rank, a->meta.chunk_shape, 1, stride);
+    for (uint64_t r = 0; r < rows; r++) { /* each row of the last dimension inside the array */
+        uint64_t at = 0, rest = r;
+        for (size_t d = rank - 1; d-- > 0;) {
+            at += (rest % inside[d]) * (uint64_t)stride[d];
+            rest /= inside[d];
+        }
+        if (!all_marked(c->mask + at, (size_t)inside[rank - 1])) return false;
+    }
+    return true;
 }
 
 static void merge_staged(void *ctx, const uint64_t *cell, uint8_t *chunk) {
@@ -434,28 +528,46 @@ static int commit_isolated(nds_txn *t, commit_call *cc) {
     return rc;
 }
 
-/* Atomic: read + merge + encode one chunk into its op, conditional on the generation read. */
+/* The elements of a chunk staged whole: borrowed, or its own copy. */
+static const uint8_t *whole_elements(const nds_txn_chunk *c) { return c->ref ? c->ref : c->data; }
+
+/* Atomic: read + merge + encode one chunk into its op, conditional on the generation read. A
+ * chunk written whole is stored from its staged elements (no copy where storage is canonical);
+ * one written in part is merged in this thread's scratch chunk, so its stored bytes are copied
+ * out of it (the scratch is reused by the next task). */
 static int prepare_task(void *ctx, size_t i) {
     commit_call *cc = ctx;
     nds_txn_chunk *c = cc->chunks[i];
     nds_array *a = c->a;
     nds_kv_op *op = &cc->ops[i];
-    uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes);
-    if (!chunk) return NDS_ENOMEM;
+    uint8_t *chunk = NULL;
+    const uint8_t *bytes;
+    size_t len;
     int present = 1, all_fill, rc = 0;
     op->if_equal.kind = NDS_GEN_NONE;
     pthread_rwlock_rdlock(&a->meta_lock);
-    if (every_element_written(c))
-        memcpy(chunk, c->data, a->chunk_bytes);
-    else if (!(rc = nds_array_load_chunk(a, c->cell, c->key, chunk, &present, &op->if_equal, true)))
+    if (every_element_written(c)) {
+        fill_unwritten(c); /* an edge chunk's padding */
+        rc = nds_array_stored_bytes(a, c->cell, c->key, whole_elements(c), &cc->encoded[i], &bytes,
+                                    &len, &all_fill);
+    } else if (!(chunk = nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes))) {
+        rc = nds_err(NDS_ENOMEM, "out of memory");
+    } else if (!(rc = nds_array_load_chunk(a, c->cell, c->key, chunk, &present, &op->if_equal,
+                                           true))) {
         nds_txn_overlay(c, chunk, a->chunk_elems, a->elem);
-    if (!rc) rc = nds_array_encode_for_store(a, c->cell, c->key, chunk, &cc->encoded[i], &all_fill);
+        rc = nds_array_stored_bytes(a, c->cell, c->key, chunk, &cc->encoded[i], &bytes, &len,
+                                    &all_fill);
+        if (!rc && !all_fill && bytes == chunk) {
+            cc->encoded[i].len = 0;
+            if (nds_buf_append(&cc->encoded[i], chunk, len)) rc = nds_err(NDS_ENOMEM, "out of memory");
+            bytes = cc->encoded[i].data;
+        }
+    }
     pthread_rwlock_unlock(&a->meta_lock);
     if (rc) return rc;
     op->key = c->key;
-    op->data =
-        all_fill ? NULL : cc->encoded[i].data; /* all fill: delete (a no-op on a missing key) */
-    op->len = all_fill ? 0 : cc->encoded[i].len;
+    op->data = all_fill ? NULL : bytes; /* all fill: delete (a no-op on a missing key) */
+    op->len = all_fill ? 0 : len;
     cc->kvs[i] = nds_txn_base_kvstore(a->kv); /* past a staging wrapper, to the store itself */
     return 0;
 }
@@ -550,21 +662,6 @@ static nds_kvstore *prepare_store(nds_txn *t, nds_txn_chunk **chunks) {
     return t->keys ? t->keys->kv : NULL;
 }
 
-/* Sets the elements of c the mask marks unwritten to the fill value (staged chunks are not filled
- * when created). */
-static void fill_unwritten(nds_txn_chunk *c) {
-    const nds_array *a = c->a;
-    size_t elems = a->chunk_elems;
-    for (size_t i = 0; i < elems;) {
-        const uint8_t *first = memchr(c->mask + i, 0, elems - i);
-        if (!first) return;
-        size_t s = (size_t)(first - c->mask);
-        const uint8_t *stop = memchr(first, 1, elems - s);
-        i = stop ? (size_t)(stop - c->mask) : elems;
-        nds_fill_elements(c->data + s * a->elem, i - s, a->elem, a->meta.fill_value);
-    }
-}
-
 /* A chunk written in part, for the committer: [u32 header length][header JSON][mask][elements]
  * (unwritten elements hold the fill value). */
 static int partial_payload(nds_txn_chunk *c, nds_buf *out) {
@@ -590,18 +687,23 @@ static int partial_payload(nds_txn_chunk *c, nds_buf *out) {
     return rc ? nds_err(NDS_ENOMEM, "out of memory preparing %s", c->key) : 0;
 }
 
-/* Chunks written whole become puts (encoded now), chunks written in part side values. */
+/* Chunks written whole become puts (encoded now; stored as staged where storage is canonical),
+ * chunks written in part side values. */
 static int prepare_chunk(nds_txn_chunk *c, nds_kv_op *op, nds_kvstore **kv, nds_buf *enc,
                          bool *whole) {
     nds_array *a = c->a;
     *whole = every_element_written(c);
     if (!*whole) return partial_payload(c, enc);
+    fill_unwritten(c); /* an edge chunk's padding */
+    const uint8_t *bytes;
+    size_t len;
     int all_fill = 0;
     pthread_rwlock_rdlock(&a->meta_lock);
-    int rc = nds_array_encode_for_store(a, c->cell, c->key, c->data, enc, &all_fill);
+    int rc = nds_array_stored_bytes(a, c->cell, c->key, whole_elements(c), enc, &bytes, &len,
+                                    &all_fill);
     pthread_rwlock_unlock(&a->meta_lock);
-    *op = (nds_kv_op){c->key, all_fill ? NULL : enc->data, all_fill ? 0 : enc->len,
-                      {NDS_GEN_NONE, {0}}, {NDS_GEN_NONE, {0}}};
+    *op = (nds_kv_op){c->key, all_fill ? NULL : bytes, all_fill ? 0 : len, {NDS_GEN_NONE, {0}},
+                      {NDS_GEN_NONE, {0}}};
     *kv = nds_txn_base_kvstore(a->kv);
     return rc;
 }
@@ -618,13 +720,16 @@ typedef struct prepare_call {
 
 /* Once encoded, a staged chunk's elements are not needed again (a prepare ends the transaction
  * either way: done, or poisoned and only aborted), so they are freed at once: a prepare then holds
- * about one copy of the data instead of two, and the encodings reuse the freed memory. */
+ * about one copy of the data instead of two, and the encodings reuse the freed memory. A chunk
+ * stored as staged (canonical storage) keeps its elements until the transaction ends. */
 static int prepare_chunk_task(void *ctx, size_t i) {
     prepare_call *p = ctx;
     nds_txn_chunk *c = p->chunks[i];
     int rc = prepare_chunk(c, &p->ops[i], &p->kvs[i], &p->enc[i], &p->whole[i]);
-    free(c->data), free(c->mask);
-    c->data = c->mask = NULL;
+    if (!p->whole[i] || p->ops[i].data != c->data) {
+        free(c->data), free(c->mask);
+        c->data = c->mask = NULL;
+    }
     return rc;
 }
 

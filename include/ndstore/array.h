@@ -111,6 +111,18 @@ NDS_API int nds_array_read(nds_array *a, const nds_box *box, void *out, const nd
 /** Writes in (dense, C order) to box. Each touched chunk is committed by itself, isolated; a chunk left
  *  all fill is deleted. opts may be NULL. On error some chunks may have been written, each whole. */
 NDS_API int nds_array_write(nds_array *a, const nds_box *box, const void *in, const nds_io_options *opts);
+/**
+ * nds_array_write inside a transaction (opts->txn, or the array opened in one), without copying what
+ * it need not: every chunk the box covers whole and that lies in `in` as the chunk itself (C order,
+ * no step: e.g. a box of whole rows of chunks) is staged as a reference into `in`; other chunks are
+ * copied as by nds_array_write. So a transaction can stage data as large as the caller holds, with no
+ * second copy and none of it counted in its memory limit; where chunks are stored uncompressed
+ * (zarr without codecs), prepare and commit write them straight from `in`.
+ * `in` must stay valid and unchanged until the transaction is committed, prepared or freed.
+ * @return as nds_array_write; NDS_EINVAL outside a transaction
+ */
+NDS_API int nds_array_write_ref(nds_array *a, const nds_box *box, const void *in,
+                                const nds_io_options *opts);
 /** Changes the shape (same rank). Chunks wholly outside the new shape are deleted; elements of kept edge
  *  chunks beyond it are reset to fill, so growing again shows fill there. */
 NDS_API int nds_array_resize(nds_array *a, const uint64_t *new_shape);

@@ -61,6 +61,12 @@ int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, ui
  *  the chunk is to be deleted). */
 int nds_array_encode_for_store(nds_array *a, const uint64_t *cell, const char *key,
                                const uint8_t *chunk, nds_buf *out, int *all_fill);
+/** The bytes to store for a merged canonical chunk: the chunk itself where the array stores chunks
+ *  canonically (meta.stored_canonical: no copy), else its encoding in enc; or *all_fill (nothing to
+ *  store: the chunk is to be deleted). *bytes lives as long as chunk or enc. */
+int nds_array_stored_bytes(nds_array *a, const uint64_t *cell, const char *key,
+                           const uint8_t *chunk, nds_buf *enc, const uint8_t **bytes, size_t *len,
+                           int *all_fill);
 
 /** Changes chunk cell under its in-process lock with the optimistic protocol: load (unless whole is
  * set, meaning merge overwrites every element), merge(ctx, chunk), store conditionally, retry on

@@ -107,6 +107,7 @@ typedef struct io_call {
     grid_range grid;
     uint8_t *buf;           /* caller's buffer (read: destination; write: source, not modified) */
     nds_txn *txn;           /* staging / overlay transaction, or NULL */
+    bool by_ref;            /* write in a transaction: stage whole chunks by reference into buf */
     nds_write_batch *batch; /* write: chunks staged and published in batches, or NULL */
     int64_t buf_stride[NDS_MAX_RANK];   /* byte strides of the box's dense buffer */
     int64_t chunk_unit[NDS_MAX_RANK];   /* byte strides of the canonical chunk */
@@ -158,6 +159,7 @@ static inline int io_call_init(io_call *c, nds_array *a, const nds_box *box, con
     c->a = a;
     c->buf = (uint8_t *)buf;
     c->txn = NULL;
+    c->by_ref = false;
     c->batch = NULL;
     c->run = 1;
     c->stream = false;

@@ -9,23 +9,29 @@
 
 struct nds_array;
 
-/** One staged chunk: the written elements (canonical layout) and a byte per element, 1 = written.
- */
+/** One staged chunk: the written elements (canonical layout) and a byte per element, 1 = written;
+ *  or, staged by reference (nds_array_write_ref), every element in the caller's memory. */
 typedef struct nds_txn_chunk {
     struct nds_array *a;
     uint64_t cell[NDS_MAX_RANK];
     char *key;
     uint8_t *data;
     uint8_t *mask;
+    const uint8_t *ref; /* every element, borrowed from the caller (data and mask NULL), or NULL */
     struct nds_txn_chunk *next; /* hash chain */
 } nds_txn_chunk;
 
 /** NDS_EPOISONED (with a message) unless t is open. */
 int nds_txn_check_open(const nds_txn *t);
 /** The staged chunk for (a, key), created (zeroed mask) when create is set; NULL when absent or on
- *  error (*rc set; a limit error poisons the transaction). Internally synchronised. */
+ *  error (*rc set; a limit error poisons the transaction). With create, a chunk staged by reference
+ *  becomes a copy (data + mask) that the caller may write into. Internally synchronised. */
 nds_txn_chunk *nds_txn_chunk_get(nds_txn *t, struct nds_array *a, const uint64_t *cell,
                                  const char *key, bool create, int *rc);
+/** Stages every element of chunk (a, key) by reference: elements (canonical layout) stay the
+ *  caller's, valid and unchanged until t ends; whatever was staged for the chunk is dropped. */
+int nds_txn_stage_ref(nds_txn *t, struct nds_array *a, const uint64_t *cell, const char *key,
+                      const uint8_t *elements);
 /** Whether t stages anything for array a (reads then use whole storage chunks, to overlay them). */
 bool nds_txn_touches(nds_txn *t, const struct nds_array *a);
 /** Copies the staged elements of c over chunk (canonical layout). */

@@ -297,11 +297,28 @@ class Array:
         scalar = not s.shape and (s.dropped or (isinstance(sel, tuple) and not sel))
         return result[()] if scalar else result
 
-    def write(self, sel, value, txn=None):
+    def write(self, sel, value, txn=None, by_reference=False):
         """Writes value to sel, broadcast to the selection's shape and cast under NumPy's same_kind rule.
         Only the selected elements are written (steps included): concurrent writers of the elements in
-        between lose nothing (each chunk is merged and written conditionally by the C library)."""
+        between lose nothing (each chunk is merged and written conditionally by the C library).
+
+        by_reference=True (inside a transaction only): chunks that value covers whole are staged as
+        references into it instead of copies (nds_array_write_ref): no second copy of large data, and
+        none of it counted in the transaction's memory. The transaction keeps value alive; the caller
+        must not change it until the transaction is committed, prepared or aborted."""
         s = select(sel, self.shape)
+        owner = txn if txn is not None else self._txn
+        if by_reference and owner is None:
+            raise ValueError("write(by_reference=True): only inside a transaction (it keeps the buffer "
+                             "until it ends); open the array in one or pass txn=")
+        data = self._dense(s, value)
+        c_txn = self._io_txn(txn)
+        if by_reference:
+            owner._keep(data)
+        self._call(lambda a: a.write(s.start, s.stop, s.step, data, c_txn, by_reference))
+
+    def _dense(self, s, value):
+        """value as the C-contiguous ndarray of selection s (broadcast, cast, flipped)."""
         arr = _cast(value, self._dtype, self._dtype_name)
         try:
             arr = np.broadcast_to(arr, s.shape)
@@ -309,9 +326,7 @@ class Array:
             raise ValueError("could not broadcast value of shape %s into the selection of shape %s"
                              % (np.shape(arr), s.shape)) from None
         arr = s.flip_view(arr.reshape(s.extents))
-        data = np.ascontiguousarray(arr, dtype=self._dtype)
-        c_txn = self._io_txn(txn)
-        self._call(lambda a: a.write(s.start, s.stop, s.step, data, c_txn))
+        return np.ascontiguousarray(arr, dtype=self._dtype)
 
     def __getitem__(self, sel):
         return self.read(sel)

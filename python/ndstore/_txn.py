@@ -40,6 +40,7 @@ class Transaction:
         self.mode = mode
         self._txn = _ndstore.Txn(_MODES[mode], memory_limit or 0)
         self._held = []  # arrays and kvstores the C transaction touches, kept open until it ends
+        self._kept = []  # buffers staged by reference (Array.write(by_reference=True)), kept alive
         self._tokens = []
 
     # ---- bookkeeping used by Array ----
@@ -53,7 +54,11 @@ class Transaction:
             if pin:
                 pin(self)
 
+    def _keep(self, buf):
+        self._kept.append(buf)
+
     def _release(self):
+        self._kept = []
         held, self._held = self._held, []
         for obj in held:
             unpin = getattr(obj, "_unpin", None)

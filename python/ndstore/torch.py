@@ -303,11 +303,14 @@ def _as_numpy(t):
 
 
 class _PartWriter:
-    """Writes boxes into transactions on the versioned store, preparing a part whenever the staged
-    data reaches half the budget; tokens() prepares the last one."""
+    """Writes boxes into transactions on the versioned store, by reference (no copy of a chunk a box
+    holds whole), preparing a part whenever the data it holds reaches half the budget; tokens()
+    prepares the last one. staging: the async save's _Staging, whose copies this writer holds until
+    the part that references them is prepared (None: the caller's tensors, held by the caller)."""
 
-    def __init__(self, store_url, table, budget, codec):
+    def __init__(self, store_url, table, budget, codec, staging=None):
         self.store_url, self.table, self.budget, self.codec = store_url, table, budget, codec
+        self.staging, self.referenced = staging, 0
         self.txn, self.arrays, self.tokens_done = None, {}, []
 
     def _array(self, path):
@@ -337,24 +340,38 @@ class _PartWriter:
         return entry["chunks"]
 
     def write(self, path, offsets, data):
-        """data: a NumPy array of the box at offsets (0-d tensors are stored as shape [1])."""
+        """data: a NumPy array of the box at offsets (0-d tensors are stored as shape [1]), kept
+        unchanged until the part is prepared."""
+        n = max(data.nbytes, 1)
         if data.ndim == 0:
             data, offsets = data.reshape(1), (0,)
         a = self._array(path)
-        sel = tuple(slice(o, o + n) for o, n in zip(offsets, data.shape))
-        a[sel] = data
-        if self.txn.memory >= self.budget // 2:
-            self._prepare()
+        sel = tuple(slice(o, o + k) for o, k in zip(offsets, data.shape))
+        a.write(sel, data, by_reference=True)
+        if self.staging is not None:
+            self.referenced += n
+        if self.txn.memory + self.referenced >= self.budget // 2:
+            self.flush()
 
-    def _prepare(self):
+    def write_key(self, key, data):
+        """Stages a raw key of the store (the manifest) in the current part."""
+        if self.txn is None:
+            self.txn, self.arrays = ndstore.Transaction("atomic"), {}
+        self.txn.write_key(ndstore.kvstore_open(self.store_url), key, data)
+
+    def flush(self):
+        """Prepares the part written so far (if any) and releases what it referenced."""
         if self.txn is not None:
             self.tokens_done.append(self.txn.prepare())
             for a in self.arrays.values():
                 a.close()
             self.txn, self.arrays = None, {}
+        if self.staging is not None and self.referenced:
+            self.staging.release(self.referenced)
+            self.referenced = 0
 
     def tokens(self):
-        self._prepare()
+        self.flush()
         return self.tokens_done
 
 
@@ -384,19 +401,29 @@ def _async_group(group):
 
 class _Staging:
     """Host copies of the tensors an async save writes, bounded to `limit` bytes: put() blocks while
-    the copies not yet written would exceed it (a larger model streams through)."""
+    the copies not yet released would exceed it (a larger model streams through). The writer stages
+    the copies by reference, so they are released only once the part holding them is prepared; the
+    iterator yields None when put() waits and nothing is queued: the writer then prepares."""
 
     def __init__(self, limit):
         self.limit, self.held, self.cond = limit, 0, threading.Condition()
-        self.items, self.closed = [], False
+        self.items, self.closed, self.waiting = [], False, False
 
     def put(self, path, offsets, array):
         n = max(array.nbytes, 1)
         with self.cond:
             while self.held and self.held + n > self.limit:
+                self.waiting = True
+                self.cond.notify_all()
                 self.cond.wait()
+            self.waiting = False
             self.held += n
             self.items.append((path, offsets, array))
+            self.cond.notify_all()
+
+    def release(self, nbytes):
+        with self.cond:
+            self.held -= nbytes
             self.cond.notify_all()
 
     def close(self):
@@ -407,15 +434,15 @@ class _Staging:
     def __iter__(self):
         while True:
             with self.cond:
-                while not self.items and not self.closed:
+                while not self.items and not self.closed and not self.waiting:
                     self.cond.wait()
-                if not self.items:
+                if not self.items and self.waiting:
+                    item = None  # put() waits for memory the writer holds: prepare, then go on
+                elif not self.items:
                     return
-                item = self.items.pop(0)
+                else:
+                    item = self.items.pop(0)
             yield item
-            with self.cond:
-                self.held -= max(item[2].nbytes, 1)
-                self.cond.notify_all()
 
 
 def save(state_dict, url, *, group=None, async_=False, message=None, codec="none",
@@ -480,16 +507,14 @@ def _finish(g, store_url, table, boxes, source, budget, codec, manifest, message
     commits them; every rank returns the version or raises the error any rank met."""
     tokens, error = [], None
     try:
-        writer = _PartWriter(store_url, table, budget, codec)
+        writer = _PartWriter(store_url, table, budget, codec,
+                             source if isinstance(source, _Staging) else None)
         items = source if isinstance(source, _Staging) else \
             ((p, o, source[p]) for p, o, _ in boxes)
-        for path, offsets, array in items:
-            writer.write(path, offsets, array)
+        for item in items:  # None: the async staging waits for memory this writer holds
+            writer.write(*item) if item is not None else writer.flush()
         if manifest is not None:
-            t = ndstore.Transaction("atomic")
-            with ndstore.kvstore_open(store_url) as kv:
-                t.write_key(kv, MANIFEST_KEY, manifest)
-                writer.tokens_done.append(t.prepare())
+            writer.write_key(MANIFEST_KEY, manifest)
         tokens = writer.tokens()
     except Exception as e:  # told to every rank, so that none waits for a commit that never comes
         error = (type(e).__name__, "rank %d: %s: %s" % (g.rank, type(e).__name__, e))

@@ -176,12 +176,13 @@ static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t want, int writa
  * dtype). One body: they differ in the buffer's direction and the C call. */
 static PyObject *array_io(nds_py_array *self, PyObject *args, PyObject *kw, int writing) {
     static char *read_names[] = {"start", "stop", "step", "out", "txn", NULL};
-    static char *write_names[] = {"start", "stop", "step", "data", "txn", NULL};
+    static char *write_names[] = {"start", "stop", "step", "data", "txn", "by_ref", NULL};
     PyObject *start, *stop, *step, *buf;
     nds_py_txn *txn = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, writing ? "OOOO|O&:write" : "OOOO|O&:read",
+    int by_ref = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, writing ? "OOOO|O&p:write" : "OOOO|O&:read",
                                      writing ? write_names : read_names, &start, &stop, &step, &buf,
-                                     nds_py_txn_converter, &txn))
+                                     nds_py_txn_converter, &txn, &by_ref))
         return NULL;
     nds_box box;
     int empty;
@@ -204,7 +205,11 @@ static PyObject *array_io(nds_py_array *self, PyObject *args, PyObject *kw, int 
     Py_BEGIN_ALLOW_THREADS
     lock_txns(own, txn);
     nds_error_clear();
-    st = writing ? nds_array_write(self->a, &box, view.buf, &o) : nds_array_read(self->a, &box, view.buf, &o);
+    if (!writing)
+        st = nds_array_read(self->a, &box, view.buf, &o);
+    else
+        st = by_ref ? nds_array_write_ref(self->a, &box, view.buf, &o)
+                    : nds_array_write(self->a, &box, view.buf, &o);
     unlock_txns(own, txn);
     Py_END_ALLOW_THREADS
     end_call(self);
@@ -356,7 +361,8 @@ static PyMethodDef array_methods[] = {
     {"read", (PyCFunction)(void (*)(void))array_read, METH_VARARGS | METH_KEYWORDS,
      "read(start, stop, step, out, txn=None): nds_array_read into out (GIL released)."},
     {"write", (PyCFunction)(void (*)(void))array_write, METH_VARARGS | METH_KEYWORDS,
-     "write(start, stop, step, data, txn=None): nds_array_write (GIL released)."},
+     "write(start, stop, step, data, txn=None, by_ref=False): nds_array_write, or nds_array_write_ref "
+     "(the caller keeps data alive and unchanged until the transaction ends) (GIL released)."},
     {"resize", (PyCFunction)array_resize, METH_VARARGS, "resize(new_shape): nds_array_resize (GIL released)."},
     {"close", (PyCFunction)array_close, METH_NOARGS, "Closes the array (idempotent)."},
     {"shape", (PyCFunction)array_shape, METH_NOARGS, "The current shape."},

@@ -155,3 +155,29 @@ def test_open_with_explicit_txn(tmp_path):
         ndstore.open(url, txn="atomic")
     with pytest.raises(ndstore.Poisoned):
         ndstore.open(url, txn=t)  # ended
+
+
+def test_write_by_reference(tmp_path):
+    """Whole chunks are staged as references (no memory counted) and the transaction keeps the data
+    alive: the caller may drop its name before the commit."""
+    url = versioned(tmp_path, "r/", "zarr")
+    t = ndstore.Transaction("atomic")
+    a = ndstore.open(url, create=True, shape=(6, 8), chunks=(2, 8), dtype="uint16", codec="none", txn=t)
+    data = np.arange(48, dtype=np.uint16).reshape(6, 8)
+    metadata = t.memory  # the staged array metadata
+    a.write(np.s_[0:4], data[0:4], by_reference=True)
+    assert t.memory == metadata
+    a.write(np.s_[4:6, 1:3], 7, by_reference=True)  # not whole chunks: copied
+    assert t.memory > metadata
+    want = data.copy()
+    want[4:6, 1:3] = 7
+    want[4:6, [0, 3, 4, 5, 6, 7]] = 0
+    del data
+    np.testing.assert_array_equal(a[...], want)  # read your writes
+    token = t.prepare()
+    ndstore.commit("file://%s/ckpt/" % tmp_path, [token])
+    np.testing.assert_array_equal(ndstore.open(url)[...], want)
+    b = ndstore.open("file://%s/plain|zarr:" % tmp_path, create=True, shape=(4,), chunks=(2,),
+                     dtype="uint16")
+    with pytest.raises(ValueError, match="only inside a transaction"):
+        b.write(np.s_[...], np.zeros(4, np.uint16), by_reference=True)
