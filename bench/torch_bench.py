@@ -10,21 +10,26 @@ rows across the ranks. Every rank, between barriers:
                 then ndstore.torch.load into a zeroed copy, compared bit for bit;
 - async:        ndstore.torch.save(..., async_=True): how long the call blocks the training loop,
                 and how long until the version is committed;
-- torch.save:   torch.save of the rank's own state dict to "D/torch/rank<r>.pt", with and without
-                an fsync of the file (torch.save does none), then torch.load of it.
+- torch.save:   torch.save of the rank's own state dict to a new file "D/torch/step<i>/rank<r>.pt"
+                per round, with an fsync of the file and its directory (what a checkpoint needs to
+                survive a crash; torch.save does neither) and without, then torch.load of it.
 
+Rounds (--rounds, default 3) alternate the tools; each round's checkpoint goes to a new place for
+both (a new version; a new file): overwriting the previous file would lose it to a crash mid-save,
+and measures the page cache's reuse of the file's pages instead of a checkpoint's write.
 Times are the slowest rank's (what the job waits for), from a barrier to a barrier, as the
 training loop sees them; peak RSS is each rank's ru_maxrss after the save, against its RSS before
 and the staging budget. torch 1.13's distributed checkpoint module (torch.distributed._shard.
 checkpoint) is tried and reported: on Debian 12 it fails to import under Python 3.11.
 
-usage: bench/torch_bench.py BUILD_DIR [--ranks 4] [--values 100000000] [--tmp DIR] [--quick]
+usage: bench/torch_bench.py BUILD_DIR [--ranks 4] [--values 100000000] [--rounds 3] [--tmp DIR] [--quick]
 """
 import argparse
 import os
 import resource
 import shutil
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -108,7 +113,23 @@ def timed(fn):
     return time.perf_counter() - t0, out
 
 
+def torch_save_fsync(sd, path):
+    """torch.save made durable as a checkpoint must be: the file and its directory entry fsynced."""
+    with open(path, "wb") as f:
+        torch.save(sd, f)
+        f.flush()
+        os.fsync(f.fileno())
+    fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def rank_main(rank, world, port, pydir, args, results):
+    """Rounds alternate the tools, and every checkpoint goes to a new place (ndstore: a new
+    version; torch.save: a new file per step, as a job keeping its last checkpoints does: writing
+    over the previous file would lose it to a crash mid-save). Medians per measurement."""
     sys.path.insert(0, pydir)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -119,31 +140,33 @@ def rank_main(rank, world, port, pydir, args, results):
     r = {"bytes": nbytes, "values": total}
     base = os.path.join(args.tmp, "nds")
     rss_before = current_rss_mib()
-    r["save"], _ = timed(lambda: nt.save(nds_sd, "file://%s/" % base))
-    r["rss_before"], r["rss_save"] = rss_before, rss_mib()
+    times = {k: [] for k in ("save", "tsave", "tsave_fsync", "load", "tload", "async_block",
+                             "async_total")}
+    path = None
+    for step in range(args.rounds):
+        times["save"].append(timed(lambda: nt.save(nds_sd, "file://%s/" % base))[0])
+        r["rss_save"] = rss_mib()
+        tdir = os.path.join(args.tmp, "torch", "step%d" % step)
+        os.makedirs(tdir, exist_ok=True)
+        path = os.path.join(tdir, "rank%d.pt" % rank)
+        times["tsave_fsync"].append(timed(lambda: torch_save_fsync(plain_sd, path))[0])
+        times["tsave"].append(timed(lambda: torch.save(plain_sd, path + ".nofsync"))[0])
+        dist.barrier()
+        t0 = time.perf_counter()
+        fut = nt.save(nds_sd, "file://%s/" % base, async_=True)
+        times["async_block"].append(time.perf_counter() - t0)
+        fut.result()
+        times["async_total"].append(time.perf_counter() - t0)
     like = zeroed(nds_sd)
-    r["load"], _ = timed(lambda: nt.load("file://%s/" % base, like))
+    for _ in range(args.rounds):
+        times["load"].append(timed(lambda: nt.load("file://%s/" % base, like))[0])
+        seconds, loaded = timed(lambda: torch.load(path))
+        times["tload"].append(seconds)
     r["load_ok"] = same(like, nds_sd)
-    del like
-    dist.barrier()
-    t0 = time.perf_counter()
-    fut = nt.save(nds_sd, "file://%s/" % base, async_=True)
-    r["async_block"] = time.perf_counter() - t0
-    fut.result()
-    r["async_total"] = time.perf_counter() - t0
-    tdir = os.path.join(args.tmp, "torch")
-    os.makedirs(tdir, exist_ok=True)
-    path = os.path.join(tdir, "rank%d.pt" % rank)
-    r["tsave"], _ = timed(lambda: torch.save(plain_sd, path))
-
-    def save_fsync():
-        with open(path, "wb") as f:
-            torch.save(plain_sd, f)
-            f.flush()
-            os.fsync(f.fileno())
-    r["tsave_fsync"], _ = timed(save_fsync)
-    r["tload"], loaded = timed(lambda: torch.load(path))
     r["tload_ok"] = all(torch.equal(loaded[k], v) for k, v in plain_sd.items())
+    r.update({k: statistics.median(v) for k, v in times.items()})
+    r["all"] = times
+    r["rss_before"] = rss_before
     results[rank] = r
     dist.destroy_process_group()
 
@@ -162,10 +185,11 @@ def main():
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--values", type=int, default=100_000_000)
     ap.add_argument("--tmp", default=None)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians reported)")
     ap.add_argument("--quick", action="store_true", help="2 ranks, 4 M values: a smoke run")
     args = ap.parse_args()
     if args.quick:
-        args.ranks, args.values = 2, 4_000_000
+        args.ranks, args.values, args.rounds = 2, 4_000_000, 1
     pydir = os.path.join(os.path.abspath(args.build), "python")
     tmp = tempfile.mkdtemp(prefix="nds-torch-bench-", dir=args.tmp)
     args.tmp = tmp
@@ -193,17 +217,22 @@ def main():
 
 
 def report(args, res, wall):
+    for k in ("save", "tsave_fsync", "load", "tload"):
+        slowest = [max(r["all"][k][i] for r in res) for i in range(args.rounds)]
+        print("# %s per round (slowest rank): %s" % (k, " ".join("%.2f" % x for x in slowest)))
     total_bytes = sum(r["bytes"] for r in res)
     mb = total_bytes / 1e6
     worst = {k: max(r[k] for r in res) for k in res[0] if isinstance(res[0][k], float)}
     print("ndstore.torch vs torch.save (issue 19): %d ranks, %.0f M values, %.0f MB in all "
-          "(whole job %.1f s)" % (args.ranks, res[0]["values"] / 1e6, mb, wall))
+          "(whole job %.1f s); medians of %d alternating rounds, every checkpoint to a new place"
+          % (args.ranks, res[0]["values"] / 1e6, mb, wall, args.rounds))
     print("| measurement (slowest rank, barrier to barrier) | ndstore.torch | torch.save / torch.load | |")
     print("|---|---|---|---|")
-    print("| save (ndstore: one atomic version, fsynced) | %.2f s (%.0f MB/s) | %.2f s (%.0f MB/s) without "
-          "fsync; %.2f s with | %.2fx torch.save+fsync |" %
-          (worst["save"], mb / worst["save"], worst["tsave"], mb / worst["tsave"], worst["tsave_fsync"],
-           worst["tsave_fsync"] / worst["save"]))
+    print("| save (ndstore: one atomic version, fsynced; torch.save: a new file per rank) | %.2f s "
+          "(%.0f MB/s) | %.2f s (%.0f MB/s) with fsync of file and directory; %.2f s without | "
+          "%.2fx torch.save+fsync |" %
+          (worst["save"], mb / worst["save"], worst["tsave_fsync"], mb / worst["tsave_fsync"],
+           worst["tsave"], worst["tsave_fsync"] / worst["save"]))
     print("| load (into the tensors in place / a new dict) | %.2f s (%.0f MB/s)%s | %.2f s (%.0f MB/s)%s | "
           "%.2fx |" % (worst["load"], mb / worst["load"], "" if all(r["load_ok"] for r in res) else " WRONG",
                        worst["tload"], mb / worst["tload"], "" if all(r["tload_ok"] for r in res) else " WRONG",
