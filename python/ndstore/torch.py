@@ -35,7 +35,8 @@ MANIFEST_FORMAT = 1
 COMMIT_TAG = "ndstore.torch"  # the member of a version's metadata that marks a checkpoint
 DEFAULT_STAGING_BUDGET = 1 << 30  # bytes of host staging memory per process
 CHUNK_TARGET_BYTES = 8 << 20  # chunks of about this size (bounded above by the whole tensor)
-CHUNK_MIN_BYTES = 1 << 20  # aligned with the ranks' boxes only down to this size
+CHUNK_MIN_BYTES = 64 << 10  # aligned with the ranks' boxes down to this size (a shared chunk is
+# sent to the committer by every rank as elements + mask and merged there: more bytes than small chunks)
 
 _builtin_list = list
 
