@@ -373,6 +373,52 @@ static int dst_open_failed(int st, const char *spec, const cp_args *ca, const ui
     return cli_fail_nds(st, spec);
 }
 
+/* Keeps the source's domain origin (precomputed voxel_offset) in a precomputed destination (schema
+ * domain.inclusive_min, unless the spec gives one); other formats' domains start at 0, which is
+ * said on stderr rather than left for the user to find in shifted coordinates. */
+static int carry_origin(nds_array *src, char **spec) {
+    int64_t origin[NDS_MAX_RANK];
+    size_t rank = nds_array_rank(src);
+    nds_array_origin(src, origin);
+    bool any = false;
+    for (size_t d = 0; d < rank; d++) any |= origin[d] != 0;
+    if (!any) return CLI_OK;
+    json_object *o = json_tokener_parse(*spec), *driver = NULL, *schema, *domain;
+    if (!o) return cli_fail("out of memory");
+    json_object_object_get_ex(o, "driver", &driver);
+    bool precomputed = driver && strcmp(json_object_get_string(driver), "neuroglancer_precomputed") == 0;
+    char list[NDS_MAX_RANK * 24] = "";
+    for (size_t d = 0, n = 0; d < rank; d++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%" PRId64, d ? ", " : "", origin[d]);
+    if (!precomputed) {
+        fprintf(stderr, "ndstore cp: note: the source's domain starts at [%s]; the destination's "
+                        "starts at 0 (%s cannot store an origin): its index i is the source's "
+                        "origin + i\n", list, driver ? json_object_get_string(driver) : "its format");
+        json_object_put(o);
+        return CLI_OK;
+    }
+    if (!json_object_object_get_ex(o, "schema", &schema)) {
+        schema = json_object_new_object();
+        json_object_object_add(o, "schema", schema);
+    }
+    if (!json_object_object_get_ex(schema, "domain", &domain)) {
+        domain = json_object_new_object();
+        json_object_object_add(schema, "domain", domain);
+    }
+    if (!json_object_object_get_ex(domain, "inclusive_min", NULL)) {
+        json_object *min = json_object_new_array();
+        for (size_t d = 0; d < rank; d++) json_object_array_add(min, json_object_new_int64(origin[d]));
+        json_object_object_add(domain, "inclusive_min", min);
+    }
+    char *text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                              JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(o);
+    if (!text) return cli_fail("out of memory");
+    free(*spec);
+    *spec = text;
+    return CLI_OK;
+}
+
 /* Opens the destination with the source's grid as defaults. The default chunk shape is the
  * source's read chunk: for a sharded source its inner chunk (the shard would make one huge chunk in
  * an unsharded destination; a sharded destination names its shard in its spec). *spec is the spec
@@ -396,6 +442,8 @@ static int open_dst(nds_array *src, const cp_args *ca, nds_context *ctx, nds_arr
     def.fill = cli_element_to_json(t, fill);
     int rc = cli_spec_build(ca->dst, &ca->over, &def, ca->delete_existing, spec);
     json_object_put(def.fill);
+    if (rc == CLI_OK)
+        rc = carry_origin(src, spec);
     if (rc == CLI_OK)
         rc = check_no_overlap(src, *spec);
     if (rc == CLI_OK) {

@@ -60,6 +60,7 @@ static json_object *u64_array(size_t n, const uint64_t *v) {
 typedef struct info {
     size_t rank;
     uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK];
+    int64_t origin[NDS_MAX_RANK]; /* the domain is [origin, origin + shape) */
     uint64_t inner[NDS_MAX_RANK]; /* read chunks: differ from chunks only for sharded arrays */
     bool sharded;
     bool no_stats; /* stored counts unknown: the store cannot list, or the format cannot see
@@ -82,6 +83,7 @@ static int gather(nds_array *a, info *in) {
     memset(in, 0, sizeof *in);
     in->rank = nds_array_rank(a);
     nds_array_shape(a, in->shape);
+    nds_array_origin(a, in->origin);
     nds_array_chunk_shape(a, in->chunks);
     nds_array_read_chunk_shape(a, in->inner);
     in->sharded = memcmp(in->chunks, in->inner, in->rank * sizeof in->inner[0]) != 0;
@@ -151,6 +153,10 @@ static void print_json(nds_array *a, const info *in, FILE *out) {
     json_object_object_add(o, "url", json_object_new_string(nds_kvstore_url(nds_array_kvstore(a))));
     json_object_object_add(o, "format", json_object_new_string(nds_array_format(a)));
     json_object_object_add(o, "shape", u64_array(in->rank, in->shape));
+    json_object *origin = json_object_new_array();
+    for (size_t d = 0; d < in->rank; d++)
+        json_object_array_add(origin, json_object_new_int64(in->origin[d]));
+    json_object_object_add(o, "origin", origin);
     json_object_object_add(o, "dtype", json_object_new_string(in->dtype_label));
     json_object_object_add(o, "chunks", u64_array(in->rank, in->inner));
     if (in->sharded) {
@@ -174,12 +180,22 @@ static void print_json(nds_array *a, const info *in, FILE *out) {
     json_object_put(o);
 }
 
+/* "domain:      [1984, 2048) x [0, 64) x ...": the coordinates regions are given in. */
+static void print_domain(const info *in, FILE *out) {
+    fprintf(out, "domain:      ");
+    for (size_t d = 0; d < in->rank; d++)
+        fprintf(out, "%s[%" PRId64 ", %" PRId64 ")", d ? " x " : "", in->origin[d],
+                in->origin[d] + (int64_t)in->shape[d]);
+    fprintf(out, "%s\n", in->rank ? "" : "[] (a scalar)");
+}
+
 static void print_text(nds_array *a, const info *in, FILE *out) {
     char buf[NDS_MAX_RANK * 24], fill[96];
     fprintf(out, "url:         %s\n", nds_kvstore_url(nds_array_kvstore(a)));
     fprintf(out, "format:      %s\n", nds_array_format(a));
     cli_format_list(buf, sizeof buf, in->rank, in->shape);
     fprintf(out, "shape:       %s\n", buf);
+    print_domain(in, out);
     fprintf(out, "dtype:       %s\n", in->dtype_label);
     cli_format_list(buf, sizeof buf, in->rank, in->inner);
     fprintf(out, "chunks:      %s\n", buf);

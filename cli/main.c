@@ -349,13 +349,15 @@ int cli_open_array(const char *spec, nds_context *ctx, unsigned mode, nds_array 
 int cli_parse_region(nds_array *a, const char *region, nds_box *box) {
     size_t rank = nds_array_rank(a);
     uint64_t shape[NDS_MAX_RANK];
+    int64_t origin[NDS_MAX_RANK];
     nds_array_shape(a, shape);
+    nds_array_origin(a, origin);
     if (!region) {
         nds_box_full(box, rank, shape);
         return CLI_OK;
     }
     nds_error_clear();
-    int rc = nds_box_parse(box, region, rank, shape);
+    int rc = nds_box_parse_domain(box, region, rank, origin, shape);
     if (rc != 0)
         return cli_fail_nds(rc, "region");
     return CLI_OK;

@@ -349,6 +349,13 @@ void nds_array_shape(const nds_array *a, uint64_t *shape) {
     pthread_rwlock_unlock(&m->meta_lock);
 }
 
+void nds_array_origin(const nds_array *a, int64_t *origin) {
+    nds_array *m = (nds_array *)a;
+    pthread_rwlock_rdlock(&m->meta_lock);
+    memcpy(origin, a->meta.origin, a->meta.rank * sizeof *origin);
+    pthread_rwlock_unlock(&m->meta_lock);
+}
+
 void nds_array_chunk_shape(const nds_array *a, uint64_t *chunks) {
     memcpy(chunks, a->meta.chunk_shape, a->meta.rank * sizeof *chunks);
 }

@@ -106,13 +106,44 @@ static uint64_t resolve(long long v, uint64_t n) {
     return (uint64_t)v > n ? n : (uint64_t)v;
 }
 
-static int parse_integer_item(nds_box *box, size_t d, long long v, uint64_t n) {
-    /* In unsigned arithmetic: n may exceed LLONG_MAX, and v + n must not overflow. */
-    uint64_t back = v < 0 ? (uint64_t)(-(v + 1)) + 1 : 0, index = (uint64_t)v;
-    if (v < 0) index = back <= n ? n - back : n;
-    if (index >= n)
-        return nds_err(NDS_ERANGE, "region dimension %zu: index %lld is outside [0, %llu)", d, v,
-                       (unsigned long long)n);
+/* Where a dimension's indices start: 0-based (negative numbers count from the end, slices clamp as
+ * NumPy's) unless the domain has an origin there (numbers are domain coordinates, bounds outside
+ * the domain are errors). */
+typedef struct dim_domain {
+    size_t d;
+    int64_t origin;
+    uint64_t n;
+} dim_domain;
+
+static int outside_domain(const dim_domain *dd, long long v) {
+    return nds_err(NDS_ERANGE, "region dimension %zu: %lld is outside the domain [%lld, %lld)",
+                   dd->d, v, (long long)dd->origin, (long long)dd->origin + (long long)dd->n);
+}
+
+/* v as an offset from the origin, in [0, n] (a slice bound) or [0, n) (an index: bound_ok 0). */
+static int domain_offset(const dim_domain *dd, long long v, int bound_ok, uint64_t *out) {
+    long long rel;
+    if (__builtin_sub_overflow(v, (long long)dd->origin, &rel) || rel < 0 ||
+        (uint64_t)rel > dd->n || ((uint64_t)rel == dd->n && !bound_ok))
+        return outside_domain(dd, v);
+    *out = (uint64_t)rel;
+    return 0;
+}
+
+static int parse_integer_item(nds_box *box, const dim_domain *dd, long long v) {
+    size_t d = dd->d;
+    uint64_t n = dd->n, index = (uint64_t)v;
+    if (dd->origin) {
+        int rc = domain_offset(dd, v, 0, &index);
+        if (rc) return rc;
+    } else {
+        /* In unsigned arithmetic: n may exceed LLONG_MAX, and v + n must not overflow. */
+        uint64_t back = v < 0 ? (uint64_t)(-(v + 1)) + 1 : 0;
+        if (v < 0) index = back <= n ? n - back : n;
+        if (index >= n)
+            return nds_err(NDS_ERANGE, "region dimension %zu: index %lld is outside [0, %llu)", d,
+                           v, (unsigned long long)n);
+    }
     box->start[d] = index;
     box->stop[d] = index + 1;
     box->step[d] = 1;
@@ -120,7 +151,20 @@ static int parse_integer_item(nds_box *box, size_t d, long long v, uint64_t n) {
     return 0;
 }
 
-static int parse_item(nds_box *box, size_t d, item it, uint64_t n) {
+/* A slice bound: resolved and clamped (0-based), or checked against the domain. */
+static int slice_bound(const dim_domain *dd, int has, long long v, uint64_t absent,
+                       uint64_t *out) {
+    if (!has) {
+        *out = absent;
+        return 0;
+    }
+    if (dd->origin) return domain_offset(dd, v, 1, out);
+    *out = resolve(v, dd->n);
+    return 0;
+}
+
+static int parse_item(nds_box *box, const dim_domain *dd, item it) {
+    size_t d = dd->d;
     item part[3];
     size_t parts = 0;
     const char *s = it.p, *end = it.p + it.n;
@@ -140,12 +184,13 @@ static int parse_item(nds_box *box, size_t d, item it, uint64_t n) {
     }
     if (parts == 1) {
         if (!has[0]) return nds_err(NDS_EINVAL, "region dimension %zu: empty index", d);
-        return parse_integer_item(box, d, v[0], n);
+        return parse_integer_item(box, dd, v[0]);
     }
     if (has[2] && v[2] < 1)
         return nds_err(NDS_EINVAL, "region dimension %zu: step %lld must be >= 1", d, v[2]);
-    box->start[d] = has[0] ? resolve(v[0], n) : 0;
-    box->stop[d] = has[1] ? resolve(v[1], n) : n;
+    int rc = slice_bound(dd, has[0], v[0], 0, &box->start[d]);
+    if (!rc) rc = slice_bound(dd, has[1], v[1], dd->n, &box->stop[d]);
+    if (rc) return rc;
     if (box->stop[d] < box->start[d]) box->stop[d] = box->start[d];
     box->step[d] = (uint64_t)v[2];
     return 0;
@@ -179,7 +224,8 @@ static int split_items(const char *region, item *items, size_t *count) {
 
 static bool is_ellipsis(item it) { return it.n == 3 && memcmp(it.p, "...", 3) == 0; }
 
-int nds_box_parse(nds_box *box, const char *region, size_t rank, const uint64_t *shape) {
+int nds_box_parse_domain(nds_box *box, const char *region, size_t rank, const int64_t *origin,
+                         const uint64_t *shape) {
     item items[NDS_MAX_RANK + 2];
     size_t count = 0;
     nds_box_full(box, rank, shape);
@@ -204,8 +250,13 @@ int nds_box_parse(nds_box *box, const char *region, size_t rank, const uint64_t 
         }
         if (items[i].n == 0)
             return nds_err(NDS_EINVAL, "region \"%s\": empty dimension %zu", region, d);
-        if ((rc = parse_item(box, d, items[i], shape[d]))) return rc;
+        dim_domain dd = {d, origin ? origin[d] : 0, shape[d]};
+        if ((rc = parse_item(box, &dd, items[i]))) return rc;
         d++;
     }
     return 0;
+}
+
+int nds_box_parse(nds_box *box, const char *region, size_t rank, const uint64_t *shape) {
+    return nds_box_parse_domain(box, region, rank, NULL, shape);
 }

@@ -74,6 +74,11 @@ NDS_API void nds_array_free(nds_array *a);
 NDS_API size_t nds_array_rank(const nds_array *a);
 /** Copies the current shape (rank entries) into shape. */
 NDS_API void nds_array_shape(const nds_array *a, uint64_t *shape);
+/** origin[0..rank): where the array's domain starts, per dimension: the domain is [origin, origin +
+ *  shape) (neuroglancer precomputed: the scale's voxel_offset; 0 for zarr and N5). The boxes of the
+ *  array calls are relative to it (box index 0 is domain coordinate origin); nds_box_parse_domain
+ *  reads regions given in domain coordinates. */
+NDS_API void nds_array_origin(const nds_array *a, int64_t *origin);
 /** Copies the chunk shape (rank entries) into chunks. */
 NDS_API void nds_array_chunk_shape(const nds_array *a, uint64_t *chunks);
 /** Copies the read chunk shape (rank entries) into chunks: for a sharded array (zarr v3 sharding_indexed,

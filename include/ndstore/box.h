@@ -35,6 +35,15 @@ NDS_API void nds_box_full(nds_box *box, size_t rank, const uint64_t *shape);
  * @return 0, or NDS_EINVAL / NDS_ERANGE with a message naming the offending dimension
  */
 NDS_API int nds_box_parse(nds_box *box, const char *region, size_t rank, const uint64_t *shape);
+/**
+ * nds_box_parse in the coordinates of a domain [origin, origin + shape) (nds_array_origin): in a dimension
+ * whose origin is not 0, numbers are domain coordinates (negative ones too: nothing counts from the end)
+ * and an index or slice bound outside the domain is NDS_ERANGE naming the dimension and the domain; in a
+ * dimension whose origin is 0 the rules are nds_box_parse's. The box is relative to the origin, as the
+ * array calls take boxes. origin NULL: every origin 0.
+ */
+NDS_API int nds_box_parse_domain(nds_box *box, const char *region, size_t rank, const int64_t *origin,
+                                 const uint64_t *shape);
 /** Number of selected indices in dimension d. */
 NDS_API uint64_t nds_box_extent(const nds_box *box, size_t d);
 /** Number of selected elements; 0 on overflow or an empty box. */

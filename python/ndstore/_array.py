@@ -172,6 +172,12 @@ class Array:
         return self._call(lambda a: a.shape())
 
     @property
+    def origin(self):
+        """Where the array's domain starts in each dimension (a neuroglancer precomputed scale's
+        voxel_offset; 0 elsewhere). Indexing is 0-based: a[i] is domain coordinate origin + i."""
+        return self._call(lambda a: a.origin())
+
+    @property
     def ndim(self):
         return self._a.rank
 

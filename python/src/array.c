@@ -268,6 +268,23 @@ static PyObject *array_read_chunks(nds_py_array *self, PyObject *noargs) {
     return u64_property(self, nds_array_read_chunk_shape);
 }
 
+static PyObject *array_origin(nds_py_array *self, PyObject *noargs) {
+    if (!open_array(self)) return NULL;
+    int64_t origin[NDS_MAX_RANK];
+    nds_array_origin(self->a, origin);
+    size_t rank = nds_array_rank(self->a);
+    PyObject *t = PyTuple_New((Py_ssize_t)rank);
+    for (size_t d = 0; t && d < rank; d++) {
+        PyObject *v = PyLong_FromLongLong(origin[d]);
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)d, v);
+    }
+    return t;
+}
+
 static PyObject *array_dtype_name(nds_py_array *self, PyObject *noargs) {
     if (!open_array(self)) return NULL;
     return PyUnicode_FromString(nds_dtype_name(nds_array_dtype(self->a)));
@@ -366,6 +383,8 @@ static PyMethodDef array_methods[] = {
     {"resize", (PyCFunction)array_resize, METH_VARARGS, "resize(new_shape): nds_array_resize (GIL released)."},
     {"close", (PyCFunction)array_close, METH_NOARGS, "Closes the array (idempotent)."},
     {"shape", (PyCFunction)array_shape, METH_NOARGS, "The current shape."},
+    {"origin", (PyCFunction)array_origin, METH_NOARGS,
+     "Where the domain starts per dimension (nds_array_origin: precomputed voxel_offset)."},
     {"chunks", (PyCFunction)array_chunks, METH_NOARGS, "The chunk (or shard) shape."},
     {"read_chunks", (PyCFunction)array_read_chunks, METH_NOARGS, "The read chunk shape (inner chunk)."},
     {"dtype_name", (PyCFunction)array_dtype_name, METH_NOARGS, "The element type's name."},

@@ -373,6 +373,30 @@ o = json.load(open('info_sh.json'))['details']['sharding']
 assert o['chunks_per_shard'] == [2, 2] and o['index_location'] == 'end', o"
 nds ls sh.zarr;                   expect_out "(zarr3: uint16 [64, 48], chunks [16, 24], sharded 2x2 per shard, zstd)" "ls summarises a sharded array"
 
+# ---- domains with an origin (precomputed voxel_offset) ----------------------------------------------
+PV='{"driver":"neuroglancer_precomputed","kvstore":"file://'"$T"'/pv/","create":true,"multiscale_metadata":{"type":"image","data_type":"uint8","num_channels":1},"scale_metadata":{"size":[64,32,8],"voxel_offset":[1984,-16,100],"resolution":[8,8,40],"encoding":"raw","chunk_size":[32,32,8]}}'
+nds create "$PV";                 expect_rc 0 "create a precomputed volume with a voxel_offset"
+py "origin: a volume's .npy" "np.save('pv.npy', (np.arange(64*32*8) % 251).astype(np.uint8).reshape(64, 32, 8, 1))"
+nds write "file://$T/pv/" -i pv.npy; expect_rc 0 "write the whole volume"
+nds info "file://$T/pv/";         expect_out "domain:      [1984, 2048) x [-16, 16) x [100, 108) x [0, 1)" "info shows the domain"
+nds info --json "file://$T/pv/" >/dev/null; printf '%s' "$OUT" >pv_info.json
+py "info --json has the origin" "assert json.load(open('pv_info.json'))['origin'] == [1984, -16, 100, 0]"
+nds read "file://$T/pv/" --region "[2000:2003, -16, 100:102, 0]" -o pv_cut.npy
+expect_rc 0 "read a region in voxel coordinates"
+py "the region in voxel coordinates is the array's [16:19, 0, 0:2]" "
+a = np.load('pv.npy'); np.testing.assert_array_equal(np.load('pv_cut.npy'), a[16:19, 0, 0:2, 0])"
+nds read "file://$T/pv/" --region "[10, 0, 100, 0]"
+expect_fail "a region outside the domain"; expect_err "region dimension 0: 10 is outside the domain [1984, 2048)" "names the dimension and the domain"
+nds read "file://$T/pv/" --region "[2000, 16, 100, 0]"
+expect_fail "one past the domain's end"; expect_err "dimension 1: 16 is outside the domain [-16, 16)" "names dimension 1"
+nds cp "file://$T/pv/" "file://$T/pv2/|neuroglancer_precomputed:"
+expect_rc 0 "cp precomputed to precomputed"
+nds info "file://$T/pv2/";        expect_out "domain:      [1984, 2048) x [-16, 16) x [100, 108)" "cp keeps the origin"
+nds read "file://$T/pv2/" --region "[2000:2003, -16, 100:102, 0]" -o pv2_cut.npy
+py "cp: the same voxels at the same coordinates" "np.testing.assert_array_equal(np.load('pv2_cut.npy'), np.load('pv_cut.npy'))"
+nds cp "file://$T/pv/" "file://$T/pvz/|zarr3:"
+expect_rc 0 "cp precomputed to zarr3"; expect_err "the destination's starts at 0" "cp says the origin is not kept"
+
 # ---- demo ------------------------------------------------------------------------------------------
 nds demo --dir "$T/demo" --writers 3
 expect_rc 0 "demo"

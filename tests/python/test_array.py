@@ -306,3 +306,17 @@ def test_rank_zero_and_empty(url):
     e = ndstore.open(url("e"), create=True, shape=(0, 5), chunks=(2, 2), dtype="int32")
     assert e[...].shape == (0, 5) and e[:, 1].shape == (0,)
     e[...] = 1  # nothing to write
+
+
+def test_origin_of_a_precomputed_volume(tmp_path):
+    """A precomputed scale's voxel_offset is the array's origin; indexing stays 0-based."""
+    spec = {"driver": "neuroglancer_precomputed", "kvstore": "file://%s/pv/" % tmp_path, "create": True,
+            "multiscale_metadata": {"type": "image", "data_type": "uint8", "num_channels": 1},
+            "scale_metadata": {"size": [8, 4, 2], "voxel_offset": [100, -3, 0], "resolution": [8, 8, 40],
+                               "encoding": "raw", "chunk_size": [8, 4, 2]}}
+    a = ndstore.open(spec, create=True)
+    assert a.origin == (100, -3, 0, 0)
+    a[1, 2, 1, 0] = 7
+    assert ndstore.open("file://%s/pv/" % tmp_path)[1, 2, 1, 0] == 7
+    b = ndstore.open("file://%s/z|zarr:" % tmp_path, create=True, shape=(3,), dtype="uint8")
+    assert b.origin == (0,)

@@ -64,6 +64,38 @@ START_TEST(parse_errors) {
 }
 END_TEST
 
+/* A domain [1984, 2048) x [-16, 16) x [0, 10): numbers are domain coordinates where the origin is
+ * not 0 (negative ones too), 0-based NumPy rules where it is. */
+START_TEST(parse_domain_coordinates) {
+    static const int64_t origin[3] = {1984, -16, 0};
+    static const uint64_t shape[3] = {64, 32, 10};
+    nds_box b;
+    NDS_OK(nds_box_parse_domain(&b, "[2000:2010, -16, -1]", 3, origin, shape));
+    ck_assert_uint_eq(b.start[0], 16);
+    ck_assert_uint_eq(b.stop[0], 26);
+    ck_assert_uint_eq(b.start[1], 0); /* -16 is the first index, not counted from the end */
+    ck_assert_uint_eq(b.start[2], 9); /* origin 0: -1 is the last */
+    NDS_OK(nds_box_parse_domain(&b, "[:2048, 15]", 3, origin, shape));
+    ck_assert_uint_eq(b.start[0], 0);
+    ck_assert_uint_eq(b.stop[0], 64);
+    ck_assert_uint_eq(b.start[1], 31);
+    NDS_OK(nds_box_parse_domain(&b, "[1984:2048:8]", 3, origin, shape));
+    ck_assert_uint_eq(nds_box_extent(&b, 0), 8);
+    const char *outside[] = {"[10]", "[2048]", "[1983:2000]", "[2000:2049]", "[0, 16]", "[0, -17]",
+                             "[-9223372036854775807]"};
+    for (size_t i = 0; i < sizeof outside / sizeof *outside; i++) {
+        ck_assert_int_eq(nds_box_parse_domain(&b, outside[i], 3, origin, shape), NDS_ERANGE);
+        ck_assert_msg(strstr(nds_error_last()->message, "outside the domain"), "%s: %s", outside[i],
+                      nds_error_last()->message);
+    }
+    ck_assert_int_eq(nds_box_parse_domain(&b, "[10]", 3, origin, shape), NDS_ERANGE);
+    ck_assert_str_eq(nds_error_last()->message,
+                     "region dimension 0: 10 is outside the domain [1984, 2048)");
+    NDS_OK(nds_box_parse_domain(&b, "[-1]", 3, NULL, shape3)); /* NULL: nds_box_parse */
+    ck_assert_uint_eq(b.start[0], 99);
+}
+END_TEST
+
 START_TEST(check_rejects_outside) {
     nds_box b;
     nds_box_full(&b, 3, shape3);
@@ -106,6 +138,7 @@ int main(void) {
     tcase_add_test(tc, parse_slices_steps_and_integers);
     tcase_add_test(tc, parse_negative_and_ellipsis);
     tcase_add_test(tc, parse_errors);
+    tcase_add_test(tc, parse_domain_coordinates);
     tcase_add_test(tc, check_rejects_outside);
     tcase_add_test(tc, rank_zero);
     tcase_add_test(tc, parse_extreme_indices);

@@ -67,6 +67,12 @@ typedef struct nds_array_meta {
      * nds_dtype_size(dtype).
      */
     size_t elem_size;
+    /**
+     * Where the array's domain starts in each dimension: index i of the core's boxes is domain
+     * coordinate origin[d] + i (precomputed: the scale's voxel_offset). 0 (the default) for formats
+     * whose domains start at 0. Shown and parsed by the command line; the core's boxes stay 0-based.
+     */
+    int64_t origin[NDS_MAX_RANK];
 } nds_array_meta;
 
 /** One chunk change of a grouped write (nds_format.group_encode). */
