@@ -1,5 +1,6 @@
-/* `ndstore read SPEC [--region R] [-o OUT.npy|-] [--raw]`: reads a region into a .npy file (C order, host
- * byte order, dropped dimensions left out of the shape), raw bytes, or, for small regions with no -o,
+/* `ndstore read SPEC [--region R] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw]`: reads a region into a
+ * .npy file (C order, host byte order, dropped dimensions left out of the shape), raw bytes, a PNG
+ * or TIFF image (image_out.c, chosen by the name's extension), or, for small regions with no -o,
  * prints it as NumPy prints arrays.
  *
  * Large regions stream: the region is cut into tiles of at most --memory-budget bytes whose C-order data
@@ -14,19 +15,24 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include "cli.h"
+#include "image_out.h"
 #include "npy.h"
 
-static const char usage[] = "ndstore read SPEC [--region R] [-o OUT.npy|-] [--raw] [--jobs N]";
+static const char usage[] = "ndstore read SPEC [--region R] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw] [--jobs N]";
 
 static const char help[] =
-    "usage: ndstore read SPEC [--region R] [-o OUT.npy|-] [--raw] [--jobs N] [--memory-budget BYTES]\n"
+    "usage: ndstore read SPEC [--region R] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw] [--jobs N] [--memory-budget BYTES]\n"
     "\n"
-    "Read a region of an array. With -o, write a .npy file (- = stdout); with no -o, print regions of\n"
-    "up to 1000 elements as text, as NumPy prints arrays.\n"
+    "Read a region of an array. With -o, write a .npy file (- = stdout), a PNG or a TIFF image, by the\n"
+    "file's extension; with no -o, print regions of up to 1000 elements as text, as NumPy prints arrays.\n"
     "\n"
     "  -r, --region R          NumPy-style region, e.g. '[0:512, 100:200:2, 7]' (default: everything);\n"
     "                          an integer index leaves that dimension out of the .npy shape\n"
-    "  -o, --output FILE       output .npy file, or - for stdout\n"
+    "  -o, --output FILE       output .npy file (or - for stdout); .png: a 2-D region of uint8 or\n"
+    "                          uint16 (dimensions of size 1 do not count); .tif/.tiff: 2-D, or 3-D\n"
+    "                          as one page per index of the region's first dimension, of 8-, 16-,\n"
+    "                          32-bit integers, float32 or float64. Rows are the image's second-last\n"
+    "                          dimension, columns its last. Other extensions are refused\n"
     "      --raw               write raw bytes (C order, host byte order) instead of .npy\n"
     "  -j, --jobs N            threads for decoding (default: the number of cores)\n"
     "      --memory-budget B   bytes read per step (default 256M)\n"
@@ -129,22 +135,40 @@ static int read_slab(void *arg, const nds_box *sub, uint8_t *buf) {
     return st == 0 ? CLI_OK : cli_fail_nds(st, "read");
 }
 
-/* Reads the region slab by slab into f; each slab is written out while the next one is read. */
+/* Reads the region slab by slab into sink (its C-order bytes in order); each slab is written out
+ * while the next one is read. */
 static int stream_region(nds_array *a, const nds_box *box, uint64_t bytes, const read_args *ra,
-                         const nds_io_options *io, FILE *f) {
+                         const nds_io_options *io, cli_ring_io sink, void *sink_arg) {
     size_t elem = nds_array_dtype_size(a);
     uint64_t chunks[NDS_MAX_RANK];
     nds_array_read_chunk_shape(a, chunks);
     cli_tiler t;
     cli_stream_tiler_init(&t, box, elem, ra->budget / 2, chunks); /* two slabs in the budget */
-    output out = {f, ra->output};
     read_slabs r = {a, io};
-    cli_stream_sides sides = {false, output_slab, &out, read_slab, &r};
+    cli_stream_sides sides = {false, sink, sink_arg, read_slab, &r};
     return cli_stream_slabs(&t, elem, &sides, "read", bytes);
+}
+
+/* A PNG or TIFF image of the region (image_out.c checks that the region is one). */
+static int write_image(nds_array *a, const nds_box *box, uint64_t bytes, const read_args *ra,
+                       const nds_io_options *io, cli_out_kind kind) {
+    uint64_t shape[NDS_MAX_RANK];
+    size_t rank = cli_box_out_shape(box, shape);
+    cli_image *img = NULL;
+    int rc = cli_image_open(&img, kind, ra->output, nds_array_dtype(a), rank, shape);
+    if (rc != CLI_OK)
+        return rc;
+    return cli_image_close(img, stream_region(a, box, bytes, ra, io, cli_image_write, img));
 }
 
 static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const read_args *ra,
                         const nds_io_options *io) {
+    cli_out_kind kind; /* by the name's extension: never a .npy under an image's name */
+    int rc = cli_output_kind(ra->output, ra->raw, usage, &kind);
+    if (rc != CLI_OK)
+        return rc;
+    if (kind == CLI_OUT_PNG || kind == CLI_OUT_TIFF)
+        return write_image(a, box, bytes, ra, io, kind);
     nds_dtype t = nds_array_dtype(a);
     char unit[16];
     cli_dtype_detail(a, unit, sizeof unit); /* datetimes: "<M8[ns]"; strings: "|S12" */
@@ -160,7 +184,6 @@ static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const 
      * /dev/full once removed /dev/full itself), a FIFO or stdout. */
     struct stat st;
     bool remove_on_failure = !to_stdout && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
-    int rc = CLI_OK;
     if (!ra->raw) {
         uint64_t shape[NDS_MAX_RANK];
         char err[256];
@@ -168,8 +191,9 @@ static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const 
         if (cli_npy_write_header(f, t, unit, rank, shape, err, sizeof err) != 0)
             rc = cli_fail("%s: %s", ra->output, err);
     }
+    output out = {f, ra->output};
     if (rc == CLI_OK)
-        rc = stream_region(a, box, bytes, ra, io, f);
+        rc = stream_region(a, box, bytes, ra, io, output_slab, &out);
     if (fflush(f) != 0 && rc == CLI_OK)
         rc = cli_fail("%s: %s", ra->output, strerror(errno));
     if (!to_stdout && fclose(f) != 0 && rc == CLI_OK)

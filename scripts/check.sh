@@ -54,6 +54,8 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
 # The attack suite: the CLI against hostile stores, servers and arguments, under ASan+UBSan.
 [ -f tests/attack/run.sh ] && stage "attack suite (asan+ubsan)" bash tests/attack/run.sh "$root/build-asan/ndstore" "$root/build-asan"
 [ -f tests/integration/cli_test.sh ] && stage "cli integration" bash tests/integration/cli_test.sh "$root/build/ndstore"
+[ -f tests/integration/images_test.sh ] &&
+  stage "images out (png, tif)" bash tests/integration/images_test.sh "$root/build/ndstore"
 [ -f tests/integration/cp_matrix_test.sh ] &&
   stage "cp between formats" bash tests/integration/cp_matrix_test.sh "$root/build"
 [ -f tests/integration/versioned_test.sh ] &&

@@ -8,9 +8,11 @@ packages=(
   build-essential cmake pkg-config openssl
   liblmdb-dev libzstd-dev libblosc-dev libcurl4-openssl-dev libssl-dev libjson-c-dev
   zlib1g-dev libdeflate-dev liblz4-dev libbz2-dev liblzma-dev libpng-dev libturbojpeg0-dev
+  libtiff-dev  # ndstore read -o x.tif (cli/image_out.c)
   check
   python3 python3-numpy python3-zarr python3-numcodecs python3-fsspec
   python3-dev python3-pytest python3-torch  # the Python package (python/): build, tests; torch for ndstore.torch
+  python3-pil python3-tifffile  # images_test.sh reads the PNG and TIFF files ndstore writes
   time  # GNU time: the benchmark reads the peak RSS of `ndstore cp` from it
 )
 
