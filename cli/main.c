@@ -29,6 +29,7 @@ static const cli_command commands[] = {
     {"read", "read a region to .npy, raw bytes, or the terminal", cli_cmd_read},
     {"write", "write a .npy file or raw bytes into a region", cli_cmd_write},
     {"cp", "copy an array into a new array (any format and store), streaming", cli_cmd_cp},
+    {"downsample", "build a multiscale pyramid: precomputed scales or an OME-Zarr group", cli_cmd_downsample},
     {"ls", "list the keys under a kvstore URL with their sizes, naming the arrays", cli_cmd_ls},
     {"verify", "decode every stored chunk and report the bad ones", cli_cmd_verify},
     {"resize", "change an array's shape", cli_cmd_resize},

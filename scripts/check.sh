@@ -56,6 +56,8 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
 [ -f tests/integration/cli_test.sh ] && stage "cli integration" bash tests/integration/cli_test.sh "$root/build/ndstore"
 [ -f tests/integration/images_test.sh ] &&
   stage "images out (png, tif)" bash tests/integration/images_test.sh "$root/build/ndstore"
+[ -f tests/integration/downsample_test.sh ] &&
+  stage "downsample (pyramids)" bash tests/integration/downsample_test.sh "$root/build/ndstore"
 [ -f tests/integration/cp_matrix_test.sh ] &&
   stage "cp between formats" bash tests/integration/cp_matrix_test.sh "$root/build"
 [ -f tests/integration/versioned_test.sh ] &&
