@@ -168,6 +168,7 @@ typedef struct pyramid {
     json_object *src_scale;      /* SRC's open scale in src_info (borrowed) */
     double scale[NDS_MAX_RANK];  /* level 0's physical size of a voxel per dimension */
     const char *axis_names[NDS_MAX_RANK];
+    char names[NDS_MAX_RANK][64];  /* the source's dimension names (axis_names points here) */
     bool nanometers;             /* precomputed: resolutions are nm */
 } pyramid;
 
@@ -256,15 +257,15 @@ static void describe_axes(nds_array *src, pyramid *p) {
     if (strcmp(nds_array_format(src), "zarr3") == 0 && nds_array_metadata(src, &meta) == 0)
         doc = json_tokener_parse(meta);
     nds_free(meta);
-    static char kept[NDS_MAX_RANK][64]; /* names outlive doc: one pyramid per process */
     if (json_object_object_get_ex(doc, "dimension_names", &names) &&
         json_object_is_type(names, json_type_array) && json_object_array_length(names) == p->rank) {
         bool all = true;
         for (size_t d = 0; d < p->rank; d++)
             all = all && json_object_is_type(json_object_array_get_idx(names, d), json_type_string);
         for (size_t d = 0; all && d < p->rank; d++) {
-            snprintf(kept[d], sizeof kept[d], "%s", json_object_get_string(json_object_array_get_idx(names, d)));
-            p->axis_names[d] = kept[d];
+            snprintf(p->names[d], sizeof p->names[d], "%s",
+                     json_object_get_string(json_object_array_get_idx(names, d)));
+            p->axis_names[d] = p->names[d];
         }
     }
     json_object_put(doc);
@@ -575,8 +576,12 @@ static int fill_level(const pyramid *p, nds_array *parent, nds_array *level, uin
     int rc = cli_box_count(&box, elem, &count, &bytes);
     if (rc != CLI_OK || count == 0)
         return rc;
-    cli_tiler t; /* an output slab and its input (up to block times larger) share half the budget */
-    cli_tiler_init(&t, &box, elem, budget / 2 / (block + 1), chunks);
+    /* An output slab and its input (up to block times larger) share half the budget. Slabs are runs
+     * of whole level chunks, unless one chunk's input alone exceeds that: then slabs of any shape
+     * within it, each chunk written in parts (read, modified, written back by the library). */
+    uint64_t slab_budget = budget / 2 / (block + 1), chunk_bytes = box_elems(rank, chunks) * elem;
+    cli_tiler t;
+    cli_tiler_init(&t, &box, elem, slab_budget, chunk_bytes > slab_budget ? NULL : chunks);
     uint64_t out_cap = t.max_tile_bytes, in_cap = out_cap * block;
     uint8_t *in = cli_slab_alloc(in_cap), *out = cli_slab_alloc(out_cap);
     if (!in || !out)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `ndstore downsample` (issue 21): pyramids built from known volumes of odd sizes, every level read
 # back and compared exactly with a NumPy reference computed here (the same cascade: level k from
-# level k-1), for every method; precomputed scales (in place and into a new volume) checked with
+# level k-1), for every method, with slabs of whole chunks and (when a chunk's input exceeds the
+# budget) of parts of chunks; precomputed scales (in place and into a new volume) checked with
 # `ndstore info`; the OME-Zarr group's metadata checked member by member; refusals.
 #
 # usage: tests/integration/downsample_test.sh path/to/ndstore
@@ -122,7 +123,7 @@ make lab_i64 int64 9,9,5 4,3,2 labels
 run() { # run NAME FACTORS LEVELS METHOD [--sparse]
     local name=$1 factors=$2 levels=$3 method=$4 sparse=0
     [ "${5:-}" = --sparse ] && sparse=1
-    local out="pyr_${name}_${method}_$sparse.zarr"
+    local out="pyr_${name}_${method}_${sparse}_${factors//,/x}.zarr"
     nds downsample "file://$T/$name|zarr3:" "file://$T/$out|zarr3:" --factors "$factors" --levels "$levels" \
         --method "$method" ${5:-} --memory-budget 4K --jobs 3
     expect_rc 0 "downsample $name $method $factors"
@@ -135,6 +136,7 @@ for m in mean min max stride; do
     run img_f32 2,3,2 2 "$m"
 done
 run img_u64 2,2,2 2 mean
+run img_u8 4,3,4 1 mean # one chunk's input (48 x 48 bytes) exceeds the slab budget: chunks written in parts
 run img_u64 2,2,1 1 max
 run lab_u32 2,2,2 2 mode
 run lab_u32 2,2,2 2 mode --sparse
@@ -142,7 +144,7 @@ run lab_i64 3,3,2 2 mode
 run lab_i64 2,2,2 1 mode --sparse
 
 # The group's OME-Zarr 0.5 metadata and the levels' dimension names.
-"$PY" - "$T/pyr_img_i16_mean_0.zarr" <<'EOF' && ok || no "OME-Zarr multiscales metadata"
+"$PY" - "$T/pyr_img_i16_mean_0_3x2x1.zarr" <<'EOF' && ok || no "OME-Zarr multiscales metadata"
 import json, sys
 d = sys.argv[1]
 g = json.load(open(d + "/zarr.json"))
@@ -250,11 +252,11 @@ nds downsample "file://$T/img_u8|zarr3:" '{"driver":"zarr3"}' --factors 2,2,2
 expect_rc 1 "JSON DST"; expect_err "give a URL ending in |zarr3:" "JSON DST"
 check '[ ! -e r1.zarr ]' "refusals write nothing"
 # An existing pyramid is not replaced without --delete-existing, and is with it.
-nds downsample "file://$T/img_u8|zarr3:" "file://$T/pyr_img_u8_mean_0.zarr|zarr3:" --factors 2,2,2 --levels 1
+nds downsample "file://$T/img_u8|zarr3:" "file://$T/pyr_img_u8_mean_0_2x2x2.zarr|zarr3:" --factors 2,2,2 --levels 1
 expect_rc 1 "existing pyramid"
-nds downsample "file://$T/img_u8|zarr3:" "file://$T/pyr_img_u8_mean_0.zarr|zarr3:" --factors 2,2,2 --levels 1 --method max --delete-existing
+nds downsample "file://$T/img_u8|zarr3:" "file://$T/pyr_img_u8_mean_0_2x2x2.zarr|zarr3:" --factors 2,2,2 --levels 1 --method max --delete-existing
 expect_rc 0 "existing pyramid replaced with --delete-existing"
-mapfile -t urls < <(zlevels pyr_img_u8_mean_0.zarr 1)
+mapfile -t urls < <(zlevels pyr_img_u8_mean_0_2x2x2.zarr 1)
 same_levels img_u8.npy 2,2,2 1 max 0 "${urls[@]}"
 
 echo "$pass passed, $fail failed"
