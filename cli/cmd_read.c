@@ -33,6 +33,8 @@ static const char help[] =
     "                          as one page per index of the region's first dimension, of 8-, 16-,\n"
     "                          32-bit integers, float32 or float64. Rows are the image's second-last\n"
     "                          dimension, columns its last. Other extensions are refused\n"
+    "      --rgb               .png/.tif: the region's last dimension (3 or 4) is each pixel's RGB\n"
+    "                          or RGBA colour\n"
     "      --raw               write raw bytes (C order, host byte order) instead of .npy\n"
     "  -j, --jobs N            threads for decoding (default: the number of cores)\n"
     "      --memory-budget B   bytes read per step (default 256M)\n"
@@ -40,12 +42,13 @@ static const char help[] =
     "\n"
     "Example: ndstore read /tmp/a.zarr --region '[0:10, 5]'\n";
 
-enum { OPT_RAW = 256, OPT_BUDGET };
+enum { OPT_RAW = 256, OPT_BUDGET, OPT_RGB };
 
 static const struct option options[] = {
     {"region", required_argument, NULL, 'r'},
     {"output", required_argument, NULL, 'o'},
     {"raw", no_argument, NULL, OPT_RAW},
+    {"rgb", no_argument, NULL, OPT_RGB},
     {"jobs", required_argument, NULL, 'j'},
     {"memory-budget", required_argument, NULL, OPT_BUDGET},
     {"help", no_argument, NULL, 'h'},
@@ -54,7 +57,7 @@ static const struct option options[] = {
 
 typedef struct read_args {
     const char *spec, *region, *output;
-    bool raw;
+    bool raw, rgb;
     long jobs;
     uint64_t budget;
 } read_args;
@@ -71,6 +74,7 @@ static int parse_args(int argc, char **argv, read_args *ra) {
         case 'r': ra->region = optarg; break;
         case 'o': ra->output = optarg; break;
         case OPT_RAW: ra->raw = true; break;
+        case OPT_RGB: ra->rgb = true; break;
         case 'j':
             if (cli_parse_long(optarg, 1, 1024, &ra->jobs) != 0)
                 return cli_usage(usage, "--jobs: expected 1..1024, got '%s'", optarg);
@@ -155,7 +159,7 @@ static int write_image(nds_array *a, const nds_box *box, uint64_t bytes, const r
     uint64_t shape[NDS_MAX_RANK];
     size_t rank = cli_box_out_shape(box, shape);
     cli_image *img = NULL;
-    int rc = cli_image_open(&img, kind, ra->output, nds_array_dtype(a), rank, shape);
+    int rc = cli_image_open(&img, kind, ra->output, nds_array_dtype(a), rank, shape, ra->rgb);
     if (rc != CLI_OK)
         return rc;
     return cli_image_close(img, stream_region(a, box, bytes, ra, io, cli_image_write, img));
@@ -169,6 +173,8 @@ static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const 
         return rc;
     if (kind == CLI_OUT_PNG || kind == CLI_OUT_TIFF)
         return write_image(a, box, bytes, ra, io, kind);
+    if (ra->rgb)
+        return cli_usage(usage, "--rgb applies to images: -o FILE.png or FILE.tif");
     nds_dtype t = nds_array_dtype(a);
     char unit[16];
     cli_dtype_detail(a, unit, sizeof unit); /* datetimes: "<M8[ns]"; strings: "|S12" */

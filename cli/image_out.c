@@ -97,6 +97,7 @@ struct cli_image {
     TIFF *tif;
     nds_dtype dtype;
     uint16_t bits, sample_format;
+    uint16_t samples;    /* per pixel: 1 grey, 3 RGB, 4 RGBA */
     geometry g;
     size_t row_bytes;
     uint8_t *row;        /* a row being assembled */
@@ -132,7 +133,7 @@ static int png_check(const char *path, nds_dtype t, uint16_t *bits) {
         *bits = t == NDS_UINT8 ? 8 : 16;
         return CLI_OK;
     }
-    return cli_fail("%s: a PNG holds uint8 or uint16 grey pixels; the array is %s: write .tif "
+    return cli_fail("%s: a PNG holds uint8 or uint16 pixels; the array is %s: write .tif "
                     "(8-, 16- and 32-bit integers, float32, float64) or .npy", path,
                     nds_dtype_name(t));
 }
@@ -162,7 +163,10 @@ static int png_begin(cli_image *img) {
         return cli_fail("%s: %s", img->path, img->png_error);
     png_init_io(img->png, img->f);
     png_set_IHDR(img->png, img->info, (png_uint_32)img->g.width, (png_uint_32)img->g.height,
-                 img->bits, PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                 img->bits,
+                 img->samples == 1 ? PNG_COLOR_TYPE_GRAY
+                 : img->samples == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_RGB_ALPHA,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                  PNG_FILTER_TYPE_DEFAULT);
     png_write_info(img->png, img->info);
     uint16_t probe = 1;
@@ -177,12 +181,15 @@ static int tiff_page_tags(cli_image *img, uint64_t page) {
     int ok = TIFFSetField(t, TIFFTAG_IMAGEWIDTH, (uint32_t)img->g.width) &&
              TIFFSetField(t, TIFFTAG_IMAGELENGTH, (uint32_t)img->g.height) &&
              TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, img->bits) &&
-             TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)1) &&
+             TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, img->samples) &&
              TIFFSetField(t, TIFFTAG_SAMPLEFORMAT, img->sample_format) &&
-             TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK) &&
+             TIFFSetField(t, TIFFTAG_PHOTOMETRIC, img->samples == 1 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB) &&
              TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG) &&
              TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_NONE) &&
              TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, TIFFDefaultStripSize(t, 0));
+    uint16_t alpha[1] = {EXTRASAMPLE_UNASSALPHA}; /* RGBA: the fourth sample is plain alpha */
+    if (ok && img->samples == 4)
+        ok = TIFFSetField(t, TIFFTAG_EXTRASAMPLES, (uint16_t)1, alpha);
     if (ok && img->g.pages > 1)
         ok = TIFFSetField(t, TIFFTAG_SUBFILETYPE, FILETYPE_PAGE) &&
              TIFFSetField(t, TIFFTAG_PAGENUMBER, (uint16_t)page, (uint16_t)img->g.pages);
@@ -202,8 +209,21 @@ static int tiff_begin(cli_image *img, uint64_t bytes) {
     return tiff_page_tags(img, 0);
 }
 
+/* --rgb: the region's last dimension is each pixel's colour, 3 (RGB) or 4 (RGBA) samples. */
+static int color_samples(const char *path, size_t rank, const uint64_t *shape, uint16_t *samples) {
+    uint64_t last = rank ? shape[rank - 1] : 1;
+    if (last == 3 || last == 4) {
+        *samples = (uint16_t)last;
+        return CLI_OK;
+    }
+    char s[NDS_MAX_RANK * 24];
+    cli_format_tuple(s, sizeof s, rank, shape);
+    return cli_fail("%s: --rgb takes the region's last dimension as each pixel's colour: 3 (RGB) or 4 "
+                    "(RGBA) values; the region's shape is %s", path, s);
+}
+
 int cli_image_open(cli_image **out, cli_out_kind kind, const char *path, nds_dtype t, size_t rank,
-                   const uint64_t *shape) {
+                   const uint64_t *shape, bool color) {
     *out = NULL;
     cli_image *img = calloc(1, sizeof *img);
     if (!img)
@@ -212,15 +232,18 @@ int cli_image_open(cli_image **out, cli_out_kind kind, const char *path, nds_dty
     img->path = path;
     img->dtype = t;
     bool png = kind == CLI_OUT_PNG;
+    img->samples = 1;
     int rc = png ? png_check(path, t, &img->bits) : tiff_check(path, t, &img->bits, &img->sample_format);
-    if (rc == CLI_OK)
-        rc = image_geometry(path, png ? "PNG" : "TIFF", png ? 2 : 3, rank, shape, &img->g);
+    if (rc == CLI_OK && color)
+        rc = color_samples(path, rank, shape, &img->samples);
+    if (rc == CLI_OK) /* the colour dimension is no dimension of the image */
+        rc = image_geometry(path, png ? "PNG" : "TIFF", png ? 2 : 3, color ? rank - 1 : rank, shape, &img->g);
     /* PNG and classic TIFF sizes are 32-bit; TIFF page numbers are 16-bit. */
     if (rc == CLI_OK && (img->g.width > UINT32_MAX / 2 || img->g.height > UINT32_MAX / 2 ||
                          img->g.pages > UINT16_MAX))
         rc = cli_fail("%s: %" PRIu64 " pages of %" PRIu64 " x %" PRIu64 " pixels is larger than a %s "
                       "holds", path, img->g.pages, img->g.height, img->g.width, png ? "PNG" : "TIFF");
-    img->row_bytes = (size_t)img->g.width * nds_dtype_size(t);
+    img->row_bytes = (size_t)img->g.width * img->samples * nds_dtype_size(t);
     if (rc == CLI_OK && !(img->row = malloc(img->row_bytes)))
         rc = cli_fail("out of memory (a row of %zu bytes)", img->row_bytes);
     if (rc == CLI_OK)

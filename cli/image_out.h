@@ -28,11 +28,13 @@ int cli_output_kind(const char *name, bool raw, const char *usage, cli_out_kind 
 
 typedef struct cli_image cli_image;
 
-/** Checks that a region of dtype t and shape (rank dims) fits kind (PNG: uint8/uint16 grey, 2-D;
+/** Checks that a region of dtype t and shape (rank dims) fits kind (PNG: uint8/uint16, 2-D;
  *  TIFF: 8-, 16-, 32-bit integers and float32/64, 2-D or 3-D), then creates path and writes the
- *  image's header. CLI_OK, or CLI_FAIL (printed; nothing created). */
+ *  image's header. Grey pixels, or with color the region's last dimension (3 or 4) is each pixel's
+ *  RGB or RGBA samples and the image is the dimensions before it. CLI_OK, or CLI_FAIL (printed;
+ *  nothing created). */
 int cli_image_open(cli_image **out, cli_out_kind kind, const char *path, nds_dtype t, size_t rank,
-                   const uint64_t *shape);
+                   const uint64_t *shape, bool color);
 /** The next bytes of the region's C-order data (a cli_ring_io: arg is the cli_image). CLI_OK, or
  *  CLI_FAIL (printed). */
 int cli_image_write(void *arg, uint8_t *buf, uint64_t bytes);

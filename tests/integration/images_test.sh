@@ -136,6 +136,62 @@ same pil pc_z2.png pc.npy "a[:, :, 2, 0]"
 "$PY" -c 'from PIL import Image; exit(0 if Image.open("pc_z2.png").size == (5, 6) else 1)' && ok ||
     no "a precomputed z slice is y wide and x high"
 
+# ---- colour (--rgb): the region's last dimension is each pixel's RGB or RGBA ---------------------------
+# PIL keeps 8 bits of a 16-bit colour PNG, so those are read with png16.py: the PNG decoded with zlib
+# and NumPy (chunks, the five row filters), an independent reader of what libpng wrote.
+cat >png16.py <<'EOF'
+import numpy as np, struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n"
+pos, idat, ihdr = 8, b"", None
+while pos < len(data):
+    n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    if kind == b"IHDR": ihdr = struct.unpack(">IIBBBBB", body)
+    if kind == b"IDAT": idat += body
+    pos += 12 + n
+w, h, depth, ctype = ihdr[:4]
+assert depth == 16 and ctype in (2, 6), ihdr
+spp = 3 if ctype == 2 else 4
+bpp, stride = 2 * spp, w * 2 * spp
+raw, rows, prev = zlib.decompress(idat), [], bytearray(stride)
+for y in range(h):
+    f = raw[y * (stride + 1)]
+    line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+    for i in range(stride):
+        a = line[i - bpp] if i >= bpp else 0
+        b, c = prev[i], (prev[i - bpp] if i >= bpp else 0)
+        p = a + b - c
+        paeth = a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c) else c
+        line[i] = (line[i] + [0, a, b, (a + b) // 2, paeth][f]) & 255
+    rows.append(bytes(line))
+    prev = line
+got = np.frombuffer(b"".join(rows), dtype=">u2").reshape(h, w, spp)
+want = eval(sys.argv[3], {"a": np.load(sys.argv[2])})
+sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)
+EOF
+make rgb8 uint8 3,6,5,3 2,3,3,3
+make rgba16 uint16 6,5,4 3,3,4
+nds read rgb8 -r '[1]' -o rgb.png --rgb;        expect_rc 0 "uint8 RGB png"
+same pil rgb.png rgb8.npy "a[1]"
+"$PY" -c 'from PIL import Image; exit(0 if Image.open("rgb.png").mode == "RGB" else 1)' && ok || no "an RGB png is RGB"
+nds read rgba16 -o rgba.png --rgb --memory-budget 100; expect_rc 0 "uint16 RGBA png from small slabs"
+"$PY" png16.py rgba.png rgba16.npy "a" && ok || no "uint16 RGBA png: samples read back exactly"
+nds read rgb8 -r '[2, :, :, :]' -o rgb16.png --rgb; expect_rc 0 "uint8 RGB png again"
+nds read rgba16 -r '[:, :, 0:3]' -o rgb16.png --rgb; expect_rc 0 "uint16 RGB png"
+"$PY" png16.py rgb16.png rgba16.npy "a[:, :, 0:3]" && ok || no "uint16 RGB png: samples read back exactly"
+nds read rgb8 -o rgb.tif --rgb;                 expect_rc 0 "uint8 RGB multi-page tif"
+same tifffile rgb.tif rgb8.npy "a"
+same pil rgb.tif rgb8.npy "a"
+nds read rgba16 -o rgba.tif --rgb;              expect_rc 0 "uint16 RGBA tif"
+same tifffile rgba.tif rgba16.npy "a"
+"$PY" -c 'import tifffile; t = tifffile.TiffFile("rgba.tif"); p = t.pages[0]; exit(0 if p.photometric == 2 and tuple(p.tags["ExtraSamples"].value) == (2,) else 1)' &&
+    ok || no "RGBA tif: photometric RGB, ExtraSamples unassociated alpha"
+OUTFILE=grey.png; nds read u8 -r '[2]' -o grey.png --rgb
+expect_refused "--rgb on a last dimension of 23" "--rgb takes the region's last dimension as each pixel's colour: 3 (RGB) or 4 (RGBA) values; the region's shape is (37, 23)"
+nds read rgb8 -r '[1]' --rgb -o x.npy;          expect_rc 2 "--rgb with .npy"
+expect_err "--rgb applies to images" "--rgb with .npy"
+
 # ---- refused: never a silent .npy ----------------------------------------------------------------------
 OUTFILE=x.jpgg; nds read u8 -r '[2]' -o x.jpgg
 expect_refused "unknown extension" "the extension '.jpgg' is not an output format ndstore writes; understood: .npy, .png, .tif, .tiff" 2
@@ -148,7 +204,7 @@ expect_refused "3-d png" "a PNG holds a 2-D image; the region's shape (5, 37, 23
 OUTFILE=four.tif; make u8_4d uint8 2,3,4,5 2,2,2,2; nds read u8_4d -o four.tif
 expect_refused "4-d tif" "a TIFF holds a 2-D image or a 3-D stack of pages; the region's shape (2, 3, 4, 5)"
 OUTFILE=signed.png; nds read t_int16 -r '[1]' -o signed.png
-expect_refused "int16 png" "a PNG holds uint8 or uint16 grey pixels; the array is int16"
+expect_refused "int16 png" "a PNG holds uint8 or uint16 pixels; the array is int16"
 make i64 int64 3,4 2,2
 OUTFILE=wide.tif; nds read i64 -o wide.tif
 expect_refused "int64 tif" "the array is int64"
