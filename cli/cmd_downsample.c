@@ -3,8 +3,8 @@
  *
  * Level 0 is SRC copied into DST by `ndstore cp` (so the copy streams within the budget as cp
  * does), except when DST is SRC's own precomputed volume: then the new scales are added beside
- * SRC's. Level k is level k-1 as stored, reduced by the factors (downsample_kernel.c): a cascade, as
- * igneous builds its mips. DST is
+ * SRC's. Level k is level k-1 as stored, reduced by the factors (downsample_kernel.c): a cascade,
+ * as igneous builds its mips. DST is
  *  - neuroglancer precomputed: each level a new scale of the same info, its key named after its
  *    resolution (the parent's times the factors), size ceil(size / factor), voxel_offset
  *    floor(offset / factor), chunk size, encoding (and its parameters) and sharding the parent's
@@ -13,9 +13,9 @@
  *    attributes.ome.multiscales (axes, and per level a coordinateTransformations scale).
  * Each level streams: its output is cut into slabs of whole output chunks (so no chunk is written
  * twice); a slab's input box (the slab times the factors, clipped) is read, reduced by --jobs
- * threads over the slab's first dimension, and written. Memory: half the budget for the slabs (input
- * and output), half for the library's chunks in flight.
- * Omits: resuming an interrupted pyramid, zarr v2 and N5 pyramids, OME-Zarr 0.4 (zarr v2).
+ * threads over the slab's first dimension, and written. Memory: half the budget for the slabs
+ * (input and output), half for the library's chunks in flight. Omits: resuming an interrupted
+ * pyramid, zarr v2 and N5 pyramids, OME-Zarr 0.4 (zarr v2).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -40,9 +40,11 @@ static const char help[] =
     "\n"
     "  -f, --factors F,..      factor per dimension, e.g. 2,2,1 (precomputed: x,y,z; the channel\n"
     "                          dimension is never downsampled)\n"
-    "  -n, --levels N          levels to add (default: until the factored dimensions fit one chunk)\n"
+    "  -n, --levels N          levels to add (default: until the factored dimensions fit one "
+    "chunk)\n"
     "  -m, --method M          mean (images: rounded to nearest, halves away from zero), mode\n"
-    "                          (segmentation: the most frequent label, ties to the smallest), min,\n"
+    "                          (segmentation: the most frequent label, ties to the smallest), "
+    "min,\n"
     "                          max, stride (every F-th element). Default: mode for a precomputed\n"
     "                          segmentation, mean otherwise\n"
     "      --sparse            mode: 0 is background, chosen only when a block is all 0\n"
@@ -53,7 +55,8 @@ static const char help[] =
     "      --delete-existing   replace arrays already at DST\n"
     "  -h, --help              show this help\n"
     "\n"
-    "Example: ndstore downsample 'file:///v/|neuroglancer-precomputed:' 'file:///v/|neuroglancer-precomputed:' \\\n"
+    "Example: ndstore downsample 'file:///v/|neuroglancer-precomputed:' "
+    "'file:///v/|neuroglancer-precomputed:' \\\n"
     "           --factors 2,2,1 --levels 3 --method mode\n";
 
 enum { OPT_CHUNKS = 256, OPT_CODEC, OPT_BUDGET, OPT_DELETE, OPT_SPARSE };
@@ -94,7 +97,8 @@ static int parse_option(int c, char **argv, ds_args *a) {
     char err[256];
     switch (c) {
     case 'f':
-        if (cli_parse_u64_list(optarg, a->factors, NDS_MAX_RANK, &a->nfactors, err, sizeof err) != 0)
+        if (cli_parse_u64_list(optarg, a->factors, NDS_MAX_RANK, &a->nfactors, err, sizeof err) !=
+            0)
             return cli_usage(usage, "--factors: %s", err);
         return CLI_OK;
     case 'n':
@@ -103,7 +107,8 @@ static int parse_option(int c, char **argv, ds_args *a) {
         return CLI_OK;
     case 'm':
         if (!cli_ds_method_parse(optarg, &a->method))
-            return cli_usage(usage, "--method: expected mean, mode, min, max or stride, got '%s'", optarg);
+            return cli_usage(usage, "--method: expected mean, mode, min, max or stride, got '%s'",
+                             optarg);
         a->method_given = true;
         return CLI_OK;
     case OPT_SPARSE: a->sparse = true; return CLI_OK;
@@ -135,12 +140,10 @@ static int parse_args(int argc, char **argv, ds_args *a) {
     cli_getopt_reset();
     while (rc == CLI_OK && (c = getopt_long(argc, argv, ":hf:n:m:j:", options, NULL)) != -1)
         rc = parse_option(c, argv, a);
-    if (rc != CLI_OK)
-        return rc;
+    if (rc != CLI_OK) return rc;
     if (argc - optind != 2)
         return cli_usage(usage, argc - optind < 2 ? "missing SRC or DST" : "too many arguments");
-    if (a->nfactors == 0)
-        return cli_usage(usage, "--factors is required (e.g. --factors 2,2,1)");
+    if (a->nfactors == 0) return cli_usage(usage, "--factors is required (e.g. --factors 2,2,1)");
     if (a->sparse && a->method_given && a->method != CLI_DS_MODE)
         return cli_usage(usage, "--sparse applies to --method mode only");
     a->src = argv[optind];
@@ -155,34 +158,33 @@ typedef enum { DST_PRECOMPUTED, DST_ZARR3 } dst_kind;
 
 typedef struct pyramid {
     dst_kind kind;
-    char kv[4096];               /* DST's kvstore URL */
-    bool in_place;               /* DST is SRC's own precomputed volume */
+    char kv[4096]; /* DST's kvstore URL */
+    bool in_place; /* DST is SRC's own precomputed volume */
     size_t rank;
     uint64_t factors[NDS_MAX_RANK];
-    int levels;                  /* levels added after level 0 */
+    int levels; /* levels added after level 0 */
     uint64_t src_shape[NDS_MAX_RANK];
     cli_ds_method method;
     bool sparse;
     nds_dtype dtype;
-    json_object *src_info;       /* SRC's precomputed info (NULL for other formats) */
-    json_object *src_scale;      /* SRC's open scale in src_info (borrowed) */
-    double scale[NDS_MAX_RANK];  /* level 0's physical size of a voxel per dimension */
+    json_object *src_info;      /* SRC's precomputed info (NULL for other formats) */
+    json_object *src_scale;     /* SRC's open scale in src_info (borrowed) */
+    double scale[NDS_MAX_RANK]; /* level 0's physical size of a voxel per dimension */
     const char *axis_names[NDS_MAX_RANK];
-    char names[NDS_MAX_RANK][64];  /* the source's dimension names (axis_names points here) */
-    bool nanometers;             /* precomputed: resolutions are nm */
+    char names[NDS_MAX_RANK][64]; /* the source's dimension names (axis_names points here) */
+    bool nanometers;              /* precomputed: resolutions are nm */
 } pyramid;
 
 /* DST's kvstore and kind, from a URL "KVSTORE|zarr3:" or "KVSTORE|neuroglancer-precomputed:". */
 static int parse_dst(const char *dst, pyramid *p) {
     char format[64];
     if (dst[strspn(dst, " \t\r\n")] == '{')
-        return cli_fail("DST: give a URL ending in |zarr3: or |neuroglancer-precomputed: (a JSON spec "
-                        "cannot name several arrays)");
+        return cli_fail(
+            "DST: give a URL ending in |zarr3: or |neuroglancer-precomputed: (a JSON spec "
+            "cannot name several arrays)");
     int rc = cli_kvstore_url(dst, p->kv, sizeof p->kv, format, sizeof format);
-    if (rc != CLI_OK)
-        return rc;
-    for (char *c = format; *c; c++)
-        *c = *c == '-' ? '_' : *c;
+    if (rc != CLI_OK) return rc;
+    for (char *c = format; *c; c++) *c = *c == '-' ? '_' : *c;
     if (strcmp(format, "zarr3") == 0)
         p->kind = DST_ZARR3;
     else if (strcmp(format, "neuroglancer_precomputed") == 0)
@@ -197,32 +199,32 @@ static int parse_dst(const char *dst, pyramid *p) {
 static const char *member_string(json_object *o, const char *key) {
     json_object *v;
     return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
-               ? json_object_get_string(v) : "";
+               ? json_object_get_string(v)
+               : "";
 }
 
 /* SRC's precomputed info and the scale it has open (by the key in its spec). */
 static int load_src_scale(nds_array *src, pyramid *p) {
-    if (strcmp(nds_array_format(src), "neuroglancer_precomputed") != 0)
-        return CLI_OK;
+    if (strcmp(nds_array_format(src), "neuroglancer_precomputed") != 0) return CLI_OK;
     char *meta = NULL, *spec = NULL;
     int st = nds_array_metadata(src, &meta);
-    if (st == 0)
-        st = nds_array_spec(src, &spec);
+    if (st == 0) st = nds_array_spec(src, &spec);
     json_object *s = spec ? json_tokener_parse(spec) : NULL, *sm = NULL, *scales = NULL;
     p->src_info = meta ? json_tokener_parse(meta) : NULL;
     nds_free(meta);
     nds_free(spec);
-    const char *key = json_object_object_get_ex(s, "scale_metadata", &sm) ? member_string(sm, "key") : "";
+    const char *key =
+        json_object_object_get_ex(s, "scale_metadata", &sm) ? member_string(sm, "key") : "";
     json_object_object_get_ex(p->src_info, "scales", &scales);
     for (size_t i = 0; key[0] && i < json_object_array_length(scales); i++) {
         json_object *sc = json_object_array_get_idx(scales, i);
-        if (strcmp(member_string(sc, "key"), key) == 0)
-            p->src_scale = sc;
+        if (strcmp(member_string(sc, "key"), key) == 0) p->src_scale = sc;
     }
     json_object_put(s);
     if (!p->src_scale)
-        return st ? cli_fail_nds(st, "downsample") : cli_fail("%s: the open scale is not in its info",
-                                                             nds_kvstore_url(nds_array_kvstore(src)));
+        return st ? cli_fail_nds(st, "downsample")
+                  : cli_fail("%s: the open scale is not in its info",
+                             nds_kvstore_url(nds_array_kvstore(src)));
     return CLI_OK;
 }
 
@@ -280,8 +282,7 @@ static int default_levels(const pyramid *p, const uint64_t *shape, const uint64_
         bool fits = true;
         for (size_t d = 0; d < p->rank; d++)
             fits = fits && (p->factors[d] == 1 || s[d] <= chunks[d]);
-        if ((fits && n > 0) || n == MAX_LEVELS)
-            return n;
+        if ((fits && n > 0) || n == MAX_LEVELS) return n;
         cli_ds_out_shape(p->rank, s, p->factors, s);
         n++;
     }
@@ -296,7 +297,8 @@ static int plan_pyramid(nds_array *src, const ds_args *a, pyramid *p) {
     if ((p->src_scale || p->kind == DST_PRECOMPUTED) && p->rank == 4 && n == 3)
         p->factors[n++] = 1; /* precomputed x,y,z: the channel is not downsampled */
     if (n != p->rank)
-        return cli_fail("--factors has %zu values; %s has %zu dimensions", a->nfactors, a->src, p->rank);
+        return cli_fail("--factors has %zu values; %s has %zu dimensions", a->nfactors, a->src,
+                        p->rank);
     uint64_t block = 1;
     bool any = false;
     for (size_t d = 0; d < p->rank; d++) {
@@ -305,15 +307,17 @@ static int plan_pyramid(nds_array *src, const ds_args *a, pyramid *p) {
         any = any || p->factors[d] > 1;
         block = p->factors[d] > MAX_BLOCK ? MAX_BLOCK + 1 : block * p->factors[d];
         if (block > MAX_BLOCK)
-            return cli_fail("--factors: a block of more than %" PRIu64 " elements is not supported", MAX_BLOCK);
+            return cli_fail("--factors: a block of more than %" PRIu64 " elements is not supported",
+                            MAX_BLOCK);
     }
-    if (!any)
-        return cli_fail("--factors: every factor is 1: nothing to downsample");
+    if (!any) return cli_fail("--factors: every factor is 1: nothing to downsample");
     if (p->kind == DST_PRECOMPUTED && p->rank == 4 && p->factors[3] != 1)
-        return cli_fail("--factors: a precomputed volume's channel dimension is not downsampled (give x,y,z)");
+        return cli_fail(
+            "--factors: a precomputed volume's channel dimension is not downsampled (give x,y,z)");
     if (p->kind == DST_ZARR3 && (p->rank < 2 || p->rank > 5))
         return cli_fail("an OME-Zarr image has 2 to 5 dimensions; %s has %zu", a->src, p->rank);
-    bool segmentation = p->src_info && strcmp(member_string(p->src_info, "type"), "segmentation") == 0;
+    bool segmentation =
+        p->src_info && strcmp(member_string(p->src_info, "type"), "segmentation") == 0;
     p->method = a->method_given ? a->method : segmentation ? CLI_DS_MODE : CLI_DS_MEAN;
     p->sparse = a->sparse;
     if (p->sparse && p->method != CLI_DS_MODE)
@@ -335,7 +339,8 @@ static int plan_pyramid(nds_array *src, const ds_args *a, pyramid *p) {
             char s[NDS_MAX_RANK * 24];
             cli_format_list(s, sizeof s, p->rank, shape);
             return cli_fail("--levels %d: level %d is already %s, one voxel in every downsampled "
-                            "dimension: give --levels %d at most", p->levels, k - 1, s, k - 1);
+                            "dimension: give --levels %d at most",
+                            p->levels, k - 1, s, k - 1);
         }
         cli_ds_out_shape(p->rank, shape, p->factors, shape);
     }
@@ -354,15 +359,17 @@ static json_object *f64_json(size_t n, const double *v) {
     json_object *arr = json_object_new_array();
     for (size_t i = 0; i < n; i++) {
         double x = v[i];
-        json_object_array_add(arr, x == floor(x) && fabs(x) < 1e15 ? json_object_new_int64((int64_t)x)
-                                                                   : json_object_new_double(x));
+        json_object_array_add(arr, x == floor(x) && fabs(x) < 1e15
+                                       ? json_object_new_int64((int64_t)x)
+                                       : json_object_new_double(x));
     }
     return arr;
 }
 
 /* The JSON text of obj (consumed), malloc'd. */
 static char *take_text(json_object *obj) {
-    const char *t = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    const char *t = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
+                                                            JSON_C_TO_STRING_NOSLASHESCAPE);
     char *s = t ? strdup(t) : NULL;
     json_object_put(obj);
     return s;
@@ -374,10 +381,13 @@ static void copy_member(json_object *to, json_object *from, const char *key) {
         json_object_object_add(to, key, json_object_get(v));
 }
 
-/* The array spec of a level: zarr3 "<kv>" path "<level>"; precomputed the scale of resolution res. */
+/* The array spec of a level: zarr3 "<kv>" path "<level>"; precomputed the scale of resolution res.
+ */
 static json_object *level_spec(const pyramid *p, int level, const double *res) {
     json_object *s = json_object_new_object();
-    json_object_object_add(s, "driver", json_object_new_string(p->kind == DST_ZARR3 ? "zarr3" : "neuroglancer_precomputed"));
+    json_object_object_add(
+        s, "driver",
+        json_object_new_string(p->kind == DST_ZARR3 ? "zarr3" : "neuroglancer_precomputed"));
     json_object_object_add(s, "kvstore", json_object_new_string(p->kv));
     if (p->kind == DST_ZARR3) {
         char path[16];
@@ -394,8 +404,8 @@ static json_object *level_spec(const pyramid *p, int level, const double *res) {
 /* The members of a precomputed scale that a new scale takes from its parent: the encoding's
  * (unless --codec names another) and the sharding. */
 static void carry_encoding(json_object *to, json_object *parent_scale, bool codec_given) {
-    static const char *const encoding[] = {"encoding", "compressed_segmentation_block_size", "jpeg_quality",
-                                           "png_level"};
+    static const char *const encoding[] = {"encoding", "compressed_segmentation_block_size",
+                                           "jpeg_quality", "png_level"};
     for (size_t i = 0; !codec_given && i < sizeof encoding / sizeof encoding[0]; i++)
         copy_member(to, parent_scale, encoding[i]);
     copy_member(to, parent_scale, "sharding");
@@ -409,7 +419,8 @@ static char *level0_spec(const pyramid *p, const ds_args *a, const uint64_t *src
     if (p->kind == DST_ZARR3) {
         json_object *schema = json_object_new_object(), *domain = json_object_new_object();
         json_object *labels = json_object_new_array();
-        for (size_t d = 0; d < p->rank; d++) json_object_array_add(labels, json_object_new_string(p->axis_names[d]));
+        for (size_t d = 0; d < p->rank; d++)
+            json_object_array_add(labels, json_object_new_string(p->axis_names[d]));
         json_object_object_add(domain, "labels", labels);
         json_object_object_add(schema, "domain", domain);
         json_object_object_add(s, "schema", schema);
@@ -443,7 +454,8 @@ static json_object *child_scale(const pyramid *p, json_object *parent_scale, con
     json_object *sm = json_object_new_object();
     int64_t off[3];
     for (size_t d = 0; d < 3; d++) {
-        int64_t o = (int64_t)triple_at(parent_scale, "voxel_offset", d, 0), f = (int64_t)p->factors[d];
+        int64_t o = (int64_t)triple_at(parent_scale, "voxel_offset", d, 0),
+                f = (int64_t)p->factors[d];
         off[d] = o >= 0 ? o / f : -((-o + f - 1) / f); /* floor */
     }
     json_object *offj = json_object_new_array();
@@ -470,15 +482,14 @@ static json_object *open_scale(nds_array *a, json_object **info) {
 }
 
 /* Creates level k (k >= 1) of shape out from its parent. */
-static int create_level(const pyramid *p, const ds_args *a, nds_array *parent, int k, const uint64_t *out,
-                        nds_context *ctx, nds_array **level) {
+static int create_level(const pyramid *p, const ds_args *a, nds_array *parent, int k,
+                        const uint64_t *out, nds_context *ctx, nds_array **level) {
     json_object *s = NULL;
     double res[3];
     if (p->kind == DST_ZARR3) {
         char *meta = NULL;
         int st = nds_array_metadata(parent, &meta);
-        if (st != 0)
-            return cli_fail_nds(st, "downsample");
+        if (st != 0) return cli_fail_nds(st, "downsample");
         json_object *doc = json_tokener_parse(meta);
         nds_free(meta);
         json_object_object_add(doc, "shape", u64_json(p->rank, out));
@@ -492,11 +503,12 @@ static int create_level(const pyramid *p, const ds_args *a, nds_array *parent, i
         }
         uint64_t chunk[NDS_MAX_RANK];
         nds_array_read_chunk_shape(parent, chunk);
-        if (a->nchunks >= 3)
-            memcpy(chunk, a->chunks, 3 * sizeof chunk[0]);
-        for (size_t d = 0; d < 3; d++) res[d] = triple_at(ps, "resolution", d, 1.0) * (double)p->factors[d];
+        if (a->nchunks >= 3) memcpy(chunk, a->chunks, 3 * sizeof chunk[0]);
+        for (size_t d = 0; d < 3; d++)
+            res[d] = triple_at(ps, "resolution", d, 1.0) * (double)p->factors[d];
         s = level_spec(p, k, res);
-        json_object_object_add(s, "scale_metadata", child_scale(p, ps, out, chunk, res, a->codec != NULL));
+        json_object_object_add(s, "scale_metadata",
+                               child_scale(p, ps, out, chunk, res, a->codec != NULL));
         json_object_put(info);
         if (a->codec) {
             json_object *schema = json_object_new_object();
@@ -505,13 +517,13 @@ static int create_level(const pyramid *p, const ds_args *a, nds_array *parent, i
         }
     }
     json_object_object_add(s, "create", json_object_new_boolean(1));
-    if (p->kind == DST_PRECOMPUTED) /* a scale made before (a run again) is opened, checked, rewritten */
+    if (p->kind ==
+        DST_PRECOMPUTED) /* a scale made before (a run again) is opened, checked, rewritten */
         json_object_object_add(s, "open", json_object_new_boolean(1));
     if (a->delete_existing && p->kind == DST_ZARR3)
         json_object_object_add(s, "delete_existing", json_object_new_boolean(1));
     char *text = take_text(s);
-    if (!text)
-        return cli_fail("out of memory");
+    if (!text) return cli_fail("out of memory");
     int rc = cli_open_array(text, ctx, 0, level);
     free(text);
     return rc;
@@ -533,10 +545,8 @@ static void *reduce_main(void *arg) {
 
 /* Reduces b on up to threads threads, each a run of output rows of dimension 0. */
 static int reduce_parallel(const cli_ds_block *b, uint64_t rows, int threads) {
-    if (threads > 64)
-        threads = 64;
-    if ((uint64_t)threads > rows)
-        threads = (int)rows;
+    if (threads > 64) threads = 64;
+    if ((uint64_t)threads > rows) threads = (int)rows;
     reduce_job jobs[64];
     pthread_t tid[64];
     bool started[64] = {false};
@@ -549,22 +559,27 @@ static int reduce_parallel(const cli_ds_block *b, uint64_t rows, int threads) {
             reduce_main(&jobs[t]); /* the last run (or one no thread could take) on this thread */
     }
     for (int t = 0; t < threads; t++) {
-        if (started[t])
-            pthread_join(tid[t], NULL);
+        if (started[t]) pthread_join(tid[t], NULL);
         rc = rc ? rc : jobs[t].rc;
     }
     return rc == 0 ? CLI_OK : cli_fail("downsample: out of memory reducing a slab");
 }
 
+/* Products saturate: a saturated size is refused by the allocation, never wrapped to a small one. */
+static uint64_t sat_mul(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 static uint64_t box_elems(size_t rank, const uint64_t *shape) {
     uint64_t n = 1;
-    for (size_t d = 0; d < rank; d++) n *= shape[d];
+    for (size_t d = 0; d < rank; d++) n = sat_mul(n, shape[d]);
     return n;
 }
 
 /* Level = parent reduced, in slabs of whole level chunks. */
-static int fill_level(const pyramid *p, nds_array *parent, nds_array *level, uint64_t budget, int threads,
-                      int k) {
+static int fill_level(const pyramid *p, nds_array *parent, nds_array *level, uint64_t budget,
+                      int threads, int k) {
     size_t rank = p->rank, elem = nds_array_dtype_size(parent);
     uint64_t in_shape[NDS_MAX_RANK], out_shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK], count, bytes;
     nds_array_shape(parent, in_shape);
@@ -574,18 +589,18 @@ static int fill_level(const pyramid *p, nds_array *parent, nds_array *level, uin
     nds_box box;
     nds_box_full(&box, rank, out_shape);
     int rc = cli_box_count(&box, elem, &count, &bytes);
-    if (rc != CLI_OK || count == 0)
-        return rc;
+    if (rc != CLI_OK || count == 0) return rc;
     /* An output slab and its input (up to block times larger) share half the budget. Slabs are runs
      * of whole level chunks, unless one chunk's input alone exceeds that: then slabs of any shape
      * within it, each chunk written in parts (read, modified, written back by the library). */
-    uint64_t slab_budget = budget / 2 / (block + 1), chunk_bytes = box_elems(rank, chunks) * elem;
+    uint64_t slab_budget = budget / 2 / (block + 1), chunk_bytes = sat_mul(box_elems(rank, chunks), elem);
     cli_tiler t;
     cli_tiler_init(&t, &box, elem, slab_budget, chunk_bytes > slab_budget ? NULL : chunks);
-    uint64_t out_cap = t.max_tile_bytes, in_cap = out_cap * block;
+    uint64_t out_cap = t.max_tile_bytes, in_cap = sat_mul(out_cap, block);
     uint8_t *in = cli_slab_alloc(in_cap), *out = cli_slab_alloc(out_cap);
     if (!in || !out)
-        rc = cli_fail("out of memory (slabs of %" PRIu64 " and %" PRIu64 " bytes)", in_cap, out_cap);
+        rc =
+            cli_fail("out of memory (slabs of %" PRIu64 " and %" PRIu64 " bytes)", in_cap, out_cap);
     nds_io_options io = NDS_IO_OPTIONS_INIT;
     io.threads = threads;
     char label[32];
@@ -599,7 +614,8 @@ static int fill_level(const pyramid *p, nds_array *parent, nds_array *level, uin
         src = sub;
         for (size_t d = 0; d < rank; d++) {
             src.start[d] = sub.start[d] * p->factors[d];
-            src.stop[d] = sub.stop[d] * p->factors[d] < in_shape[d] ? sub.stop[d] * p->factors[d] : in_shape[d];
+            src.stop[d] = sub.stop[d] * p->factors[d] < in_shape[d] ? sub.stop[d] * p->factors[d]
+                                                                    : in_shape[d];
             src.step[d] = 1;
             sub_in[d] = src.stop[d] - src.start[d];
         }
@@ -626,8 +642,7 @@ static int open_dst_dir(const pyramid *p, nds_context *ctx, nds_kvstore **out) {
     nds_kvstore *kv = NULL;
     *out = NULL;
     int st = nds_kvstore_open(&kv, p->kv, ctx);
-    if (st == 0)
-        st = nds_kvstore_sub(out, kv, "./"); /* "./": the prefix as a directory */
+    if (st == 0) st = nds_kvstore_sub(out, kv, "./"); /* "./": the prefix as a directory */
     nds_kvstore_free(kv);
     return st;
 }
@@ -649,8 +664,7 @@ static json_object *ome_attributes(const pyramid *p) {
         json_object *ax = json_object_new_object();
         const char *type = axis_type(p->axis_names[d]);
         json_object_object_add(ax, "name", json_object_new_string(p->axis_names[d]));
-        if (type)
-            json_object_object_add(ax, "type", json_object_new_string(type));
+        if (type) json_object_object_add(ax, "type", json_object_new_string(type));
         if (type && strcmp(type, "space") == 0 && p->nanometers)
             json_object_object_add(ax, "unit", json_object_new_string("nanometer"));
         json_object_array_add(axes, ax);
@@ -658,7 +672,8 @@ static json_object *ome_attributes(const pyramid *p) {
     double scale[NDS_MAX_RANK];
     memcpy(scale, p->scale, sizeof scale);
     for (int k = 0; k <= p->levels; k++) {
-        json_object *ds = json_object_new_object(), *ct = json_object_new_array(), *sc = json_object_new_object();
+        json_object *ds = json_object_new_object(), *ct = json_object_new_array(),
+                    *sc = json_object_new_object();
         char path[16];
         snprintf(path, sizeof path, "%d", k);
         json_object_object_add(sc, "type", json_object_new_string("scale"));
@@ -673,7 +688,9 @@ static json_object *ome_attributes(const pyramid *p) {
     json_object_object_add(ms, "axes", axes);
     json_object_object_add(ms, "datasets", datasets);
     json_object_object_add(ms, "type", json_object_new_string(cli_ds_method_name(p->method)));
-    json_object_object_add(meta, "description", json_object_new_string("ndstore downsample: level k is level k-1 reduced by the factors"));
+    json_object_object_add(
+        meta, "description",
+        json_object_new_string("ndstore downsample: level k is level k-1 reduced by the factors"));
     json_object_object_add(meta, "method", json_object_new_string(cli_ds_method_name(p->method)));
     json_object_object_add(meta, "factors", u64_json(p->rank, p->factors));
     if (p->method == CLI_DS_MODE)
@@ -693,19 +710,21 @@ static json_object *ome_attributes(const pyramid *p) {
 static int read_group(const pyramid *p, nds_context *ctx, nds_kvstore **kv, json_object **doc) {
     *doc = NULL;
     int st = open_dst_dir(p, ctx, kv);
-    if (st != 0)
-        return cli_fail_nds(st, p->kv);
+    if (st != 0) return cli_fail_nds(st, p->kv);
     nds_read_result r;
     memset(&r, 0, sizeof r);
     int rc = CLI_OK;
     st = nds_kvstore_read(*kv, "zarr.json", NULL, &r);
     if (st == 0 && r.state == NDS_READ_VALUE) {
         json_tokener *tok = json_tokener_new();
-        *doc = tok ? json_tokener_parse_ex(tok, (const char *)r.value.data, (int)r.value.len) : NULL;
+        *doc =
+            tok ? json_tokener_parse_ex(tok, (const char *)r.value.data, (int)r.value.len) : NULL;
         json_tokener_free(tok);
-        if (!json_object_is_type(*doc, json_type_object) || strcmp(member_string(*doc, "node_type"), "group") != 0)
+        if (!json_object_is_type(*doc, json_type_object) ||
+            strcmp(member_string(*doc, "node_type"), "group") != 0)
             rc = cli_fail("%s: zarr.json is not a zarr v3 group's: an OME-Zarr pyramid is a group "
-                          "(refused, nothing written)", nds_kvstore_url(*kv));
+                          "(refused, nothing written)",
+                          nds_kvstore_url(*kv));
     } else if (st != 0) {
         rc = cli_fail_nds(st, "zarr.json");
     }
@@ -724,16 +743,17 @@ static int write_ome_group(const pyramid *p, nds_context *ctx) {
     json_object *doc = NULL, *attrs = NULL;
     int rc = read_group(p, ctx, &kv, &doc);
     if (rc == CLI_OK) {
-        if (!json_object_object_get_ex(doc, "attributes", &attrs) || !json_object_is_type(attrs, json_type_object)) {
+        if (!json_object_object_get_ex(doc, "attributes", &attrs) ||
+            !json_object_is_type(attrs, json_type_object)) {
             attrs = json_object_new_object();
             json_object_object_add(doc, "attributes", attrs);
         }
         json_object_object_add(attrs, "ome", ome_attributes(p));
-        const char *text = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                                   JSON_C_TO_STRING_NOSLASHESCAPE);
+        const char *text =
+            json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
         int st = nds_kvstore_write(kv, "zarr.json", text, strlen(text), NULL, NULL);
-        if (st != 0)
-            rc = cli_fail_nds(st, "zarr.json");
+        if (st != 0) rc = cli_fail_nds(st, "zarr.json");
     }
     json_object_put(doc);
     nds_kvstore_free(kv);
@@ -742,8 +762,7 @@ static int write_ome_group(const pyramid *p, nds_context *ctx) {
 
 /* Before anything is written: an OME-Zarr DST must be a group or nothing. */
 static int check_group(const pyramid *p, nds_context *ctx) {
-    if (p->kind != DST_ZARR3)
-        return CLI_OK;
+    if (p->kind != DST_ZARR3) return CLI_OK;
     nds_kvstore *kv = NULL;
     json_object *doc = NULL;
     int rc = read_group(p, ctx, &kv, &doc);
@@ -757,8 +776,7 @@ static int check_group(const pyramid *p, nds_context *ctx) {
 /* Level 0: SRC copied by cp into DST (or SRC itself, in place), opened in ctx. */
 static int level0(const pyramid *p, const ds_args *a, nds_context *ctx, nds_array **out) {
     char *spec = level0_spec(p, a, p->src_shape);
-    if (!spec)
-        return cli_fail("out of memory");
+    if (!spec) return cli_fail("out of memory");
     int rc = CLI_OK;
     if (!p->in_place) {
         char budget[32], jobs[16];
@@ -767,7 +785,8 @@ static int level0(const pyramid *p, const ds_args *a, nds_context *ctx, nds_arra
         char *argv[16] = {"cp", (char *)a->src, spec, "--memory-budget", budget};
         int argc = 5;
         if (a->jobs) argv[argc++] = "--jobs", argv[argc++] = jobs;
-        if (a->chunks_text && !(p->kind == DST_PRECOMPUTED && a->nchunks == 3)) /* else in the spec */
+        if (a->chunks_text &&
+            !(p->kind == DST_PRECOMPUTED && a->nchunks == 3)) /* else in the spec */
             argv[argc++] = "--chunks", argv[argc++] = (char *)a->chunks_text;
         if (a->codec) argv[argc++] = "--codec", argv[argc++] = (char *)a->codec;
         if (a->delete_existing) argv[argc++] = "--delete-existing";
@@ -796,8 +815,7 @@ static void print_level(nds_array *a, int k) {
 static int build(const pyramid *p, const ds_args *a, nds_context *ctx) {
     nds_array *parent = NULL;
     int rc = level0(p, a, ctx, &parent);
-    if (rc == CLI_OK)
-        print_level(parent, 0);
+    if (rc == CLI_OK) print_level(parent, 0);
     int threads = nds_context_threads(ctx);
     for (int k = 1; rc == CLI_OK && k <= p->levels; k++) {
         uint64_t shape[NDS_MAX_RANK], out[NDS_MAX_RANK];
@@ -805,26 +823,21 @@ static int build(const pyramid *p, const ds_args *a, nds_context *ctx) {
         cli_ds_out_shape(p->rank, shape, p->factors, out);
         nds_array *level = NULL;
         rc = create_level(p, a, parent, k, out, ctx, &level);
-        if (rc == CLI_OK)
-            rc = fill_level(p, parent, level, a->budget, threads, k);
-        if (rc == CLI_OK)
-            print_level(level, k);
+        if (rc == CLI_OK) rc = fill_level(p, parent, level, a->budget, threads, k);
+        if (rc == CLI_OK) print_level(level, k);
         nds_array_free(parent);
         parent = level;
     }
     nds_array_free(parent);
-    if (rc == CLI_OK && p->kind == DST_ZARR3)
-        rc = write_ome_group(p, ctx);
+    if (rc == CLI_OK && p->kind == DST_ZARR3) rc = write_ome_group(p, ctx);
     return rc;
 }
 
 /* DST is SRC's own precomputed volume (the same kvstore, once both are opened). */
 static bool same_volume(nds_array *src, const pyramid *p, nds_context *ctx) {
-    if (p->kind != DST_PRECOMPUTED || !p->src_scale)
-        return false;
+    if (p->kind != DST_PRECOMPUTED || !p->src_scale) return false;
     nds_kvstore *kv = NULL;
-    if (open_dst_dir(p, ctx, &kv) != 0)
-        return false;
+    if (open_dst_dir(p, ctx, &kv) != 0) return false;
     bool same = strcmp(nds_kvstore_url(kv), nds_kvstore_url(nds_array_kvstore(src))) == 0;
     nds_kvstore_free(kv);
     return same;
@@ -833,8 +846,7 @@ static bool same_volume(nds_array *src, const pyramid *p, nds_context *ctx) {
 int cli_cmd_downsample(int argc, char **argv) {
     ds_args a;
     int rc = parse_args(argc, argv, &a);
-    if (rc != CLI_OK)
-        return rc == -1 ? cli_help(help) : rc;
+    if (rc != CLI_OK) return rc == -1 ? cli_help(help) : rc;
     pyramid p;
     memset(&p, 0, sizeof p);
     rc = parse_dst(a.dst, &p);
@@ -847,16 +859,13 @@ int cli_cmd_downsample(int argc, char **argv) {
         int st = nds_context_new(&ctx, &co);
         rc = st == 0 ? CLI_OK : cli_fail_nds(st, "context");
     }
-    if (rc == CLI_OK)
-        rc = cli_open_array(a.src, ctx, NDS_OPEN_EXISTING, &src);
-    if (rc == CLI_OK)
-        rc = load_src_scale(src, &p);
+    if (rc == CLI_OK) rc = cli_open_array(a.src, ctx, NDS_OPEN_EXISTING, &src);
+    if (rc == CLI_OK) rc = load_src_scale(src, &p);
     if (rc == CLI_OK) {
         describe_axes(src, &p);
         rc = plan_pyramid(src, &a, &p);
     }
-    if (rc == CLI_OK)
-        rc = check_group(&p, ctx);
+    if (rc == CLI_OK) rc = check_group(&p, ctx);
     if (rc == CLI_OK) {
         p.in_place = same_volume(src, &p, ctx);
         nds_array_free(src); /* cp and the levels open what they need */

@@ -30,8 +30,7 @@ static bool is_int(nds_dtype t) {
 }
 
 const char *cli_ds_unsupported(cli_ds_method m, nds_dtype t) {
-    if (m == CLI_DS_STRIDE)
-        return NULL;
+    if (m == CLI_DS_STRIDE) return NULL;
     if (m == CLI_DS_MODE)
         return is_int(t) ? NULL : "mode needs integer labels (int8..int64, uint8..uint64)";
     return is_int(t) || t == NDS_FLOAT32 || t == NDS_FLOAT64
@@ -39,7 +38,8 @@ const char *cli_ds_unsupported(cli_ds_method m, nds_dtype t) {
                : "mean, min and max need integers (int8..int64, uint8..uint64), float32 or float64";
 }
 
-void cli_ds_out_shape(size_t rank, const uint64_t *in_shape, const uint64_t *factors, uint64_t *out_shape) {
+void cli_ds_out_shape(size_t rank, const uint64_t *in_shape, const uint64_t *factors,
+                      uint64_t *out_shape) {
     for (size_t d = 0; d < rank; d++)
         out_shape[d] = in_shape[d] / factors[d] + (in_shape[d] % factors[d] != 0);
 }
@@ -48,67 +48,67 @@ void cli_ds_out_shape(size_t rank, const uint64_t *in_shape, const uint64_t *fac
 
 /* Integer mean rounded to nearest, halves away from zero, exactly: sums of up to 32-bit values
  * in 64 bits, of 64-bit values in 128 bits (the command caps a block at 2^26 values). */
-#define MEAN_INT(T, ACC)                                                                     \
-    static T mean_##T(const T *v, size_t n) {                                                \
-        ACC s = 0;                                                                           \
-        for (size_t i = 0; i < n; i++) s += (ACC)v[i];                                       \
-        ACC half = (ACC)(n / 2), cnt = (ACC)n;                                               \
-        return (T)(s >= 0 ? (s + half) / cnt : -((-s + half) / cnt));                        \
+#define MEAN_INT(T, ACC)                                                                           \
+    static T mean_##T(const T *v, size_t n) {                                                      \
+        ACC s = 0;                                                                                 \
+        for (size_t i = 0; i < n; i++) s += (ACC)v[i];                                             \
+        ACC half = (ACC)(n / 2), cnt = (ACC)n;                                                     \
+        return (T)(s >= 0 ? (s + half) / cnt : -((-s + half) / cnt));                              \
     }
-#define MEAN_FLOAT(T)                                                                        \
-    static T mean_##T(const T *v, size_t n) {                                                \
-        double s = 0;                                                                        \
-        for (size_t i = 0; i < n; i++) s += (double)v[i];                                    \
-        return (T)(s / (double)n);                                                           \
+#define MEAN_FLOAT(T)                                                                              \
+    static T mean_##T(const T *v, size_t n) {                                                      \
+        double s = 0;                                                                              \
+        for (size_t i = 0; i < n; i++) s += (double)v[i];                                          \
+        return (T)(s / (double)n);                                                                 \
     }
 
 /* min / max as NumPy's: a NaN anywhere gives NaN (v != v is false for every integer). */
-#define MINMAX(T)                                                                            \
-    static T min_##T(const T *v, size_t n) {                                                 \
-        T m = v[0];                                                                          \
-        for (size_t i = 0; i < n; i++) {                                                     \
-            if (v[i] != v[i]) return v[i];                                                   \
-            if (v[i] < m) m = v[i];                                                          \
-        }                                                                                    \
-        return m;                                                                            \
-    }                                                                                        \
-    static T max_##T(const T *v, size_t n) {                                                 \
-        T m = v[0];                                                                          \
-        for (size_t i = 0; i < n; i++) {                                                     \
-            if (v[i] != v[i]) return v[i];                                                   \
-            if (v[i] > m) m = v[i];                                                          \
-        }                                                                                    \
-        return m;                                                                            \
+#define MINMAX(T)                                                                                  \
+    static T min_##T(const T *v, size_t n) {                                                       \
+        T m = v[0];                                                                                \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            if (v[i] != v[i]) return v[i];                                                         \
+            if (v[i] < m) m = v[i];                                                                \
+        }                                                                                          \
+        return m;                                                                                  \
+    }                                                                                              \
+    static T max_##T(const T *v, size_t n) {                                                       \
+        T m = v[0];                                                                                \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            if (v[i] != v[i]) return v[i];                                                         \
+            if (v[i] > m) m = v[i];                                                                \
+        }                                                                                          \
+        return m;                                                                                  \
     }
 
 /* Mode: sorted (insertion sort for the usual 8 or 64 values, qsort beyond), the longest run; the
  * first longest run is the smallest value. sparse: zeros skipped unless all are zero. v is
  * scratch: sorted in place. */
-#define MODE(T)                                                                              \
-    static int cmp_##T(const void *a, const void *b) {                                      \
-        T x = *(const T *)a, y = *(const T *)b;                                              \
-        return (x > y) - (x < y);                                                            \
-    }                                                                                        \
-    static T mode_##T(T *v, size_t n, bool sparse) {                                         \
-        if (n > 64) {                                                                        \
-            qsort(v, n, sizeof *v, cmp_##T);                                                 \
-        } else {                                                                             \
-            for (size_t i = 1; i < n; i++) {                                                 \
-                T x = v[i];                                                                  \
-                size_t j = i;                                                                \
-                for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];                          \
-                v[j] = x;                                                                    \
-            }                                                                                \
-        }                                                                                    \
-        T best = 0;                                                                          \
-        size_t best_run = 0;                                                                 \
-        for (size_t i = 0; i < n;) {                                                         \
-            size_t j = i + 1;                                                                \
-            while (j < n && v[j] == v[i]) j++;                                               \
-            if (j - i > best_run && !(sparse && v[i] == 0)) best = v[i], best_run = j - i;   \
-            i = j;                                                                           \
-        }                                                                                    \
-        return best; /* sparse and all zero: 0 */                                            \
+#define MODE(T)                                                                                    \
+    static int cmp_##T(const void *a, const void *b) {                                             \
+        T x = *(const T *)a, y = *(const T *)b;                                                    \
+        return (x > y) - (x < y);                                                                  \
+    }                                                                                              \
+    static T mode_##T(T *v, size_t n, bool sparse) {                                               \
+        if (n > 64) {                                                                              \
+            qsort(v, n, sizeof *v, cmp_##T);                                                       \
+        } else {                                                                                   \
+            for (size_t i = 1; i < n; i++) {                                                       \
+                T x = v[i];                                                                        \
+                size_t j = i;                                                                      \
+                for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];                                \
+                v[j] = x;                                                                          \
+            }                                                                                      \
+        }                                                                                          \
+        T best = 0;                                                                                \
+        size_t best_run = 0;                                                                       \
+        for (size_t i = 0; i < n;) {                                                               \
+            size_t j = i + 1;                                                                      \
+            while (j < n && v[j] == v[i]) j++;                                                     \
+            if (j - i > best_run && !(sparse && v[i] == 0)) best = v[i], best_run = j - i;         \
+            i = j;                                                                                 \
+        }                                                                                          \
+        return best; /* sparse and all zero: 0 */                                                  \
     }
 
 typedef float f32;
@@ -143,20 +143,25 @@ MODE(uint32_t)
 MODE(uint64_t)
 
 /* One block's values (scratch, n of them) into out, by method: the dispatch of one type. */
-#define REDUCE_CASE(T, NDS, HAS_MODE)                                                        \
-    case NDS: {                                                                              \
-        T *v = scratch, r;                                                                   \
-        if (m == CLI_DS_MEAN) r = mean_##T(v, n);                                            \
-        else if (m == CLI_DS_MIN) r = min_##T(v, n);                                         \
-        else if (m == CLI_DS_MAX) r = max_##T(v, n);                                         \
-        else HAS_MODE(T)                                                                     \
-        memcpy(out, &r, sizeof r);                                                           \
-        return;                                                                              \
+#define REDUCE_CASE(T, NDS, HAS_MODE)                                                              \
+    case NDS: {                                                                                    \
+        T *v = scratch, r;                                                                         \
+        if (m == CLI_DS_MEAN)                                                                      \
+            r = mean_##T(v, n);                                                                    \
+        else if (m == CLI_DS_MIN)                                                                  \
+            r = min_##T(v, n);                                                                     \
+        else if (m == CLI_DS_MAX)                                                                  \
+            r = max_##T(v, n);                                                                     \
+        else                                                                                       \
+            HAS_MODE(T)                                                                            \
+        memcpy(out, &r, sizeof r);                                                                 \
+        return;                                                                                    \
     }
 #define WITH_MODE(T) r = mode_##T(v, n, sparse);
 #define NO_MODE(T) r = v[0];
 
-static void reduce_values(nds_dtype t, cli_ds_method m, bool sparse, void *scratch, size_t n, void *out) {
+static void reduce_values(nds_dtype t, cli_ds_method m, bool sparse, void *scratch, size_t n,
+                          void *out) {
     switch (t) {
         REDUCE_CASE(int8_t, NDS_INT8, WITH_MODE)
         REDUCE_CASE(int16_t, NDS_INT16, WITH_MODE)
@@ -233,7 +238,8 @@ int cli_ds_reduce(const cli_ds_block *b, uint64_t row0, uint64_t row1) {
         uint64_t first[NDS_MAX_RANK], ext[NDS_MAX_RANK];
         for (size_t d = 0; d < rank; d++) {
             first[d] = o[d] * b->factors[d];
-            ext[d] = b->in_shape[d] - first[d] < b->factors[d] ? b->in_shape[d] - first[d] : b->factors[d];
+            ext[d] = b->in_shape[d] - first[d] < b->factors[d] ? b->in_shape[d] - first[d]
+                                                               : b->factors[d];
         }
         if (b->method == CLI_DS_STRIDE) {
             uint64_t off = 0;

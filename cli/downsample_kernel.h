@@ -24,7 +24,13 @@
 #include <stdint.h>
 #include "ndstore/ndstore.h"
 
-typedef enum cli_ds_method { CLI_DS_MEAN, CLI_DS_MODE, CLI_DS_MIN, CLI_DS_MAX, CLI_DS_STRIDE } cli_ds_method;
+typedef enum cli_ds_method {
+    CLI_DS_MEAN,
+    CLI_DS_MODE,
+    CLI_DS_MIN,
+    CLI_DS_MAX,
+    CLI_DS_STRIDE
+} cli_ds_method;
 
 /** The method named name ("mean", "mode", "min", "max", "stride"); false for other names. */
 bool cli_ds_method_parse(const char *name, cli_ds_method *m);
@@ -32,19 +38,20 @@ const char *cli_ds_method_name(cli_ds_method m);
 /** NULL when method m works on dtype t, else why not (a static message). */
 const char *cli_ds_unsupported(cli_ds_method m, nds_dtype t);
 /** ceil(n / f) per dimension. */
-void cli_ds_out_shape(size_t rank, const uint64_t *in_shape, const uint64_t *factors, uint64_t *out_shape);
+void cli_ds_out_shape(size_t rank, const uint64_t *in_shape, const uint64_t *factors,
+                      uint64_t *out_shape);
 
 /** What one call reduces. */
 typedef struct cli_ds_block {
     nds_dtype dtype;
-    size_t elem;                 /**< bytes per element (nds_dtype_size; stride: any size) */
+    size_t elem; /**< bytes per element (nds_dtype_size; stride: any size) */
     cli_ds_method method;
-    bool sparse;                 /**< mode: zeros are background */
+    bool sparse; /**< mode: zeros are background */
     size_t rank;
-    const uint64_t *in_shape;    /**< the input block's shape */
-    const uint64_t *factors;     /**< >= 1 each */
-    const void *in;              /**< C order */
-    void *out;                   /**< C order, shape cli_ds_out_shape */
+    const uint64_t *in_shape; /**< the input block's shape */
+    const uint64_t *factors;  /**< >= 1 each */
+    const void *in;           /**< C order */
+    void *out;                /**< C order, shape cli_ds_out_shape */
 } cli_ds_block;
 
 /** Reduces output rows [row0, row1) of dimension 0 (all of it: 0, out_shape[0]); calls on disjoint

@@ -25,11 +25,10 @@ START_TEST(out_shape_is_ceil) {
 }
 END_TEST
 
-/* 3 x 5 uint8 by 2 x 2: blocks 2x2, 2x2, 2x1 / 1x2, 1x2, 1x1 (the odd edges reduce what they have). */
+/* 3 x 5 uint8 by 2 x 2: blocks 2x2, 2x2, 2x1 / 1x2, 1x2, 1x1 (the odd edges reduce what they have).
+ */
 START_TEST(odd_edges_every_method) {
-    const uint8_t in[15] = {1, 2, 3, 4, 5,
-                            6, 7, 8, 9, 10,
-                            11, 12, 13, 14, 15};
+    const uint8_t in[15] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     uint64_t shape[2] = {3, 5}, f[2] = {2, 2};
     uint8_t out[6];
     reduce(NDS_UINT8, CLI_DS_MEAN, false, 2, shape, f, in, out);
@@ -85,7 +84,7 @@ START_TEST(mean_of_extremes_is_exact) {
 END_TEST
 
 START_TEST(mode_ties_go_to_the_smallest) {
-    const uint64_t in[12] = {7, 3, 7, 3,  9, 9, 1, 2,  5, 6, 7, 8};
+    const uint64_t in[12] = {7, 3, 7, 3, 9, 9, 1, 2, 5, 6, 7, 8};
     uint64_t shape[1] = {12}, f[1] = {4}, out[3];
     reduce(NDS_UINT64, CLI_DS_MODE, false, 1, shape, f, in, out);
     ck_assert_uint_eq(out[0], 3); /* 3 and 7 twice each */
@@ -100,7 +99,7 @@ START_TEST(mode_ties_go_to_the_smallest) {
 END_TEST
 
 START_TEST(mode_zero_counts_unless_sparse) {
-    const uint32_t in[12] = {0, 0, 0, 5,  0, 0, 0, 0,  0, 2, 2, 0};
+    const uint32_t in[12] = {0, 0, 0, 5, 0, 0, 0, 0, 0, 2, 2, 0};
     uint64_t shape[1] = {12}, f[1] = {4};
     uint32_t dense[3], sparse[3];
     reduce(NDS_UINT32, CLI_DS_MODE, false, 1, shape, f, in, dense);
