@@ -311,7 +311,7 @@ class _PartWriter:
 
     def __init__(self, store_url, table, budget, codec, staging=None):
         self.store_url, self.table, self.budget, self.codec = store_url, table, budget, codec
-        self.staging, self.referenced = staging, 0
+        self.staging, self.referenced, self.held = staging, 0, []
         self.txn, self.arrays, self.tokens_done = None, {}, []
 
     def _array(self, path):
@@ -351,6 +351,7 @@ class _PartWriter:
         a.write(sel, data, by_reference=True)
         if self.staging is not None:
             self.referenced += n
+            self.held.append(data)
         if self.txn.memory + self.referenced >= self.budget // 2:
             self.flush()
 
@@ -367,9 +368,9 @@ class _PartWriter:
             for a in self.arrays.values():
                 a.close()
             self.txn, self.arrays = None, {}
-        if self.staging is not None and self.referenced:
-            self.staging.release(self.referenced)
-            self.referenced = 0
+        if self.staging is not None and self.held:
+            self.staging.release(self.held)
+            self.referenced, self.held = 0, []
 
     def tokens(self):
         self.flush()
@@ -400,14 +401,51 @@ def _async_group(group):
         return _async_groups[key]
 
 
+class _StagingPool:
+    """Host buffers for async saves, kept between saves (as frameworks keep pinned staging memory):
+    a training job saves the same tensors again and again, and copying into memory the process
+    already has is several times faster than into fresh pages (each first touched by a page
+    fault). At most `budget` bytes are kept; buffers are reused by exact size."""
+
+    def __init__(self):
+        self.lock, self.free, self.kept = threading.Lock(), {}, 0
+
+    def copy(self, array):
+        """A C-contiguous copy of array in a pooled buffer."""
+        with self.lock:
+            spare = self.free.get(array.nbytes)
+            buf = spare.pop() if spare else None
+            if buf is not None:
+                self.kept -= array.nbytes
+        if buf is None:
+            buf = np.empty(array.nbytes, dtype=np.uint8)
+        out = buf.view(array.dtype).reshape(array.shape) if array.nbytes else \
+            np.empty(array.shape, array.dtype)
+        np.copyto(out, array)
+        return out
+
+    def give_back(self, array, budget):
+        base = array.base if array.base is not None else array
+        if not isinstance(base, np.ndarray) or base.dtype != np.uint8 or base.ndim != 1:
+            return
+        with self.lock:
+            if self.kept + base.nbytes <= budget:
+                self.free.setdefault(base.nbytes, []).append(base)
+                self.kept += base.nbytes
+
+
+_staging_pool = _StagingPool()
+
+
 class _Staging:
     """Host copies of the tensors an async save writes, bounded to `limit` bytes: put() blocks while
     the copies not yet released would exceed it (a larger model streams through). The writer stages
     the copies by reference, so they are released only once the part holding them is prepared; the
-    iterator yields None when put() waits and nothing is queued: the writer then prepares."""
+    iterator yields None when put() waits and nothing is queued: the writer then prepares. Released
+    copies go back to the process's staging pool for the next async save."""
 
-    def __init__(self, limit):
-        self.limit, self.held, self.cond = limit, 0, threading.Condition()
+    def __init__(self, limit, budget):
+        self.limit, self.budget, self.held, self.cond = limit, budget, 0, threading.Condition()
         self.items, self.closed, self.waiting = [], False, False
 
     def put(self, path, offsets, array):
@@ -422,9 +460,11 @@ class _Staging:
             self.items.append((path, offsets, array))
             self.cond.notify_all()
 
-    def release(self, nbytes):
+    def release(self, arrays):
+        for a in arrays:
+            _staging_pool.give_back(a, self.budget)
         with self.cond:
-            self.held -= nbytes
+            self.held -= sum(max(a.nbytes, 1) for a in arrays)
             self.cond.notify_all()
 
     def close(self):
@@ -483,7 +523,7 @@ def save(state_dict, url, *, group=None, async_=False, message=None, codec="none
         return _finish(g, store_url, table, boxes, arrays, staging_budget, codec, manifest,
                        message, metadata)
     bg = _Group(_async_group(group)) if g.distributed else g
-    staging = _Staging(staging_budget // 2)
+    staging = _Staging(staging_budget // 2, staging_budget)
     future = concurrent.futures.Future()
 
     def run():
@@ -497,7 +537,7 @@ def save(state_dict, url, *, group=None, async_=False, message=None, codec="none
     thread.start()
     try:
         for path, offsets, _ in boxes:
-            staging.put(path, offsets, np.array(_as_numpy(values[path]), copy=True))
+            staging.put(path, offsets, _staging_pool.copy(_as_numpy(values[path])))
     finally:
         staging.close()
     return future
