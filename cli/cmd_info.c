@@ -312,6 +312,21 @@ static void note_stale_copy(nds_array *a, FILE *out) {
     nds_free(theirs);
 }
 
+/* Opens text, or consolidated (text with "consolidated": true) when not NULL. The automatic
+ * consolidated open of a remote URL (asked < 0) falls back to the array's own metadata when its
+ * format has no consolidated metadata (precomputed, N5): `info precomputed://https://host/vol`
+ * must work as `info file:///vol` does. */
+static int open_for_info(const char *text, const char *consolidated, int asked, nds_array **out) {
+    if (!consolidated || asked >= 0)
+        return cli_open_array(consolidated ? consolidated : text, NULL, 0, out);
+    nds_open_options o = NDS_OPEN_OPTIONS_INIT;
+    nds_error_clear();
+    int st = nds_array_open(out, consolidated, &o);
+    if (st == NDS_EUNSUPPORTED)
+        return cli_open_array(text, NULL, 0, out);
+    return st == 0 ? CLI_OK : cli_fail_nds(st, text);
+}
+
 int cli_cmd_info(int argc, char **argv) {
     bool as_json = false;
     int consolidated = -1, c;
@@ -334,7 +349,7 @@ int cli_cmd_info(int argc, char **argv) {
     if (rc == CLI_OK)
         rc = consolidated_spec(argv[optind], consolidated, &spec);
     if (rc == CLI_OK)
-        rc = cli_open_array(spec ? spec : argv[optind], NULL, 0, &a);
+        rc = open_for_info(argv[optind], spec, consolidated, &a);
     if (rc == CLI_OK)
         rc = cli_info_print(a, as_json, stdout);
     if (rc == CLI_OK && !spec && !as_json && consolidated != 0 &&

@@ -12,6 +12,7 @@
 #include "internal/json_util.h"
 #include "internal/kvstore_internal.h"
 #include "internal/registry.h"
+#include "internal/spec.h"
 #include "internal/util.h"
 
 /* One opened driver instance, shared by every handle derived from it with nds_kvstore_sub. */
@@ -270,16 +271,17 @@ int nds_url_split(const char *url, size_t *kv_len, char *format, size_t cap) {
             continue;
         }
         if (find_adapter(seg.name)) break;
-        if (!nds_format_find(seg.name)) /* NOTFOUND, as an unknown format in a JSON spec is */
+        const nds_format *f = nds_format_find(nds_format_alias(seg.name)); /* "|precomputed:" */
+        if (!f) /* NOTFOUND, as an unknown format in a JSON spec is */
             return nds_err(NDS_ENOTFOUND,
                            "spec url \"%s\": \"%s\" is neither a kvstore adapter nor a format", url,
                            seg.name);
-        if (seg.rest_len != 0 || strlen(seg.name) >= cap)
+        if (seg.rest_len != 0 || strlen(f->name) >= cap)
             return nds_err(NDS_EINVAL,
                            "spec url \"%s\": expected \"|format:\" with nothing after its ':', not "
                            "\"%.*s\"",
                            url, (int)seg.len, seg.text);
-        snprintf(format, cap, "%s", seg.name);
+        snprintf(format, cap, "%s", f->name); /* the name, for a scheme or an alias too */
         *kv_len = (size_t)(p - url);
     }
     return 0;

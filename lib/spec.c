@@ -10,6 +10,7 @@
 #include "internal/error.h"
 #include "internal/json_util.h"
 #include "internal/kvstore_internal.h"
+#include "internal/registry.h"
 #include "internal/spec.h"
 #include "internal/util.h"
 
@@ -38,14 +39,116 @@ static int read_spec_file(const char *path, char **out) {
     return 0;
 }
 
-/* "KVURL(|ADAPTER:REST)*|FORMAT:" -> {"driver": FORMAT, "kvstore": {...}} (nds_url_split says where
- * the kvstore URL ends); a URL that names no format leaves driver unset. */
+/* Neuroglancer's data source prefixes: "NAME://" in front of a kvstore URL names the format
+ * ("precomputed://gs://b/v" is "gs://b/v|neuroglancer_precomputed:"). "zarr" names zarr v2 or v3,
+ * whichever metadata exists: the format is left to detection (format ""). */
+static const struct ng_prefix {
+    const char *name;
+    const char *format;
+} ng_prefixes[] = {
+    {"precomputed", "neuroglancer_precomputed"}, {"zarr", ""}, {"zarr2", "zarr"},
+    {"zarr3", "zarr3"}, {"n5", "n5"},
+};
+
+/* Names a format goes by in "|NAME:" besides its name and URL scheme (neuroglancer's). */
+static const struct {
+    const char *alias;
+    const char *format;
+} format_aliases[] = {{"precomputed", "neuroglancer_precomputed"}};
+
+const char *nds_format_alias(const char *name) {
+    for (size_t i = 0; i < sizeof format_aliases / sizeof format_aliases[0]; i++)
+        if (strcmp(name, format_aliases[i].alias) == 0) return format_aliases[i].format;
+    return name;
+}
+
+/* The neuroglancer prefix url starts with ("NAME://"), or NULL; *rest: what follows its "://". */
+static const struct ng_prefix *ng_prefix_of(const char *url, const char **rest) {
+    const char *sep = strstr(url, "://");
+    for (size_t i = 0; sep && i < sizeof ng_prefixes / sizeof ng_prefixes[0]; i++) {
+        size_t n = strlen(ng_prefixes[i].name);
+        if ((size_t)(sep - url) == n && strncmp(url, ng_prefixes[i].name, n) == 0) {
+            *rest = sep + 3;
+            return &ng_prefixes[i];
+        }
+    }
+    return NULL;
+}
+
+/* 1 when url starts with "SCHEME://" for a registered kvstore scheme. */
+static int has_kvstore_scheme(const char *url) {
+    const char *sep = strstr(url, "://");
+    char scheme[32];
+    size_t n = sep ? (size_t)(sep - url) : 0;
+    if (n == 0 || n >= sizeof scheme) return 0;
+    memcpy(scheme, url, n);
+    scheme[n] = '\0';
+    return nds_kv_driver_find_scheme(scheme) != NULL;
+}
+
+/* A neuroglancer prefix at the start of url: *start is where the kvstore URL begins (0 when there
+ * is none), *ng the prefix. A prefix with no kvstore URL after it (a scheme is required, as in
+ * neuroglancer), two prefixes, or an unknown "NAME://" is NDS_EINVAL naming the url. */
+static int split_ng_prefix(const char *url, size_t *start, const struct ng_prefix **ng) {
+    const char *rest = NULL;
+    *start = 0;
+    *ng = ng_prefix_of(url, &rest);
+    const char *sep = strstr(url, "://");
+    if (!*ng) {
+        /* an unknown scheme before any '|': neither a kvstore nor a data source prefix */
+        if (sep && sep < url + strcspn(url, "|") && !has_kvstore_scheme(url))
+            return nds_err(NDS_EINVAL, "url \"%s\": unknown scheme \"%.*s://\": neither a kvstore "
+                           "(file://, s3://, gs://, http(s)://, memory://, lmdb://) nor a data "
+                           "source prefix (precomputed://, zarr://, zarr2://, zarr3://, n5://)",
+                           url, (int)(sep - url), url);
+        return 0;
+    }
+    const char *dummy;
+    if (*rest == '\0' || *rest == '|')
+        return nds_err(NDS_EINVAL, "url \"%s\": %s:// names no data source: a kvstore url follows "
+                       "it (%s://gs://bucket/path, %s://file:///dir)", url, (*ng)->name,
+                       (*ng)->name, (*ng)->name);
+    if (ng_prefix_of(rest, &dummy))
+        return nds_err(NDS_EINVAL, "url \"%s\": two data source prefixes (%s:// and another): "
+                       "give one, then a kvstore url", url, (*ng)->name);
+    if (!has_kvstore_scheme(rest))
+        return nds_err(NDS_EINVAL, "url \"%s\": %s:// must be followed by a kvstore url with its "
+                       "scheme (gs://, s3://, http(s)://, file://, ...), not \"%s\"", url,
+                       (*ng)->name, rest);
+    *start = (size_t)(rest - url);
+    return 0;
+}
+
+/* The one splitter of array URLs: [NG_PREFIX://]KVURL(|ADAPTER:REST)*[|FORMAT:]. The kvstore URL
+ * is url[*kv_start, *kv_start + *kv_len); format (cap bytes) the format's name, "" when none (to
+ * be detected). A prefix and a "|FORMAT:" that name different formats are NDS_EINVAL. */
+static int array_url_split(const char *url, size_t *kv_start, size_t *kv_len, char *format,
+                           size_t cap) {
+    const struct ng_prefix *ng = NULL;
+    int rc = split_ng_prefix(url, kv_start, &ng);
+    if (!rc && (rc = nds_url_split(url + *kv_start, kv_len, format, cap)) && ng)
+        rc = nds_err_prefix(rc, "url \"%s\"", url);
+    if (rc || !ng) return rc;
+    bool zarr_any = ng->format[0] == '\0';
+    if (format[0] == '\0') {
+        snprintf(format, cap, "%s", ng->format);
+    } else if (zarr_any ? strcmp(format, "zarr") != 0 && strcmp(format, "zarr3") != 0
+                        : strcmp(format, ng->format) != 0) {
+        return nds_err(NDS_EINVAL, "url \"%s\": %s:// and \"|%s:\" name different formats",
+                       url, ng->name, format);
+    }
+    return 0;
+}
+
+/* "[NG_PREFIX://]KVURL(|ADAPTER:REST)*|FORMAT:" -> {"driver": FORMAT, "kvstore": {...}}
+ * (array_url_split says where the kvstore URL is); a URL that names no format leaves driver
+ * unset. */
 static int parse_url_pipeline(const char *text, json_object **out) {
-    size_t kv_len = 0;
+    size_t kv_start = 0, kv_len = 0;
     char format[64];
-    int rc = nds_url_split(text, &kv_len, format, sizeof format);
+    int rc = array_url_split(text, &kv_start, &kv_len, format, sizeof format);
     if (rc) return rc;
-    char *kvurl = strndup(text, kv_len);
+    char *kvurl = strndup(text + kv_start, kv_len);
     if (!kvurl) return nds_err(NDS_ENOMEM, "out of memory");
     json_object *kv = NULL;
     rc = nds_kvstore_url_to_spec(kvurl, &kv);
@@ -60,11 +163,11 @@ static int parse_url_pipeline(const char *text, json_object **out) {
 
 int nds_spec_url_split(const char *url, char **kvstore_url, char **format) {
     *kvstore_url = *format = NULL;
-    size_t kv_len = 0;
+    size_t kv_start = 0, kv_len = 0;
     char name[64];
-    int rc = nds_url_split(url, &kv_len, name, sizeof name);
+    int rc = array_url_split(url, &kv_start, &kv_len, name, sizeof name);
     if (rc) return rc;
-    *kvstore_url = strndup(url, kv_len);
+    *kvstore_url = strndup(url + kv_start, kv_len);
     *format = name[0] ? nds_strdup(name) : NULL;
     if (!*kvstore_url || (name[0] && !*format)) {
         free(*kvstore_url);

@@ -331,6 +331,69 @@ START_TEST(array_urls_split_in_one_place) {
 }
 END_TEST
 
+/* Neuroglancer's data source URLs: "NAME://" before a kvstore URL names the format (zarr://: v2
+ * or v3, detected); "|precomputed:" is neuroglancer_precomputed. */
+START_TEST(neuroglancer_prefixes_name_the_format) {
+    splits("precomputed://gs://bucket/vol", "gs://bucket/vol", "neuroglancer_precomputed");
+    splits("precomputed://https://host/vol", "https://host/vol", "neuroglancer_precomputed");
+    splits("precomputed://http://127.0.0.1:8080/a/b/", "http://127.0.0.1:8080/a/b/",
+           "neuroglancer_precomputed");
+    splits("zarr://s3://bucket/a.zarr", "s3://bucket/a.zarr", NULL);
+    splits("zarr2://file:///d/a.zarr", "file:///d/a.zarr", "zarr");
+    splits("zarr3://file:///d/a.zarr", "file:///d/a.zarr", "zarr3");
+    splits("n5://memory://x/|faulty:p/", "memory://x/|faulty:p/", "n5");
+    splits("zarr://file:///d|zarr3:", "file:///d", "zarr3");
+    splits("precomputed://file:///d|neuroglancer_precomputed:", "file:///d",
+           "neuroglancer_precomputed");
+    splits("file:///d/v|precomputed:", "file:///d/v", "neuroglancer_precomputed");
+    splits("file:///d/v|neuroglancer-precomputed:", "file:///d/v", "neuroglancer_precomputed");
+}
+END_TEST
+
+START_TEST(hostile_neuroglancer_prefixes_refused) {
+    split_refused("precomputed://", NDS_EINVAL, "precomputed:// names no data source");
+    split_refused("zarr3://|faulty:", NDS_EINVAL, "zarr3:// names no data source");
+    split_refused("precomputed://precomputed://x", NDS_EINVAL, "two data source prefixes");
+    split_refused("zarr://n5://file:///d", NDS_EINVAL, "two data source prefixes");
+    split_refused("foo://x", NDS_EINVAL, "unknown scheme \"foo://\"");
+    split_refused("precomputed:///d/v", NDS_EINVAL, "must be followed by a kvstore url");
+    split_refused("precomputed://bucket/vol", NDS_EINVAL, "must be followed by a kvstore url");
+    split_refused("precomputed://foo://x", NDS_EINVAL, "must be followed by a kvstore url");
+    split_refused("n5://file:///d|zarr3:", NDS_EINVAL, "n5:// and \"|zarr3:\" name different");
+    split_refused("zarr://file:///d|n5:", NDS_EINVAL, "zarr:// and \"|n5:\" name different");
+    split_refused("zarr2://file:///d|zarr3:", NDS_EINVAL, "name different formats");
+    split_refused("precomputed://file:///d|zip:", NDS_ENOTFOUND, "\"zip\" is neither");
+}
+END_TEST
+
+/* Opens through the prefixes: zarr:// finds a zarr v3 array, precomputed:// a volume. */
+START_TEST(neuroglancer_urls_open) {
+    nds_array *a = NULL;
+    nds_open_options o = NDS_OPEN_OPTIONS_INIT;
+    o.mode = NDS_OPEN_CREATE;
+    NDS_OK(nds_array_open(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"memory://ng1/z/\",\"schema\":"
+                              "{\"dtype\":\"uint8\",\"domain\":{\"shape\":[4]}}}", &o));
+    nds_array_free(a);
+    NDS_OK(nds_array_open(&a, "{\"driver\":\"neuroglancer_precomputed\",\"kvstore\":"
+                              "\"memory://ng1/v/\",\"schema\":{\"dtype\":\"uint8\","
+                              "\"domain\":{\"shape\":[4,4,4,1]}}}", &o));
+    nds_array_free(a);
+    const char *opens[][2] = {{"zarr://memory://ng1/z/", "zarr3"},
+                              {"zarr3://memory://ng1/z", "zarr3"},
+                              {"precomputed://memory://ng1/v/", "neuroglancer_precomputed"},
+                              {"memory://ng1/v|precomputed:", "neuroglancer_precomputed"}};
+    for (size_t i = 0; i < sizeof opens / sizeof opens[0]; i++) {
+        a = NULL;
+        NDS_OK(nds_array_open(&a, opens[i][0], NULL));
+        ck_assert_str_eq(nds_array_format(a), opens[i][1]);
+        nds_array_free(a);
+    }
+    a = NULL;
+    ck_assert_int_eq(nds_array_open(&a, "zarr2://memory://ng1/z/", NULL), NDS_ENOTFOUND);
+    ck_assert_int_eq(nds_array_open(&a, "n5://memory://ng1/v/", NULL), NDS_ENOTFOUND);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("spec");
     TCase *tc = tcase_create("paths");
@@ -349,6 +412,9 @@ int main(void) {
     tcase_add_test(urls, adapter_without_parse_url_takes_no_rest);
     tcase_add_test(urls, array_url_over_an_adapter);
     tcase_add_test(urls, array_urls_split_in_one_place);
+    tcase_add_test(urls, neuroglancer_prefixes_name_the_format);
+    tcase_add_test(urls, hostile_neuroglancer_prefixes_refused);
+    tcase_add_test(urls, neuroglancer_urls_open);
     suite_add_tcase(s, urls);
     return nds_test_run(s);
 }

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Neuroglancer's data source URLs on the command line (issue 21): "precomputed://", "zarr://",
+# "zarr2://", "zarr3://", "n5://" in front of a kvstore URL (file://, http:// from a local static
+# server), "|precomputed:" as the precomputed format, and hostile forms refused with one clear line.
+# The static server is Python's http.server on 127.0.0.1 with a free port, bounded to 120 s and
+# stopped on exit.
+source "$(dirname "$0")/attack_lib.sh"
+
+command -v python3 >/dev/null || { echo "SKIP: python3 needed for the static server"; finish; exit; }
+
+W="$T/www"
+mkdir -p "$W"
+python3 -c "
+import sys
+sys.stdout.buffer.write(bytes(i % 251 for i in range(16 * 16 * 8)))" >"$T/r.bin"
+
+# A precomputed volume, a zarr v3 and a zarr v2 array, an N5 dataset.
+nds create '{"driver":"neuroglancer_precomputed","kvstore":"file://'"$W"'/vol/","create":true,
+ "multiscale_metadata":{"data_type":"uint8","num_channels":1},
+ "scale_metadata":{"size":[16,16,8],"chunk_size":[8,8,8],"encoding":"raw","resolution":[4,4,40]}}'
+succeeded "create a precomputed volume"
+nds write "precomputed://file://$W/vol" --raw -i "$T/r.bin"; succeeded "write through precomputed://file://"
+nds create "zarr3://file://$W/z3" --shape 16,16,8 --chunks 8,8,8 --dtype uint8
+succeeded "create through zarr3://"
+check '[ -f "$W/z3/zarr.json" ]' "zarr3:// creates zarr v3"
+nds create "zarr2://file://$W/z2" --shape 16,16,8 --chunks 8,8,8 --dtype uint8
+succeeded "create through zarr2://"
+check '[ -f "$W/z2/.zarray" ]' "zarr2:// creates zarr v2"
+nds create "n5://file://$W/n5" --shape 16,16,8 --chunks 8,8,8 --dtype uint8
+succeeded "create through n5://"
+check '[ -f "$W/n5/attributes.json" ]' "n5:// creates N5"
+for a in z3 z2 n5; do
+    nds write "file://$W/$a" --raw -i "$T/r.bin"; succeeded "write $a"
+done
+
+# Local files through every prefix, and the |precomputed: alias.
+nds info "precomputed://file://$W/vol"; succeeded "info precomputed://file://"
+expect_out "format:      neuroglancer_precomputed" "precomputed:// opens the precomputed format"
+nds info "file://$W/vol|precomputed:"; succeeded "info |precomputed:"
+expect_out "format:      neuroglancer_precomputed" "|precomputed: is the precomputed format"
+nds info "zarr://file://$W/z3"; succeeded "info zarr:// of a zarr v3 array"
+expect_out "format:      zarr3" "zarr:// detects zarr v3"
+nds info "zarr://file://$W/z2"; succeeded "info zarr:// of a zarr v2 array"
+expect_out "format:      zarr" "zarr:// detects zarr v2"
+nds info "zarr3://file://$W/z3"; succeeded "info zarr3://"
+nds info "n5://file://$W/n5"; succeeded "info n5://"
+expect_out "format:      n5" "n5:// opens N5"
+nds read "precomputed://file://$W/vol" --region '[3, 4, 5, 0]'; succeeded "read through precomputed://"
+expect_out "$(( ((3 * 16 + 4) * 8 + 5) % 251 ))" "the value read through precomputed://"
+nds verify "zarr://file://$W/z2"; succeeded "verify through zarr://"
+nds cp "precomputed://file://$W/vol" "zarr3://file://$T/copy"; succeeded "cp from precomputed:// to zarr3://"
+check '[ -f "$T/copy/zarr.json" ]' "cp wrote zarr v3"
+
+# The wrong format behind a prefix is not found; a prefix and a different |FORMAT: conflict.
+nds info "zarr2://file://$W/z3"; refused "zarr2:// of a zarr v3 array" ".zarray"
+nds info "precomputed://file://$W/z3"; refused "precomputed:// of a zarr v3 array" "info"
+nds info "n5://file://$W/n5|zarr3:"; refused "n5:// with |zarr3:" "name different formats"
+
+# Hostile forms: one clear line each, nothing opened.
+nds info "precomputed://"; refused "bare precomputed://" "names no data source"
+nds info "precomputed://precomputed://x"; refused "two prefixes" "two data source prefixes"
+nds info "foo://x"; refused "unknown scheme" "unknown scheme \"foo://\""
+nds info "precomputed://$W/vol"; refused "prefix before a bare path" "must be followed by a kvstore url"
+nds info "precomputed://file://$W/vol|zip:"; refused "unknown |FORMAT: after a prefix" "\"zip\" is neither"
+nds create "precomputed://" --shape 4 --dtype uint8; refused "create at bare precomputed://" "names no data source"
+nds ls "precomputed://"; refused "ls of bare precomputed://" "names no data source"
+
+# Over HTTP, as neuroglancer reads it: precomputed://http://..., zarr://http://...
+cat >"$T/serve.py" <<'EOF'
+import functools, http.server, sys
+root, portfile = sys.argv[1], sys.argv[2]
+class H(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(H, directory=root))
+open(portfile, "w").write(str(srv.server_address[1]))
+srv.serve_forever()
+EOF
+timeout 120 python3 "$T/serve.py" "$W" "$T/port" &
+SERVER=$!
+on_exit "kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null"
+for _ in $(seq 50); do [ -s "$T/port" ] && break; sleep 0.1; done
+P=$(cat "$T/port")
+nds info "precomputed://http://127.0.0.1:$P/vol"; succeeded "info precomputed://http://"
+expect_out "format:      neuroglancer_precomputed" "precomputed://http:// opens the volume"
+expect_out "4_4_40  size [16, 16, 8]  offset [0, 0, 0]  resolution [4, 4, 40]" "info lists the scale's resolution"
+nds read "precomputed://http://127.0.0.1:$P/vol" --region '[3, 4, 5, 0]'; succeeded "read precomputed://http://"
+expect_out "$(( ((3 * 16 + 4) * 8 + 5) % 251 ))" "the value read over http"
+nds info "zarr://http://127.0.0.1:$P/z3"; succeeded "info zarr://http:// (zarr v3)"
+expect_out "format:      zarr3" "zarr://http:// detects zarr v3"
+nds info "zarr://http://127.0.0.1:$P/z2"; succeeded "info zarr://http:// (zarr v2)"
+expect_out "format:      zarr" "zarr://http:// detects zarr v2"
+nds info "n5://http://127.0.0.1:$P/n5"; succeeded "info n5://http://"
+finish
