@@ -195,6 +195,23 @@ int cli_fill_parse(const char *text, json_object **out);
  *  format's name, "" when none. CLI_OK, or CLI_FAIL (printed) for a bad pipeline or a long URL. */
 int cli_kvstore_url(const char *url, char *buf, size_t cap, char *format, size_t format_cap);
 
+/* ---- scales (scale.c) ---- */
+/** --scale, one option for every command that opens an array: its getopt value (above any
+ *  command's own option values), its struct option entry, and its help line. */
+#define CLI_OPT_SCALE 0x5ca1e
+#define CLI_SCALE_OPTION {"scale", required_argument, NULL, CLI_OPT_SCALE}
+#define CLI_SCALE_HELP                                                                             \
+    "      --scale S           a scale of a precomputed volume: its index in \"scales\" (0), its\n" \
+    "                          key (8_8_40) or its resolution (8,8,40)\n"
+/**
+ * The spec that opens scale (INDEX, KEY or RESOLUTION "x,y,z") of the neuroglancer precomputed
+ * volume spec opens, into *out (malloc'd, free); *out = NULL when scale is NULL (spec as it is).
+ * The volume is opened once to read its scales. CLI_OK, or CLI_FAIL (printed): an unknown scale
+ * (the message lists the volume's scales), another format (refused: OME-Zarr multiscale groups
+ * are not opened by scale), a spec that does not open.
+ */
+int cli_scale_spec(const char *spec, const char *scale, char **out);
+
 /* ---- progress (progress.c) ---- */
 /** A progress bar on stderr, drawn only when stderr is a terminal and the work has run a while. */
 typedef struct cli_progress {

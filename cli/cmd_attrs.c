@@ -7,18 +7,20 @@
 #include <string.h>
 #include "cli.h"
 
-static const char usage[] = "ndstore attrs SPEC [--set JSON|@file.json]";
+static const char usage[] = "ndstore attrs SPEC [--set JSON|@file.json] [--scale S]";
 
 static const char help[] =
-    "usage: ndstore attrs SPEC [--set JSON|@file.json]\n"
+    "usage: ndstore attrs SPEC [--set JSON|@file.json] [--scale S]\n"
     "\n"
     "Print an array's user attributes (a JSON object), or replace them.\n"
     "\n"
-    "  --set JSON   the new attributes: a JSON object, or @file.json\n"
-    "  -h, --help   show this help\n";
+    "      --set JSON          the new attributes: a JSON object, or @file.json\n"
+    CLI_SCALE_HELP
+    "  -h, --help              show this help\n";
 
 static const struct option options[] = {
     {"set", required_argument, NULL, 's'},
+    CLI_SCALE_OPTION,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -64,15 +66,18 @@ static int print_attrs(nds_array *a) {
 }
 
 int cli_cmd_attrs(int argc, char **argv) {
-    const char *set = NULL;
+    const char *set = NULL, *scale = NULL;
     int c;
     cli_getopt_reset();
     while ((c = getopt_long(argc, argv, ":hs:", options, NULL)) != -1) {
         if (c == 'h')
             return cli_help(help);
-        if (c != 's')
+        if (c == CLI_OPT_SCALE)
+            scale = optarg;
+        else if (c == 's')
+            set = optarg;
+        else
             return cli_bad_option(usage, argv, c);
-        set = optarg;
     }
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
@@ -82,7 +87,11 @@ int cli_cmd_attrs(int argc, char **argv) {
     if (set && load_attrs(set, &attrs) != CLI_OK)
         return CLI_FAIL;
     nds_array *a = NULL;
-    int rc = cli_open_array(argv[optind], NULL, 0, &a);
+    char *scaled = NULL;
+    int rc = cli_scale_spec(argv[optind], scale, &scaled);
+    if (rc == CLI_OK)
+        rc = cli_open_array(scaled ? scaled : argv[optind], NULL, 0, &a);
+    free(scaled);
     if (rc == CLI_OK && attrs) {
         nds_error_clear();
         int st = nds_array_set_attributes(a, attrs);

@@ -30,7 +30,7 @@
 
 static const char usage[] =
     "ndstore cp SRC DST [--jobs N] [--chunks N,..] [--codec C] [--fill V] [--memory-budget BYTES] "
-    "[--delete-existing]";
+    "[--delete-existing] [--scale S]";
 
 static const char help[] =
     "usage: ndstore cp SRC DST [options]\n"
@@ -52,6 +52,8 @@ static const char help[] =
     "      --memory-budget B   memory for the slab and the chunks in flight, e.g. 64M or 2G\n"
     "                          (default 256M)\n"
     "      --delete-existing   replace an array already at DST\n"
+    "      --scale S           the scale of SRC, a precomputed volume: its index in \"scales\" (0),\n"
+    "                          its key (8_8_40) or its resolution (8,8,40)\n"
     "  -h, --help              show this help\n"
     "\n"
     "Example: ndstore cp /data/a.zarr 'file:///data/b.zarr|zarr:' --chunks 128,128 --codec zstd:5 -j 8\n";
@@ -65,12 +67,15 @@ static const struct option options[] = {
     {"fill", required_argument, NULL, OPT_FILL},
     {"memory-budget", required_argument, NULL, OPT_BUDGET},
     {"delete-existing", no_argument, NULL, OPT_DELETE},
+    CLI_SCALE_OPTION,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 typedef struct cp_args {
     const char *src, *dst;
+    const char *scale; /* --scale (of SRC), or NULL */
+    char *scaled_src;  /* the spec of that scale, which src then points at (owned) */
     long jobs;
     uint64_t budget;
     bool delete_existing;
@@ -101,6 +106,7 @@ static int parse_option(int c, char **argv, cp_args *ca) {
             return cli_usage(usage, "--memory-budget: not a size: '%s'", optarg);
         return CLI_OK;
     case OPT_DELETE: ca->delete_existing = true; return CLI_OK;
+    case CLI_OPT_SCALE: ca->scale = optarg; return CLI_OK;
     case 'h': return -1;
     default: return cli_bad_option(usage, argv, c);
     }
@@ -120,7 +126,13 @@ static int parse_args(int argc, char **argv, cp_args *ca) {
     ca->src = argv[optind];
     ca->dst = argv[optind + 1];
     int rc2 = cli_require_spec("SRC", ca->src);
-    return rc2 == CLI_OK ? cli_require_spec("DST", ca->dst) : rc2;
+    if (rc2 == CLI_OK)
+        rc2 = cli_require_spec("DST", ca->dst);
+    if (rc2 == CLI_OK)
+        rc2 = cli_scale_spec(ca->src, ca->scale, &ca->scaled_src);
+    if (rc2 == CLI_OK && ca->scaled_src)
+        ca->src = ca->scaled_src;
+    return rc2;
 }
 
 /* ---- overlap of source and destination ----
@@ -687,6 +699,7 @@ int cli_cmd_cp(int argc, char **argv) {
     int rc = parse_args(argc, argv, &ca);
     if (rc != CLI_OK) {
         json_object_put(ca.over.fill);
+        free(ca.scaled_src);
         return rc == -1 ? cli_help(help) : rc;
     }
     nds_context *ctx = NULL;
@@ -705,6 +718,7 @@ int cli_cmd_cp(int argc, char **argv) {
     nds_array_free(src);
     nds_context_free(ctx);
     free(dst_spec);
+    free(ca.scaled_src);
     json_object_put(ca.over.fill);
     return rc;
 }

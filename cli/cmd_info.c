@@ -18,10 +18,11 @@
 #include "cli.h"
 #include "npy.h"
 
-static const char usage[] = "ndstore info SPEC [--json] [--consolidated | --no-consolidated]";
+static const char usage[] =
+    "ndstore info SPEC [--json] [--consolidated | --no-consolidated] [--scale S]";
 
 static const char help[] =
-    "usage: ndstore info SPEC [--json] [--consolidated | --no-consolidated]\n"
+    "usage: ndstore info SPEC [--json] [--consolidated | --no-consolidated] [--scale S]\n"
     "\n"
     "Show an array's format, shape, dtype, chunk shape, codec, fill value, stored chunks and bytes, and\n"
     "attributes, then what its format adds: zarr compressor, filters, order and key separator;\n"
@@ -39,12 +40,15 @@ static const char help[] =
     "               one read per level searched), falling back to its own metadata; the default\n"
     "               for http(s)://, s3:// and gs:// URLs\n"
     "  -C, --no-consolidated  read the array's own metadata\n"
+    "  --scale S    the scale of a precomputed volume to show: its index in \"scales\" (0), its key\n"
+    "               (8_8_40) or its resolution (8,8,40)\n"
     "  -h, --help   show this help\n";
 
 static const struct option options[] = {
     {"json", no_argument, NULL, 'j'},
     {"consolidated", no_argument, NULL, 'c'},
     {"no-consolidated", no_argument, NULL, 'C'},
+    CLI_SCALE_OPTION,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -330,6 +334,7 @@ static int open_for_info(const char *text, const char *consolidated, int asked, 
 int cli_cmd_info(int argc, char **argv) {
     bool as_json = false;
     int consolidated = -1, c;
+    const char *scale = NULL;
     cli_getopt_reset();
     while ((c = getopt_long(argc, argv, ":hjcC", options, NULL)) != -1) {
         if (c == 'h')
@@ -338,18 +343,23 @@ int cli_cmd_info(int argc, char **argv) {
             consolidated = c == 'c';
         else if (c == 'j')
             as_json = true;
+        else if (c == CLI_OPT_SCALE)
+            scale = optarg;
         else
             return cli_bad_option(usage, argv, c);
     }
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
     nds_array *a = NULL;
-    char *spec = NULL;
+    char *spec = NULL, *scaled = NULL;
     int rc = cli_require_spec("SPEC", argv[optind]);
     if (rc == CLI_OK)
-        rc = consolidated_spec(argv[optind], consolidated, &spec);
+        rc = cli_scale_spec(argv[optind], scale, &scaled); /* a scale's spec is JSON: kept as is */
+    const char *text = scaled ? scaled : argv[optind];
+    if (rc == CLI_OK && !scaled)
+        rc = consolidated_spec(text, consolidated, &spec);
     if (rc == CLI_OK)
-        rc = open_for_info(argv[optind], spec, consolidated, &a);
+        rc = open_for_info(text, spec, consolidated, &a);
     if (rc == CLI_OK)
         rc = cli_info_print(a, as_json, stdout);
     if (rc == CLI_OK && !spec && !as_json && consolidated != 0 &&
@@ -357,5 +367,6 @@ int cli_cmd_info(int argc, char **argv) {
         note_stale_copy(a, stdout); /* read from its own metadata: compare with a copy */
     nds_array_free(a);
     free(spec);
+    free(scaled);
     return rc;
 }

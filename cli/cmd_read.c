@@ -18,10 +18,12 @@
 #include "image_out.h"
 #include "npy.h"
 
-static const char usage[] = "ndstore read SPEC [--region R] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw] [--jobs N]";
+static const char usage[] =
+    "ndstore read SPEC [--region R] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw] [--jobs N] [--scale S]";
 
 static const char help[] =
-    "usage: ndstore read SPEC [--region R] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw] [--jobs N] [--memory-budget BYTES]\n"
+    "usage: ndstore read SPEC [--region R] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw] [--jobs N]\n"
+    "                         [--memory-budget BYTES] [--scale S]\n"
     "\n"
     "Read a region of an array. With -o, write a .npy file (- = stdout), a PNG or a TIFF image, by the\n"
     "file's extension; with no -o, print regions of up to 1000 elements as text, as NumPy prints arrays.\n"
@@ -38,6 +40,7 @@ static const char help[] =
     "      --raw               write raw bytes (C order, host byte order) instead of .npy\n"
     "  -j, --jobs N            threads for decoding (default: the number of cores)\n"
     "      --memory-budget B   bytes read per step (default 256M)\n"
+    CLI_SCALE_HELP
     "  -h, --help              show this help\n"
     "\n"
     "Example: ndstore read /tmp/a.zarr --region '[0:10, 5]'\n";
@@ -51,12 +54,14 @@ static const struct option options[] = {
     {"rgb", no_argument, NULL, OPT_RGB},
     {"jobs", required_argument, NULL, 'j'},
     {"memory-budget", required_argument, NULL, OPT_BUDGET},
+    CLI_SCALE_OPTION,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 typedef struct read_args {
     const char *spec, *region, *output;
+    const char *scale; /* --scale, or NULL */
     bool raw, rgb;
     long jobs;
     uint64_t budget;
@@ -75,6 +80,7 @@ static int parse_args(int argc, char **argv, read_args *ra) {
         case 'o': ra->output = optarg; break;
         case OPT_RAW: ra->raw = true; break;
         case OPT_RGB: ra->rgb = true; break;
+        case CLI_OPT_SCALE: ra->scale = optarg; break;
         case 'j':
             if (cli_parse_long(optarg, 1, 1024, &ra->jobs) != 0)
                 return cli_usage(usage, "--jobs: expected 1..1024, got '%s'", optarg);
@@ -217,7 +223,10 @@ int cli_cmd_read(int argc, char **argv) {
     nds_array *a = NULL;
     nds_box box;
     uint64_t count = 0, bytes = 0;
-    rc = cli_open_array(ra.spec, NULL, 0, &a);
+    char *scaled = NULL;
+    rc = cli_scale_spec(ra.spec, ra.scale, &scaled);
+    if (rc == CLI_OK)
+        rc = cli_open_array(scaled ? scaled : ra.spec, NULL, 0, &a);
     if (rc == CLI_OK)
         rc = cli_parse_region(a, ra.region, &box);
     if (rc == CLI_OK)
@@ -227,5 +236,6 @@ int cli_cmd_read(int argc, char **argv) {
     if (rc == CLI_OK)
         rc = ra.output ? write_output(a, &box, bytes, &ra, &io) : print_region(a, &box, count, bytes, &io);
     nds_array_free(a);
+    free(scaled);
     return rc;
 }

@@ -5,19 +5,23 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include "cli.h"
 
-static const char usage[] = "ndstore verify SPEC";
+static const char usage[] = "ndstore verify SPEC [--scale S]";
 
 static const char help[] =
-    "usage: ndstore verify SPEC\n"
+    "usage: ndstore verify SPEC [--scale S]\n"
     "\n"
     "Decode every stored chunk of an array. Each chunk that fails is printed as\n"
     "`bad: <key>: <message>`, then a summary line. Exit status 1 when any chunk is bad.\n"
+    "Sharded volumes are checked inside their shards (shard and minishard indexes, every chunk).\n"
     "\n"
-    "  -h, --help   show this help\n";
+    CLI_SCALE_HELP
+    "  -h, --help              show this help\n";
 
 static const struct option options[] = {
+    CLI_SCALE_OPTION,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -31,18 +35,25 @@ static int report_bad(void *ctx, const char *key, int status, const char *messag
 
 int cli_cmd_verify(int argc, char **argv) {
     int c;
+    const char *scale = NULL;
     cli_getopt_reset();
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         if (c == 'h')
             return cli_help(help);
-        return cli_bad_option(usage, argv, c);
+        if (c != CLI_OPT_SCALE)
+            return cli_bad_option(usage, argv, c);
+        scale = optarg;
     }
     if (argc - optind != 1)
         return cli_usage(usage, argc - optind == 0 ? "missing SPEC" : "too many arguments");
     if (cli_require_spec("SPEC", argv[optind]) != CLI_OK)
         return CLI_FAIL;
     nds_array *a = NULL;
-    int rc = cli_open_array(argv[optind], NULL, 0, &a);
+    char *scaled = NULL;
+    int rc = cli_scale_spec(argv[optind], scale, &scaled);
+    if (rc == CLI_OK)
+        rc = cli_open_array(scaled ? scaled : argv[optind], NULL, 0, &a);
+    free(scaled);
     if (rc != CLI_OK)
         return rc;
     uint64_t checked = 0, bad = 0;

@@ -19,11 +19,11 @@
 
 static const char usage[] =
     "ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic | --prepare]\n"
-    "                   [--jobs N]";
+    "                   [--jobs N] [--scale S]";
 
 static const char help[] =
     "usage: ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic | --prepare]\n"
-    "                         [--jobs N] [--memory-budget BYTES]\n"
+    "                         [--jobs N] [--memory-budget BYTES] [--scale S]\n"
     "\n"
     "Write .npy files (or raw bytes) into regions of an existing array. Each region's shape (without\n"
     "dimensions selected by an integer index) must equal its file's shape, and the dtypes must match.\n"
@@ -41,6 +41,7 @@ static const char help[] =
     "                          publishes the parts of many processes as one version\n"
     "  -j, --jobs N            threads for encoding (default: the number of cores)\n"
     "      --memory-budget B   bytes written per step (default 256M)\n"
+    CLI_SCALE_HELP
     "  -h, --help              show this help\n"
     "\n"
     "Example: ndstore write /tmp/a.zarr --region '[0:10, 0:20]' -i block.npy\n"
@@ -57,12 +58,14 @@ static const struct option options[] = {
     {"memory-budget", required_argument, NULL, OPT_BUDGET},
     {"txn", required_argument, NULL, OPT_TXN},
     {"prepare", no_argument, NULL, OPT_PREPARE},
+    CLI_SCALE_OPTION,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 typedef struct write_args {
     const char *spec;
+    const char *scale; /* --scale, or NULL */
     const char *regions[MAX_PAIRS], *inputs[MAX_PAIRS];
     size_t nregions, ninputs;
     bool raw;
@@ -111,6 +114,7 @@ static int parse_args(int argc, char **argv, write_args *wa) {
             else return cli_usage(usage, "--txn: expected isolated or atomic, got '%s'", optarg);
             break;
         case OPT_PREPARE: wa->prepare = true; break;
+        case CLI_OPT_SCALE: wa->scale = optarg; break;
         case OPT_RAW: wa->raw = true; break;
         case 'j':
             if (cli_parse_long(optarg, 1, 1024, &wa->jobs) != 0)
@@ -303,7 +307,10 @@ int cli_cmd_write(int argc, char **argv) {
     w.io.threads = (int)wa.jobs;
     w.budget = wa.budget;
     nds_txn *txn = NULL;
-    rc = cli_open_array(wa.spec, NULL, 0, &w.a);
+    char *scaled = NULL;
+    rc = cli_scale_spec(wa.spec, wa.scale, &scaled);
+    if (rc == CLI_OK)
+        rc = cli_open_array(scaled ? scaled : wa.spec, NULL, 0, &w.a);
     if (rc == CLI_OK && wa.txn) {
         nds_txn_options to = NDS_TXN_OPTIONS_INIT;
         to.mode = wa.txn;
@@ -320,5 +327,6 @@ int cli_cmd_write(int argc, char **argv) {
         rc = wa.prepare ? prepare(txn) : commit(txn, wa.txn, wa.nregions);
     nds_txn_free(txn); /* aborts what was not committed */
     nds_array_free(w.a);
+    free(scaled);
     return rc;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Neuroglancer's data source URLs on the command line (issue 21): "precomputed://", "zarr://",
 # "zarr2://", "zarr3://", "n5://" in front of a kvstore URL (file://, http:// from a local static
-# server), "|precomputed:" as the precomputed format, and hostile forms refused with one clear line.
+# server), "|precomputed:" as the precomputed format, and hostile forms refused with one clear line;
+# --scale INDEX|KEY|RESOLUTION on every command that opens an array.
 # The static server is Python's http.server on 127.0.0.1 with a free port, bounded to 120 s and
 # stopped on exit.
 source "$(dirname "$0")/attack_lib.sh"
@@ -65,6 +66,51 @@ nds info "precomputed://file://$W/vol|zip:"; refused "unknown |FORMAT: after a p
 nds create "precomputed://" --shape 4 --dtype uint8; refused "create at bare precomputed://" "names no data source"
 nds ls "precomputed://"; refused "ls of bare precomputed://" "names no data source"
 
+# ---- --scale: a second scale (8_8_40, half the size, values 200) beside 4_4_40
+nds create '{"driver":"neuroglancer_precomputed","kvstore":"file://'"$W"'/vol/","create":true,"open":true,
+ "scale_metadata":{"size":[8,8,4],"chunk_size":[4,4,2],"encoding":"raw","resolution":[8,8,80]}}'
+succeeded "add a scale 8_8_80"
+python3 -c "import sys; sys.stdout.buffer.write(bytes([200]) * (8 * 8 * 4))" >"$T/s1.bin"
+nds write "precomputed://file://$W/vol" --scale 1 --raw -i "$T/s1.bin"; succeeded "write --scale 1"
+nds info "precomputed://file://$W/vol"; succeeded "info of the two scales"
+expect_out "scales:      2" "info counts both scales"
+expect_out "* 0  4_4_40  size [16, 16, 8]  offset [0, 0, 0]  resolution [4, 4, 40]  chunk [8, 8, 8]  raw  unsharded" "info lists scale 0"
+expect_out "  1  8_8_80  size [8, 8, 4]    offset [0, 0, 0]  resolution [8, 8, 80]  chunk [4, 4, 2]  raw  unsharded" "info lists scale 1"
+for s in 1 8_8_80 8,8,80 '[8, 8, 80]'; do
+    nds read "precomputed://file://$W/vol" --scale "$s" --region '[7, 7, 3, 0]'; succeeded "read --scale $s"
+    check '[ "$OUT" = 200 ]' "read --scale $s reads scale 1 (got '$OUT')"
+    nds info "file://$W/vol|precomputed:" --scale "$s"; succeeded "info --scale $s"
+    expect_out "shape:       [8, 8, 4, 1]" "info --scale $s shows scale 1's shape"
+    expect_out "* 1  8_8_80" "info --scale $s marks scale 1"
+done
+nds read "precomputed://file://$W/vol" --scale 0 --region '[3, 4, 5, 0]'; succeeded "read --scale 0"
+expect_out "$(( ((3 * 16 + 4) * 8 + 5) % 251 ))" "scale 0 kept its values after the write to scale 1"
+nds verify "file://$W/vol" --scale 8_8_80; succeeded "verify --scale"
+expect_out "checked 8 stored chunks" "verify --scale checks scale 1's 8 chunks"
+nds verify "file://$W/vol"; succeeded "verify, scale 0"
+expect_out "checked 4 stored chunks" "verify without --scale checks scale 0's 4 chunks"
+nds attrs "file://$W/vol" --scale 1; succeeded "attrs --scale"
+nds cp "precomputed://file://$W/vol" "zarr3://file://$T/s1copy" --scale 8,8,80; succeeded "cp --scale"
+nds info "file://$T/s1copy"; succeeded "info of the copy of scale 1"
+expect_out "shape:       [8, 8, 4, 1]" "cp --scale copies scale 1"
+nds read "file://$T/s1copy" --region '[0, 0, 0, 0]'
+check '[ "$OUT" = 200 ]' "the copy holds scale 1's values"
+
+# Unknown scales list the volume's; other formats are refused; an empty --scale is an error.
+for s in 2 99999999999999999999999 16_16_160 8,8 8,8,81 'x,y,z' -1; do
+    nds read "file://$W/vol" --scale "$s"
+    refused "read --scale $s" "its scales: 0 (4_4_40, resolution 4,4,40), 1 (8_8_80, resolution 8,8,80)"
+done
+nds info "file://$W/vol" --scale ''; refused "empty --scale" "--scale is empty"
+for cmd in read info verify attrs; do
+    nds $cmd "file://$W/z3" --scale 0; refused "$cmd --scale of zarr v3" "only neuroglancer precomputed volumes have scales"
+done
+nds write "file://$W/n5" --scale 0 --raw -i "$T/r.bin"; refused "write --scale of N5" "is a n5 array"
+nds cp "file://$W/z2" "file://$T/never" --scale 0; refused "cp --scale of zarr v2" "only neuroglancer precomputed"
+check '[ ! -e "$T/never" ]' "a refused cp --scale creates nothing"
+nds resize "file://$W/vol" --scale 0 --shape 4,4,4,1
+check '[ "$RC" -eq 2 ]' "resize takes no --scale (precomputed volumes cannot be resized)"
+
 # Over HTTP, as neuroglancer reads it: precomputed://http://..., zarr://http://...
 cat >"$T/serve.py" <<'EOF'
 import functools, http.server, sys
@@ -91,4 +137,9 @@ expect_out "format:      zarr3" "zarr://http:// detects zarr v3"
 nds info "zarr://http://127.0.0.1:$P/z2"; succeeded "info zarr://http:// (zarr v2)"
 expect_out "format:      zarr" "zarr://http:// detects zarr v2"
 nds info "n5://http://127.0.0.1:$P/n5"; succeeded "info n5://http://"
+nds read "precomputed://http://127.0.0.1:$P/vol" --scale 8_8_80 --region '[1, 2, 3, 0]'
+succeeded "read --scale over http"
+check '[ "$OUT" = 200 ]' "read --scale over http reads scale 1"
+nds info "precomputed://http://127.0.0.1:$P/vol" --scale 1; succeeded "info --scale over http"
+expect_out "* 1  8_8_80" "info --scale over http marks scale 1"
 finish
