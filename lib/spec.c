@@ -88,7 +88,8 @@ static int has_kvstore_scheme(const char *url) {
 
 /* A neuroglancer prefix at the start of url: *start is where the kvstore URL begins (0 when there
  * is none), *ng the prefix. A prefix with no kvstore URL after it (a scheme is required, as in
- * neuroglancer), two prefixes, or an unknown "NAME://" is NDS_EINVAL naming the url. */
+ * neuroglancer) or two prefixes is NDS_EINVAL, an unknown "NAME://" NDS_ENOTFOUND (as an unknown
+ * kvstore scheme always was), each naming the url. */
 static int split_ng_prefix(const char *url, size_t *start, const struct ng_prefix **ng) {
     const char *rest = NULL;
     *start = 0;
@@ -97,7 +98,7 @@ static int split_ng_prefix(const char *url, size_t *start, const struct ng_prefi
     if (!*ng) {
         /* an unknown scheme before any '|': neither a kvstore nor a data source prefix */
         if (sep && sep < url + strcspn(url, "|") && !has_kvstore_scheme(url))
-            return nds_err(NDS_EINVAL, "url \"%s\": unknown scheme \"%.*s://\": neither a kvstore "
+            return nds_err(NDS_ENOTFOUND, "url \"%s\": unknown scheme \"%.*s://\": neither a kvstore "
                            "(file://, s3://, gs://, http(s)://, memory://, lmdb://) nor a data "
                            "source prefix (precomputed://, zarr://, zarr2://, zarr3://, n5://)",
                            url, (int)(sep - url), url);

@@ -355,7 +355,7 @@ START_TEST(hostile_neuroglancer_prefixes_refused) {
     split_refused("zarr3://|faulty:", NDS_EINVAL, "zarr3:// names no data source");
     split_refused("precomputed://precomputed://x", NDS_EINVAL, "two data source prefixes");
     split_refused("zarr://n5://file:///d", NDS_EINVAL, "two data source prefixes");
-    split_refused("foo://x", NDS_EINVAL, "unknown scheme \"foo://\"");
+    split_refused("foo://x", NDS_ENOTFOUND, "unknown scheme \"foo://\"");
     split_refused("precomputed:///d/v", NDS_EINVAL, "must be followed by a kvstore url");
     split_refused("precomputed://bucket/vol", NDS_EINVAL, "must be followed by a kvstore url");
     split_refused("precomputed://foo://x", NDS_EINVAL, "must be followed by a kvstore url");
