@@ -35,8 +35,8 @@ static int parse_resolution(const char *text, double *res) {
 /* Scale s's resolution into res; false when it has none of 3 numbers. */
 static bool scale_resolution(json_object *s, double *res) {
     json_object *r = NULL;
-    if (!json_object_object_get_ex(s, "resolution", &r) || !json_object_is_type(r, json_type_array) ||
-        json_object_array_length(r) != 3)
+    if (!json_object_object_get_ex(s, "resolution", &r) ||
+        !json_object_is_type(r, json_type_array) || json_object_array_length(r) != 3)
         return false;
     for (size_t i = 0; i < 3; i++)
         res[i] = json_object_get_double(json_object_array_get_idx(r, i));

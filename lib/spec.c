@@ -98,9 +98,10 @@ static int split_ng_prefix(const char *url, size_t *start, const struct ng_prefi
     if (!*ng) {
         /* an unknown scheme before any '|': neither a kvstore nor a data source prefix */
         if (sep && sep < url + strcspn(url, "|") && !has_kvstore_scheme(url))
-            return nds_err(NDS_ENOTFOUND, "url \"%s\": unknown scheme \"%.*s://\": neither a kvstore "
-                           "(file://, s3://, gs://, http(s)://, memory://, lmdb://) nor a data "
-                           "source prefix (precomputed://, zarr://, zarr2://, zarr3://, n5://)",
+            return nds_err(NDS_ENOTFOUND,
+                           "url \"%s\": unknown scheme \"%.*s://\": neither a kvstore (file://, "
+                           "s3://, gs://, http(s)://, memory://, lmdb://) nor a data source prefix "
+                           "(precomputed://, zarr://, zarr2://, zarr3://, n5://)",
                            url, (int)(sep - url), url);
         return 0;
     }

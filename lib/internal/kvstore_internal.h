@@ -23,7 +23,8 @@ int nds_kvstore_url_to_spec(const char *url, json_object **out);
  * last segment is an adapter or there is none. A non-adapter before the last segment, a format with
  * text after its ':', or a malformed segment is NDS_EINVAL, a last segment that is neither an
  * adapter nor a format NDS_ENOTFOUND, each naming it and the url. format is the format's name
- * also when the segment gives its URL scheme or an alias (nds_format_alias). The kvstore URL itself is parsed by nds_kvstore_url_to_spec.
+ * also when the segment gives its URL scheme or an alias (nds_format_alias). The kvstore URL
+ * itself is parsed by nds_kvstore_url_to_spec.
  */
 int nds_url_split(const char *url, size_t *kv_len, char *format, size_t cap);
 /** The spec as a new JSON object (credentials never included). */
