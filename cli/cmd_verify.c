@@ -1,11 +1,13 @@
-/* `ndstore verify SPEC`: decodes every stored chunk (nds_array_verify) and prints each bad one as
- * "bad: <key>: <message>" on stdout, then a summary line. Exit 1 (with one stderr line) when any chunk is
- * bad or the check could not run.
+/* `ndstore verify SPEC [--scale S]`: decodes every stored chunk (nds_array_verify; inside hashed
+ * shards, every chunk their indexes list) and prints each bad one as "bad: <key>: <message>" on
+ * stdout, then a summary line counting chunks, or shards when the storage chunks are shards of
+ * inner chunks. Exit 1 (with one stderr line) when any is bad or the check could not run.
  * Omits: repairing or deleting bad chunks.
  */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include "cli.h"
 
 static const char usage[] = "ndstore verify SPEC [--scale S]";
@@ -25,6 +27,17 @@ static const struct option options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* "shards" when a's storage chunks are shards of a grid of inner chunks (zarr v3 sharding,
+ * precomputed shards that are grid boxes): verify then checks shards, each with every inner chunk,
+ * and counts them, as info's "stored: N of M shards" does. Hashed shards are listed chunk by chunk
+ * (their storage chunk is the chunk itself): "chunks". */
+static const char *unit_of(nds_array *a) {
+    uint64_t chunks[NDS_MAX_RANK], inner[NDS_MAX_RANK];
+    nds_array_chunk_shape(a, chunks);
+    nds_array_read_chunk_shape(a, inner);
+    return memcmp(chunks, inner, nds_array_rank(a) * sizeof chunks[0]) != 0 ? "shards" : "chunks";
+}
 
 static int report_bad(void *ctx, const char *key, int status, const char *message) {
     (void)ctx;
@@ -62,10 +75,11 @@ int cli_cmd_verify(int argc, char **argv) {
     if (st != 0) {
         rc = cli_fail_nds(st, "verify");
     } else {
-        printf("checked %" PRIu64 " stored chunks of %s: %" PRIu64 " bad\n", checked,
+        const char *unit = unit_of(a);
+        printf("checked %" PRIu64 " stored %s of %s: %" PRIu64 " bad\n", checked, unit,
                nds_kvstore_url(nds_array_kvstore(a)), bad);
         if (bad)
-            rc = cli_fail("%" PRIu64 " of %" PRIu64 " chunks are bad", bad, checked);
+            rc = cli_fail("%" PRIu64 " of %" PRIu64 " %s are bad", bad, checked, unit);
     }
     nds_array_free(a);
     return rc;

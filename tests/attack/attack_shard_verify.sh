@@ -91,7 +91,7 @@ nds write "file://$B/" --raw -i "$T/r.bin"; succeeded "write box-sharded"
 nds info "file://$B/"; succeeded "info, box"
 expect_out "stored:      8 of 8 shards" "info counts the 8 shards"
 nds verify "file://$B/"; succeeded "verify, box"
-expect_out "checked 8 stored" "verify checks the 8 shards"
+expect_out "checked 8 stored shards" "verify checks the 8 shards"
 verify_damaged box "$B" "1_1_1/0.shard" 1
 
 # ---- zarr v3 sharding_indexed (index with crc32c at the end of the shard)
@@ -104,7 +104,7 @@ nds create '{"driver":"zarr3","kvstore":"file://'"$Z"'/","create":true,"metadata
 succeeded "create zarr3 sharded"
 nds write "file://$Z/" --raw -i <(head -c 2048 "$T/r.bin"); succeeded "write zarr3 sharded"
 nds verify "file://$Z/"; succeeded "verify, zarr3"
-expect_out "checked 4 stored" "verify checks the 4 shards"
+expect_out "checked 4 stored shards" "verify checks the 4 shards"
 for mode in index chunk-last chunk-first truncated; do
     rm -rf "$T/d"; cp -r "$Z" "$T/d"
     python3 - "$T/d/c/0/1" "$mode" <<'EOF'
