@@ -50,11 +50,12 @@ static const struct ng_prefix {
     {"zarr3", "zarr3"}, {"n5", "n5"},
 };
 
-/* Names a format goes by in "|NAME:" besides its name and URL scheme (neuroglancer's). */
+/* Names a format goes by in "|NAME:" besides its name and URL scheme: neuroglancer's
+ * "|precomputed:", and "|zarr2:" as neuroglancer's pipeline URLs write zarr v2. */
 static const struct {
     const char *alias;
     const char *format;
-} format_aliases[] = {{"precomputed", "neuroglancer_precomputed"}};
+} format_aliases[] = {{"precomputed", "neuroglancer_precomputed"}, {"zarr2", "zarr"}};
 
 const char *nds_format_alias(const char *name) {
     for (size_t i = 0; i < sizeof format_aliases / sizeof format_aliases[0]; i++)

@@ -56,6 +56,8 @@ check '[ -f "$T/copy/zarr.json" ]' "cp wrote zarr v3"
 nds info "zarr2://file://$W/z3"; refused "zarr2:// of a zarr v3 array" ".zarray"
 nds info "precomputed://file://$W/z3"; refused "precomputed:// of a zarr v3 array" "info"
 nds info "n5://file://$W/n5|zarr3:"; refused "n5:// with |zarr3:" "name different formats"
+nds info "file://$W/z2|zarr2:"; succeeded "|zarr2: is zarr v2"
+expect_out "format:      zarr" "|zarr2: opens zarr v2"
 
 # Hostile forms: one clear line each, nothing opened.
 nds info "precomputed://"; refused "bare precomputed://" "names no data source"

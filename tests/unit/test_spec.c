@@ -347,6 +347,8 @@ START_TEST(neuroglancer_prefixes_name_the_format) {
            "neuroglancer_precomputed");
     splits("file:///d/v|precomputed:", "file:///d/v", "neuroglancer_precomputed");
     splits("file:///d/v|neuroglancer-precomputed:", "file:///d/v", "neuroglancer_precomputed");
+    splits("gs://b/a.zarr|zarr2:", "gs://b/a.zarr", "zarr");
+    splits("zarr2://gs://b/a.zarr|zarr2:", "gs://b/a.zarr", "zarr");
 }
 END_TEST
 
