@@ -895,6 +895,78 @@ START_TEST(verify_names_garbage_shards) {
 }
 END_TEST
 
+/* Damage aimed at one part of a shard file of raw minishard indexes and gzip'd chunks: the shard
+ * index (its first used entry runs past the end), a minishard index (its first chunk's size made
+ * huge), a chunk's data (a byte inside its gzip stream), and the file cut in half. */
+enum shard_damage { DAMAGE_SHARD_INDEX, DAMAGE_MINISHARD_INDEX, DAMAGE_CHUNK, DAMAGE_TRUNCATED };
+
+static uint64_t get64le(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static void damage_part(uint8_t *f, size_t *len, enum shard_damage kind, unsigned minishard_bits) {
+    size_t index_len = (size_t)16 << minishard_bits, m = 0;
+    while (m + 1 < ((size_t)1 << minishard_bits) && get64le(f + 16 * m + 8) == get64le(f + 16 * m))
+        m++; /* the first minishard that holds chunks */
+    uint64_t start = get64le(f + 16 * m), end = get64le(f + 16 * m + 8), n = (end - start) / 24;
+    ck_assert_uint_gt(n, 0);
+    switch (kind) {
+    case DAMAGE_SHARD_INDEX: put64le(f + 16 * m + 8, *len + 4096); break;
+    case DAMAGE_MINISHARD_INDEX: put64le(f + index_len + start + 16 * n, UINT64_C(1) << 40); break;
+    case DAMAGE_CHUNK: f[index_len + 20] ^= 0xff; break; /* chunks come first after the index */
+    case DAMAGE_TRUNCATED: *len /= 2; break;
+    }
+}
+
+/* Each kind of damage to one of two shards (issue 21): verify reports that shard once, by key,
+ * saying what is wrong, returns 0 and still checks the other shard's chunks; stats fails naming
+ * the shard when its indexes do not parse, and counts every chunk when only a chunk's data is bad.
+ * The intact volume's counts are the chunks written. */
+START_TEST(verify_reports_each_part_of_a_shard) {
+    static const char *says[] = {"shard index entry", "runs past the end of the shard", "gzip",
+                                 "past the end of the shard"};
+    nds_pc_sharding s = sharding("murmurhash3_x86_128", 0, 1, 1, false, true);
+    uint64_t size[3] = {8, 8, 8}, chunk[3] = {4, 4, 4}, shape[4] = {8, 8, 8, 1};
+    for (int kind = DAMAGE_SHARD_INDEX; kind <= DAMAGE_TRUNCATED; kind++) {
+        char url[64], k0[64];
+        snprintf(url, sizeof url, "memory://h_part%d/", kind);
+        nds_array *a;
+        NDS_OK(open_hashed(&a, url, "uint16", 1, size, chunk, &s, "\"encoding\":\"raw\""));
+        uint16_t *vol = pattern_volume(shape);
+        write_all(a, vol);
+        free(vol);
+        uint64_t checked = 0, bad = 1;
+        NDS_OK(nds_array_verify(a, NULL, NULL, &checked, &bad));
+        ck_assert_uint_eq(checked, 8);
+        ck_assert_uint_eq(bad, 0);
+        shard_key(&s, 0, k0, sizeof k0);
+        size_t len;
+        uint8_t *f = get_raw(url, k0, &len);
+        ck_assert_ptr_nonnull(f);
+        damage_part(f, &len, (enum shard_damage)kind, s.minishard_bits);
+        put_raw(url, k0, f, len);
+        free(f);
+        bad_list b = {0};
+        NDS_OK(nds_array_verify(a, note_bad, &b, &checked, &bad));
+        ck_assert_int_eq(b.n, 1);
+        ck_assert_str_eq(b.keys[0], k0);
+        ck_assert_msg(strstr(b.messages[0], says[kind]), "damage %d: %s", kind, b.messages[0]);
+        ck_assert_uint_ge(bad, 1);
+        ck_assert_uint_ge(checked, 2); /* the other shard's chunks, and the bad one */
+        nds_array_stats st;
+        if (kind == DAMAGE_CHUNK) {
+            NDS_OK(nds_array_stats_get(a, &st));
+            ck_assert_uint_eq(st.chunks_stored, 8);
+        } else {
+            EXPECT_ERR(nds_array_stats_get(a, &st), NDS_ECORRUPT, k0);
+        }
+        nds_array_free(a);
+    }
+}
+END_TEST
+
 /* ---- transactions ---------------------------------------------------------------------------- */
 
 START_TEST(transactions_refused) {
@@ -952,6 +1024,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, transactions_refused);
     tcase_add_test(tc, stats_and_verify_see_hashed_chunks);
     tcase_add_test(tc, verify_names_garbage_shards);
+    tcase_add_test(tc, verify_reports_each_part_of_a_shard);
     suite_add_tcase(s, tc);
     return s;
 }
