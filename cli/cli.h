@@ -201,8 +201,8 @@ int cli_kvstore_url(const char *url, char *buf, size_t cap, char *format, size_t
 #define CLI_OPT_SCALE 0x5ca1e
 #define CLI_SCALE_OPTION {"scale", required_argument, NULL, CLI_OPT_SCALE}
 #define CLI_SCALE_HELP                                                                             \
-    "      --scale S           a scale of a precomputed volume: its index in \"scales\" (0), its\n" \
-    "                          key (8_8_40) or its resolution (8,8,40)\n"
+    "      --scale S           a scale of a precomputed volume: its index in scales (0),\n"   \
+    "                          its key (8_8_40) or its resolution (8,8,40)\n"
 /**
  * The spec that opens scale (INDEX, KEY or RESOLUTION "x,y,z") of the neuroglancer precomputed
  * volume spec opens, into *out (malloc'd, free); *out = NULL when scale is NULL (spec as it is).

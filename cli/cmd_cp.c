@@ -52,8 +52,8 @@ static const char help[] =
     "      --memory-budget B   memory for the slab and the chunks in flight, e.g. 64M or 2G\n"
     "                          (default 256M)\n"
     "      --delete-existing   replace an array already at DST\n"
-    "      --scale S           the scale of SRC, a precomputed volume: its index in \"scales\" (0),\n"
-    "                          its key (8_8_40) or its resolution (8,8,40)\n"
+    "      --scale S           the scale of SRC, a precomputed volume: its index in scales\n"
+    "                          (0), its key (8_8_40) or its resolution (8,8,40)\n"
     "  -h, --help              show this help\n"
     "\n"
     "Example: ndstore cp /data/a.zarr 'file:///data/b.zarr|zarr:' --chunks 128,128 --codec zstd:5 -j 8\n";

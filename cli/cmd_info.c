@@ -40,8 +40,8 @@ static const char help[] =
     "               one read per level searched), falling back to its own metadata; the default\n"
     "               for http(s)://, s3:// and gs:// URLs\n"
     "  -C, --no-consolidated  read the array's own metadata\n"
-    "  --scale S    the scale of a precomputed volume to show: its index in \"scales\" (0), its key\n"
-    "               (8_8_40) or its resolution (8,8,40)\n"
+    "  --scale S    the scale of a precomputed volume to show: its index in scales (0),\n"
+    "               its key (8_8_40) or its resolution (8,8,40)\n"
     "  -h, --help   show this help\n";
 
 static const struct option options[] = {
