@@ -206,9 +206,10 @@ int cli_kvstore_url(const char *url, char *buf, size_t cap, char *format, size_t
 /**
  * The spec that opens scale (INDEX, KEY or RESOLUTION "x,y,z") of the neuroglancer precomputed
  * volume spec opens, into *out (malloc'd, free); *out = NULL when scale is NULL (spec as it is).
- * The volume is opened once to read its scales. CLI_OK, or CLI_FAIL (printed): an unknown scale
- * (the message lists the volume's scales), another format (refused: OME-Zarr multiscale groups
- * are not opened by scale), a spec that does not open.
+ * Where spec names no array, an OME-Zarr multiscale group (a URL or path) has its datasets as
+ * scales (KEY: path, RESOLUTION: its scale transformation). CLI_OK, or CLI_FAIL (printed): an
+ * unknown scale (the message lists the scales), another format (refused), a spec that does not
+ * open.
  */
 int cli_scale_spec(const char *spec, const char *scale, char **out);
 

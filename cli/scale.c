@@ -1,10 +1,15 @@
 /* --scale INDEX|KEY|RESOLUTION, shared by every command that opens an array (read, write, info,
- * verify, attrs, resize, cp's source): the spec that opens one scale of a neuroglancer precomputed
- * volume. The volume is opened once (at the scale its spec names, else scale 0) to read its
- * "scales", the one named is found, and the spec that reopens the volume (nds_array_spec) gets
- * "scale_metadata": {"key": KEY}, so the format opens it as any spec naming a scale.
- * Omits: OME-Zarr multiscale groups (a zarr level is an array of its own: open its path; --scale on
- * any format but precomputed is refused).
+ * verify, attrs, cp's source): the spec that opens one scale of
+ * - a neuroglancer precomputed volume: the volume is opened once (at the scale its spec names,
+ *   else scale 0) to read its "scales", the one named is found, and the spec that reopens the
+ *   volume (nds_array_spec) gets "scale_metadata": {"key": KEY}, so the format opens it as any
+ *   spec naming a scale;
+ * - an OME-Zarr multiscale group (a URL or path whose zarr.json, or zarr v2 .zattrs, holds
+ *   "multiscales", under "ome" in OME-Zarr 0.5): the first multiscale's datasets are the scales
+ *   (KEY: a dataset's "path"; RESOLUTION: its "scale" transformation, every axis in the stored
+ *   order), and the spec is the group's kvstore with the dataset's path.
+ * Any other array is refused. Omits: OME-Zarr groups given as JSON specs, multiscales after the
+ * first, transformations other than a dataset's own "scale".
  * Threading: none. Ownership: the spec returned is malloc'd (free).
  */
 #include <errno.h>
@@ -15,77 +20,128 @@
 
 #define PRECOMPUTED "neuroglancer_precomputed"
 
-/* "8,8,40" (or "[8, 8, 40]") into res: three finite numbers above 0. 0, or -1. */
+#define MAX_AXES 32 /* NDS_MAX_RANK and then some: a resolution longer than any array's rank */
+
+/* The scales --scale chooses among: precomputed "scales" (key, resolution) or OME-Zarr "datasets"
+ * (path, the "scale" transformation). */
+typedef struct scale_list {
+    json_object *items;   /* the array (borrowed) */
+    const char *key_name; /* "key" or "path" */
+    bool ome;             /* resolution from coordinateTransformations */
+} scale_list;
+
+/* "8,8,40" (or "[8, 8, 40]") into res (at most MAX_AXES finite numbers above 0): their count, or
+ * -1. */
 static int parse_resolution(const char *text, double *res) {
     const char *p = text + strspn(text, " [");
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < MAX_AXES; i++) {
         char *end;
         errno = 0;
         res[i] = strtod(p, &end);
         if (end == p || errno != 0 || !isfinite(res[i]) || res[i] <= 0)
             return -1;
         p = end + strspn(end, " ");
-        if (i < 2 && *p++ != ',')
-            return -1;
+        if (*p != ',')
+            return strcmp(p, "]") == 0 || *p == '\0' ? i + 1 : -1;
+        p++;
         p += strspn(p, " ");
     }
-    return strcmp(p, "]") == 0 || *p == '\0' ? 0 : -1;
+    return -1;
 }
 
-/* Scale s's resolution into res; false when it has none of 3 numbers. */
-static bool scale_resolution(json_object *s, double *res) {
-    json_object *r = NULL;
-    if (!json_object_object_get_ex(s, "resolution", &r) ||
-        !json_object_is_type(r, json_type_array) || json_object_array_length(r) != 3)
-        return false;
-    for (size_t i = 0; i < 3; i++)
-        res[i] = json_object_get_double(json_object_array_get_idx(r, i));
-    return true;
+/* The numbers of a JSON array into res: their count (at most MAX_AXES), or -1. */
+static int json_numbers(json_object *r, double *res) {
+    if (!json_object_is_type(r, json_type_array) || json_object_array_length(r) > MAX_AXES)
+        return -1;
+    int n = (int)json_object_array_length(r);
+    for (int i = 0; i < n; i++)
+        res[i] = json_object_get_double(json_object_array_get_idx(r, (size_t)i));
+    return n;
 }
 
-static const char *scale_key(json_object *s) {
+/* Scale i's resolution into res: the count of its numbers, or -1 when it has none. */
+static int scale_resolution(const scale_list *l, size_t i, double *res) {
+    json_object *s = json_object_array_get_idx(l->items, i), *r = NULL, *t = NULL;
+    if (!l->ome)
+        return json_object_object_get_ex(s, "resolution", &r) ? json_numbers(r, res) : -1;
+    if (!json_object_object_get_ex(s, "coordinateTransformations", &t) ||
+        !json_object_is_type(t, json_type_array))
+        return -1;
+    for (size_t k = 0; k < json_object_array_length(t); k++) {
+        json_object *tk = json_object_array_get_idx(t, k), *type = NULL;
+        if (json_object_object_get_ex(tk, "type", &type) &&
+            strcmp(json_object_get_string(type), "scale") == 0 &&
+            json_object_object_get_ex(tk, "scale", &r))
+            return json_numbers(r, res);
+    }
+    return -1;
+}
+
+static const char *scale_key(const scale_list *l, size_t i) {
     json_object *k = NULL;
-    return json_object_object_get_ex(s, "key", &k) && json_object_is_type(k, json_type_string)
+    return json_object_object_get_ex(json_object_array_get_idx(l->items, i), l->key_name, &k) &&
+                   json_object_is_type(k, json_type_string)
                ? json_object_get_string(k)
                : NULL;
 }
 
-/* The index in scales of the one text names (digits: an index; with commas: a resolution; else a
- * key), or -1. */
-static long find_scale(json_object *scales, const char *text) {
-    size_t n = json_object_array_length(scales);
+/* The index of the scale text names (digits: an index; with commas: a resolution; else a key),
+ * or -1. */
+static long find_scale(const scale_list *l, const char *text) {
+    size_t n = json_object_array_length(l->items);
     if (text[0] && strspn(text, "0123456789") == strlen(text)) {
         errno = 0;
         unsigned long long i = strtoull(text, NULL, 10);
         return errno == 0 && i < n ? (long)i : -1;
     }
-    double want[3], have[3];
+    double want[MAX_AXES], have[MAX_AXES];
     bool by_resolution = strchr(text, ',') != NULL;
-    if (by_resolution && parse_resolution(text, want) != 0)
+    int nwant = by_resolution ? parse_resolution(text, want) : 0;
+    if (nwant < 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        json_object *s = json_object_array_get_idx(scales, i);
-        if (by_resolution ? scale_resolution(s, have) && have[0] == want[0] &&
-                                have[1] == want[1] && have[2] == want[2]
-                          : scale_key(s) && strcmp(scale_key(s), text) == 0)
+        if (by_resolution ? scale_resolution(l, i, have) == nwant &&
+                                memcmp(have, want, (size_t)nwant * sizeof *have) == 0
+                          : scale_key(l, i) && strcmp(scale_key(l, i), text) == 0)
             return (long)i;
     }
     return -1;
 }
 
 /* "0 (8_8_40, resolution 8,8,40), 1 (...)" into buf: what --scale can name. */
-static void list_scales(json_object *scales, char *buf, size_t cap) {
+static void list_scales(const scale_list *l, char *buf, size_t cap) {
     size_t used = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < json_object_array_length(scales) && used < cap; i++) {
-        json_object *s = json_object_array_get_idx(scales, i);
-        double r[3] = {0, 0, 0};
-        bool has_res = scale_resolution(s, r);
-        int n = snprintf(buf + used, cap - used, "%s%zu (%s, resolution %g,%g,%g)", i ? ", " : "",
-                         i, scale_key(s) ? scale_key(s) : "?", has_res ? r[0] : 0,
-                         has_res ? r[1] : 0, has_res ? r[2] : 0);
+    for (size_t i = 0; i < json_object_array_length(l->items) && used < cap; i++) {
+        double r[MAX_AXES];
+        int nr = scale_resolution(l, i, r);
+        int n = snprintf(buf + used, cap - used, "%s%zu (%s, resolution ", i ? ", " : "", i,
+                         scale_key(l, i) ? scale_key(l, i) : "?");
         used += n > 0 ? (size_t)n : 0;
+        for (int k = 0; k < nr && used < cap; k++) {
+            n = snprintf(buf + used, cap - used, "%s%g", k ? "," : "", r[k]);
+            used += n > 0 ? (size_t)n : 0;
+        }
+        if (used < cap) {
+            n = snprintf(buf + used, cap - used, nr < 0 ? "none)" : ")");
+            used += n > 0 ? (size_t)n : 0;
+        }
     }
+}
+
+/* The index of the scale text names in l, or CLI_FAIL (printed: the scales there). */
+static int choose_scale(const scale_list *l, const char *text, const char *url, size_t *index) {
+    long i = find_scale(l, text);
+    if (i < 0) {
+        char list[2048];
+        list_scales(l, list, sizeof list);
+        return cli_fail("--scale %s: no such scale in %s (give an index, a %s or a resolution "
+                        "x,y,z); its scales: %s", text, url, l->key_name, list);
+    }
+    if (!scale_key(l, (size_t)i))
+        return cli_fail("--scale %s: scale %ld of %s has no %s", text, i, url, l->key_name);
+    *index = (size_t)i;
+    return CLI_OK;
 }
 
 /* The scales array of a's metadata (info), into *doc (the caller puts it); CLI_FAIL printed. */
@@ -132,24 +188,120 @@ static int spec_at_key(nds_array *a, const char *key, char **out) {
 static int spec_of_scale(nds_array *a, const char *text, char **out) {
     const char *url = nds_kvstore_url(nds_array_kvstore(a));
     if (strcmp(nds_array_format(a), PRECOMPUTED) != 0)
-        return cli_fail("--scale %s: %s is a %s array: only neuroglancer precomputed volumes have "
-                        "scales (a level of an OME-Zarr multiscale group is an array of its own: "
-                        "open its path)", text, url, nds_array_format(a));
-    json_object *doc = NULL, *scales = NULL;
-    int rc = volume_scales(a, &doc, &scales);
-    long i = rc == CLI_OK ? find_scale(scales, text) : -1;
-    if (rc == CLI_OK && i < 0) {
-        char list[2048];
-        list_scales(scales, list, sizeof list);
-        rc = cli_fail("--scale %s: no such scale in %s (give an index, a key or a resolution "
-                      "x,y,z); its scales: %s", text, url, list);
-    }
-    const char *key = rc == CLI_OK ? scale_key(json_object_array_get_idx(scales, (size_t)i)) : NULL;
-    if (rc == CLI_OK && !key)
-        rc = cli_fail("--scale %s: scale %ld of %s has no key", text, i, url);
+        return cli_fail("--scale %s: %s is a %s array: only neuroglancer precomputed volumes and "
+                        "OME-Zarr multiscale groups have scales", text, url, nds_array_format(a));
+    json_object *doc = NULL;
+    scale_list l = {NULL, "key", false};
+    size_t i = 0;
+    int rc = volume_scales(a, &doc, &l.items);
     if (rc == CLI_OK)
-        rc = spec_at_key(a, key, out);
+        rc = choose_scale(&l, text, url, &i);
+    if (rc == CLI_OK)
+        rc = spec_at_key(a, scale_key(&l, i), out);
     json_object_put(doc);
+    return rc;
+}
+
+/* ---- OME-Zarr multiscale groups ---- */
+
+#define GROUP_DOC_MAX ((int64_t)16 << 20) /* a group's metadata is small; bounds a hostile one */
+
+/* The JSON document at key of kv, or NULL when it is missing or not JSON. */
+static json_object *read_json(nds_kvstore *kv, const char *key) {
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.byte_length = GROUP_DOC_MAX;
+    nds_read_result r;
+    if (nds_kvstore_read(kv, key, &o, &r) != 0)
+        return NULL;
+    json_object *doc = NULL;
+    if (r.state == NDS_READ_VALUE && r.value.len < (size_t)GROUP_DOC_MAX) {
+        json_tokener *tok = json_tokener_new();
+        doc = tok ? json_tokener_parse_ex(tok, (const char *)r.value.data, (int)r.value.len)
+                  : NULL;
+        json_tokener_free(tok);
+    }
+    nds_read_result_dispose(&r);
+    return doc;
+}
+
+/* The first multiscale's "datasets" of a group's attributes (OME-Zarr 0.5 under "ome"), or NULL. */
+static json_object *ome_datasets(json_object *attrs) {
+    json_object *ome = NULL, *ms = NULL, *ds = NULL;
+    if (json_object_object_get_ex(attrs, "ome", &ome))
+        attrs = ome;
+    if (!json_object_object_get_ex(attrs, "multiscales", &ms) ||
+        !json_object_is_type(ms, json_type_array) || json_object_array_length(ms) == 0 ||
+        !json_object_object_get_ex(json_object_array_get_idx(ms, 0), "datasets", &ds) ||
+        !json_object_is_type(ds, json_type_array))
+        return NULL;
+    return ds;
+}
+
+/* The group document under kv that has OME-Zarr datasets (zarr.json attributes, then zarr v2
+ * .zattrs): *doc (put by the caller), *datasets in it, *format the zarr version's format name. */
+static void find_ome_group(nds_kvstore *kv, json_object **doc, json_object **datasets,
+                           const char **format) {
+    json_object *attrs = NULL;
+    *datasets = NULL;
+    if ((*doc = read_json(kv, "zarr.json")) && json_object_object_get_ex(*doc, "attributes", &attrs))
+        *datasets = ome_datasets(attrs);
+    *format = "zarr3";
+    if (*datasets)
+        return;
+    json_object_put(*doc);
+    *doc = read_json(kv, ".zattrs");
+    *datasets = *doc ? ome_datasets(*doc) : NULL;
+    *format = "zarr";
+}
+
+/* {"driver": format, "kvstore": kvurl, "path": path} as text into *out. */
+static int dataset_spec(const char *kvurl, const char *format, const char *path, char **out) {
+    json_object *spec = json_object_new_object();
+    if (!spec)
+        return cli_fail("out of memory");
+    json_object_object_add(spec, "driver", json_object_new_string(format));
+    json_object_object_add(spec, "kvstore", json_object_new_string(kvurl));
+    json_object_object_add(spec, "path", json_object_new_string(path));
+    const char *s = json_object_to_json_string_ext(spec, JSON_C_TO_STRING_PLAIN |
+                                                             JSON_C_TO_STRING_NOSLASHESCAPE);
+    *out = s ? strdup(s) : NULL;
+    json_object_put(spec);
+    return *out ? CLI_OK : cli_fail("out of memory");
+}
+
+/* When url (not JSON, not @file) names an OME-Zarr multiscale group: *is_group, and the spec of
+ * the dataset text names (or CLI_FAIL printed). Otherwise *is_group = false and CLI_OK. */
+static int ome_scale_spec(const char *url, const char *text, bool *is_group, char **out) {
+    *is_group = false;
+    const char *p = url + strspn(url, " \t\r\n");
+    char *kvurl = NULL, *format = NULL, *dir = NULL;
+    nds_kvstore *kv = NULL;
+    if (*p == '{' || *p == '@' || nds_spec_url_split(url, &kvurl, &format) != 0)
+        return CLI_OK;
+    size_t n = strlen(kvurl);
+    dir = malloc(n + 2);
+    if (dir)
+        snprintf(dir, n + 2, "%s%s", kvurl, n && kvurl[n - 1] == '/' ? "" : "/");
+    json_object *doc = NULL, *datasets = NULL;
+    const char *zarr = NULL;
+    if (dir && nds_kvstore_open(&kv, dir, NULL) == 0)
+        find_ome_group(kv, &doc, &datasets, &zarr);
+    int rc = CLI_OK;
+    bool other_format = format && strcmp(format, "zarr") != 0 && strcmp(format, "zarr3") != 0;
+    if (datasets && !other_format) {
+        *is_group = true;
+        scale_list l = {datasets, "path", true};
+        size_t i = 0;
+        rc = choose_scale(&l, text, url, &i);
+        if (rc == CLI_OK)
+            rc = dataset_spec(dir, format ? format : zarr, scale_key(&l, i), out);
+    }
+    json_object_put(doc);
+    nds_kvstore_free(kv);
+    nds_free(kvurl);
+    nds_free(format);
+    free(dir);
+    nds_error_clear();
     return rc;
 }
 
@@ -161,9 +313,20 @@ int cli_scale_spec(const char *spec, const char *scale, char **out) {
         return cli_fail("--scale is empty: give an index (0), a key (8_8_40) or a resolution "
                         "(8,8,40)");
     nds_array *a = NULL;
-    int rc = cli_open_array(spec, NULL, 0, &a);
-    if (rc == CLI_OK)
-        rc = spec_of_scale(a, scale, out);
-    nds_array_free(a);
-    return rc;
+    nds_open_options o = NDS_OPEN_OPTIONS_INIT;
+    nds_error_clear();
+    int st = nds_array_open(&a, spec, &o);
+    if (st == 0) {
+        int rc = spec_of_scale(a, scale, out);
+        nds_array_free(a);
+        return rc;
+    }
+    /* No array there: an OME-Zarr group, or the open's own error. */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", nds_error_last()->message);
+    bool is_group = false;
+    int rc = st == NDS_ENOTFOUND ? ome_scale_spec(spec, scale, &is_group, out) : CLI_OK;
+    if (is_group)
+        return rc;
+    return why[0] ? cli_fail("%s", why) : cli_fail("%s: %s", spec, nds_strerror(st));
 }

@@ -98,6 +98,44 @@ expect_out "shape:       [8, 8, 4, 1]" "cp --scale copies scale 1"
 nds read "file://$T/s1copy" --region '[0, 0, 0, 0]'
 check '[ "$OUT" = 200 ]' "the copy holds scale 1's values"
 
+# OME-Zarr multiscale groups: zarr v3 (OME-Zarr 0.5, "ome" in zarr.json's attributes) and zarr v2
+# (0.4, .zattrs): a dataset by index, path or its "scale" transformation.
+for v in 3 2; do
+    G="$W/ome$v.zarr"
+    fmt=$([ $v = 3 ] && echo zarr3 || echo zarr)
+    nds create "file://$G/s0|$fmt:" --shape 8,8 --chunks 4,4 --dtype uint8; succeeded "create s0 (v$v)"
+    nds create "file://$G/s1|$fmt:" --shape 4,4 --chunks 4,4 --dtype uint8; succeeded "create s1 (v$v)"
+    python3 -c "import sys; sys.stdout.buffer.write(bytes([77]) * 16)" >"$T/s1.u8"
+    nds write "file://$G/s1|$fmt:" --raw -i "$T/s1.u8"; succeeded "write s1 (v$v)"
+    ms='[{"axes":[{"name":"y","type":"space"},{"name":"x","type":"space"}],"datasets":[
+      {"path":"s0","coordinateTransformations":[{"type":"scale","scale":[1.0,1.0]}]},
+      {"path":"s1","coordinateTransformations":[{"type":"scale","scale":[2.0,2.0]}]}]}]'
+    if [ $v = 3 ]; then
+        echo '{"zarr_format":3,"node_type":"group","attributes":{"ome":{"version":"0.5","multiscales":'"$ms"'}}}' >"$G/zarr.json"
+    else
+        echo '{"zarr_format":2}' >"$G/.zgroup"
+        echo '{"multiscales":'"$ms"'}' >"$G/.zattrs"
+    fi
+    for s in 1 s1 2,2 '[2, 2]'; do
+        nds read "file://$G" --scale "$s" --region '[3, 3]'; succeeded "read OME-Zarr v$v --scale $s"
+        check '[ "$OUT" = 77 ]' "OME-Zarr v$v --scale $s reads dataset s1 (got '$OUT')"
+    done
+    nds info "zarr://file://$G" --scale 0; succeeded "info zarr:// of an OME-Zarr v$v group --scale 0"
+    expect_out "shape:       [8, 8]" "OME-Zarr v$v --scale 0 is s0"
+    nds info "file://$G" --scale 2,2,2
+    refused "OME-Zarr v$v --scale of no dataset" "its scales: 0 (s0, resolution 1,1), 1 (s1, resolution 2,2)"
+    nds info "file://$G"; refused "OME-Zarr v$v group without --scale" "no array at"
+    nds info "n5://file://$G" --scale 1; refused "OME-Zarr v$v group through n5://" "n5"
+done
+# A dataset path that climbs out of the group's store is refused, not followed.
+mkdir -p "$W/climb.zarr"
+echo '{"zarr_format":3,"node_type":"group","attributes":{"multiscales":[{"datasets":[{"path":"../../../etc"}]}]}}' >"$W/climb.zarr/zarr.json"
+nds info "file://$W/climb.zarr" --scale 0; refused "OME-Zarr dataset path climbing out" ".."
+# A group whose multiscales has no datasets is no multiscale group: the open's own error.
+mkdir -p "$W/empty.zarr"
+echo '{"zarr_format":3,"node_type":"group","attributes":{"ome":{"multiscales":[{}]}}}' >"$W/empty.zarr/zarr.json"
+nds info "file://$W/empty.zarr" --scale 0; refused "group without datasets" "describes a group"
+
 # Unknown scales list the volume's; other formats are refused; an empty --scale is an error.
 for s in 2 99999999999999999999999 16_16_160 8,8 8,8,81 'x,y,z' -1; do
     nds read "file://$W/vol" --scale "$s"
@@ -105,7 +143,7 @@ for s in 2 99999999999999999999999 16_16_160 8,8 8,8,81 'x,y,z' -1; do
 done
 nds info "file://$W/vol" --scale ''; refused "empty --scale" "--scale is empty"
 for cmd in read info verify attrs; do
-    nds $cmd "file://$W/z3" --scale 0; refused "$cmd --scale of zarr v3" "only neuroglancer precomputed volumes have scales"
+    nds $cmd "file://$W/z3" --scale 0; refused "$cmd --scale of zarr v3" "only neuroglancer precomputed volumes and OME-Zarr multiscale groups have scales"
 done
 nds write "file://$W/n5" --scale 0 --raw -i "$T/r.bin"; refused "write --scale of N5" "is a n5 array"
 nds cp "file://$W/z2" "file://$T/never" --scale 0; refused "cp --scale of zarr v2" "only neuroglancer precomputed"
