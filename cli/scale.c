@@ -49,13 +49,18 @@ static int parse_resolution(const char *text, double *res) {
     return -1;
 }
 
-/* The numbers of a JSON array into res: their count (at most MAX_AXES), or -1. */
+/* The numbers of a JSON array into res: their count (at most MAX_AXES), or -1 (also when one is
+ * not a number). */
 static int json_numbers(json_object *r, double *res) {
     if (!json_object_is_type(r, json_type_array) || json_object_array_length(r) > MAX_AXES)
         return -1;
     int n = (int)json_object_array_length(r);
-    for (int i = 0; i < n; i++)
-        res[i] = json_object_get_double(json_object_array_get_idx(r, (size_t)i));
+    for (int i = 0; i < n; i++) {
+        json_object *v = json_object_array_get_idx(r, (size_t)i);
+        if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
+            return -1;
+        res[i] = json_object_get_double(v);
+    }
     return n;
 }
 
@@ -70,6 +75,7 @@ static int scale_resolution(const scale_list *l, size_t i, double *res) {
     for (size_t k = 0; k < json_object_array_length(t); k++) {
         json_object *tk = json_object_array_get_idx(t, k), *type = NULL;
         if (json_object_object_get_ex(tk, "type", &type) &&
+            json_object_is_type(type, json_type_string) &&
             strcmp(json_object_get_string(type), "scale") == 0 &&
             json_object_object_get_ex(tk, "scale", &r))
             return json_numbers(r, res);
@@ -227,7 +233,7 @@ static json_object *read_json(nds_kvstore *kv, const char *key) {
 /* The first multiscale's "datasets" of a group's attributes (OME-Zarr 0.5 under "ome"), or NULL. */
 static json_object *ome_datasets(json_object *attrs) {
     json_object *ome = NULL, *ms = NULL, *ds = NULL;
-    if (json_object_object_get_ex(attrs, "ome", &ome))
+    if (json_object_object_get_ex(attrs, "ome", &ome) && json_object_is_type(ome, json_type_object))
         attrs = ome;
     if (!json_object_object_get_ex(attrs, "multiscales", &ms) ||
         !json_object_is_type(ms, json_type_array) || json_object_array_length(ms) == 0 ||

@@ -131,6 +131,25 @@ done
 mkdir -p "$W/climb.zarr"
 echo '{"zarr_format":3,"node_type":"group","attributes":{"multiscales":[{"datasets":[{"path":"../../../etc"}]}]}}' >"$W/climb.zarr/zarr.json"
 nds info "file://$W/climb.zarr" --scale 0; refused "OME-Zarr dataset path climbing out" ".."
+# Hostile members: nulls and wrong types where strings, objects and arrays belong.
+mkdir -p "$W/odd.zarr"
+echo '{"zarr_format":3,"node_type":"group","attributes":{"multiscales":[{"datasets":[
+ {"path":null,"coordinateTransformations":[{"type":null},{"type":"scale","scale":null}]},
+ {"path":"s1","coordinateTransformations":[null,7,{"type":"scale","scale":["a",{}]}]},
+ 7, null]}]}}' >"$W/odd.zarr/zarr.json"
+for s in 0 1 s1 2,2 1,1 3; do
+    nds info "file://$W/odd.zarr" --scale "$s"; refused "hostile OME-Zarr metadata, --scale $s"
+done
+nds info "file://$W/odd.zarr" --scale s9; refused "hostile OME-Zarr metadata, --scale s9"
+expect_err "its scales: 0 (?, resolution none), 1 (s1, resolution none), 2 (?, resolution none), 3 (?, resolution none)" \
+    "hostile datasets listed as they are"
+# "ome": null is no OME-Zarr 0.5 member: the 0.4 "multiscales" beside it are used.
+mkdir -p "$W/nullome.zarr"
+cp -r "$W/ome3.zarr/s1" "$W/nullome.zarr/s1"
+echo '{"zarr_format":3,"node_type":"group","attributes":{"ome":null,"multiscales":[{"datasets":[
+ {"path":"s1","coordinateTransformations":[{"type":"scale","scale":[2,2]}]}]}]}}' >"$W/nullome.zarr/zarr.json"
+nds read "file://$W/nullome.zarr" --scale 2,2 --region '[0, 0]'; succeeded "\"ome\": null beside multiscales"
+check '[ "$OUT" = 77 ]' "\"ome\": null: dataset s1 read (got '$OUT')"
 # A group whose multiscales has no datasets is no multiscale group: the open's own error.
 mkdir -p "$W/empty.zarr"
 echo '{"zarr_format":3,"node_type":"group","attributes":{"ome":{"multiscales":[{}]}}}' >"$W/empty.zarr/zarr.json"
