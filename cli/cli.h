@@ -58,6 +58,8 @@ int cli_cmd_tag(int argc, char **argv);
 int cli_cmd_diff(int argc, char **argv);
 int cli_cmd_downsample(int argc, char **argv);
 
+int cli_cmd_serve(int argc, char **argv);
+
 /** Prints the info report of an open array (text, or one JSON object) to out. @return exit status */
 int cli_info_print(nds_array *a, bool as_json, FILE *out);
 

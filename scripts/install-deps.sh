@@ -13,6 +13,9 @@ packages=(
   python3 python3-numpy python3-zarr python3-numcodecs python3-fsspec
   python3-dev python3-pytest python3-torch  # the Python package (python/): build, tests; torch for ndstore.torch
   python3-pil python3-tifffile  # images_test.sh reads the PNG and TIFF files ndstore writes
+
+  libmicrohttpd-dev  # `ndstore serve` (cli/cmd_serve.c): the HTTP server
+  chromium python3-websocket  # the neuroglancer interop test drives headless Chromium over DevTools
   time  # GNU time: the benchmark reads the peak RSS of `ndstore cp` from it
 )
 
