@@ -29,7 +29,7 @@ typedef struct serve_req {
     char path[256];         /* as sent, non-printable bytes escaped, cut to fit */
     unsigned status;
     uint64_t bytes;         /* body bytes the response holds (0 for HEAD) */
-    char note[160];         /* why it failed, for the log */
+    char note[320];         /* why it failed, for the log */
 } serve_req;
 
 /* The body of a 200 or 206 response: [start, start + len) of key's value, at generation gen. */
@@ -286,15 +286,21 @@ static unsigned store_error_status(int rc, const char **text) {
     }
 }
 
-static enum MHD_Result queue_store_error(struct MHD_Connection *conn, serve_req *req, int rc) {
+/* The store's message about the read that failed last on this thread, into buf. */
+static void store_message(int rc, char *buf, size_t cap) {
+    const nds_error *e = nds_error_last();
+    snprintf(buf, cap, "%s", e && e->message[0] ? e->message : nds_strerror(rc));
+}
+
+/* A failed read: the client gets the kind of failure, the log line what the store said (detail). */
+static enum MHD_Result queue_store_error(struct MHD_Connection *conn, serve_req *req, int rc,
+                                         const char *detail) {
     const char *text;
     unsigned status = store_error_status(rc, &text);
-    const nds_error *e = nds_error_last();
     char body[200];
     snprintf(body, sizeof body, "%s (%s)", text, nds_strerror(rc));
     enum MHD_Result r = queue_text(conn, req, status, body);
-    /* The log line says what the store said; the client only the kind of failure. */
-    snprintf(req->note, sizeof req->note, "%s", e && e->message[0] ? e->message : nds_strerror(rc));
+    snprintf(req->note, sizeof req->note, "%s", detail);
     return r;
 }
 
@@ -338,9 +344,10 @@ static bool range_resolve(const serve_range *r, uint64_t total, uint64_t *start,
 }
 
 /* The first read of a GET or HEAD: the value's size and generation, and for a GET the first block
- * of what is asked (so a small value is read once). A range past the end is not an error here. */
+ * of what is asked (so a small value is read once). A range that starts past the end is not an
+ * error here (the caller answers 416); any other failure is, its message in why. */
 static int probe(nds_kvstore *kv, const char *key, const serve_range *r, bool head,
-                 nds_read_result *out) {
+                 nds_read_result *out, char *why, size_t why_cap) {
     nds_read_options o = NDS_READ_OPTIONS_INIT;
     if (r->kind == SERVE_RANGE_FROM && r->first <= INT64_MAX)
         o.byte_start = (int64_t)r->first;
@@ -352,14 +359,23 @@ static int probe(nds_kvstore *kv, const char *key, const serve_range *r, bool he
     o.byte_length = head ? 0 : (int64_t)want;
     nds_error_clear();
     int rc = nds_kvstore_read(kv, key, &o, out);
-    if (rc == NDS_ERANGE) { /* starts past the end: read nothing, to learn the size for the 416 */
-        nds_read_result_dispose(out);
-        o.byte_start = 0;
-        o.byte_length = 0;
-        nds_error_clear();
-        rc = nds_kvstore_read(kv, key, &o, out);
+    if (rc == 0 || rc != NDS_ERANGE || r->kind != SERVE_RANGE_FROM) {
+        if (rc != 0)
+            store_message(rc, why, why_cap);
+        return rc;
     }
-    return rc;
+    /* Perhaps the range starts past the end: read nothing, to learn the size for the 416. A
+     * range inside the value that failed all the same is the store's failure (a truncated
+     * object), never a 416. */
+    store_message(rc, why, why_cap);
+    nds_read_result_dispose(out);
+    o.byte_start = 0;
+    o.byte_length = 0;
+    nds_error_clear();
+    int again = nds_kvstore_read(kv, key, &o, out);
+    if (again != 0 || out->state != NDS_READ_VALUE || r->first < out->total_size)
+        return again != 0 ? (store_message(again, why, why_cap), again) : rc;
+    return 0;
 }
 
 /* A 200 or 206 whose body is [start, start + len) of the value probe read (its first block, held
@@ -401,10 +417,11 @@ static enum MHD_Result answer_read(struct MHD_Connection *conn, serve_req *req,
     serve_range r =
         serve_range_parse(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Range"));
     nds_read_result first;
-    int rc = probe(site->kv, key, &r, head, &first);
+    char why[320];
+    int rc = probe(site->kv, key, &r, head, &first, why, sizeof why);
     if (rc != 0) {
         nds_read_result_dispose(&first);
-        return queue_store_error(conn, req, rc);
+        return queue_store_error(conn, req, rc, why);
     }
     if (first.state != NDS_READ_VALUE) {
         nds_read_result_dispose(&first);

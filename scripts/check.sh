@@ -62,6 +62,8 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
   stage "cp between formats" bash tests/integration/cp_matrix_test.sh "$root/build"
 [ -f tests/integration/versioned_test.sh ] &&
   stage "versioned store (cli)" bash tests/integration/versioned_test.sh "$root/build/ndstore"
+[ -f tests/integration/serve_test.sh ] &&
+  stage "ndstore serve (curl)" bash tests/integration/serve_test.sh "$root/build/ndstore"
 [ -f tests/integration/concurrent_writers.sh ] &&
   stage "concurrent writers" bash tests/integration/concurrent_writers.sh "$root/build/ndstore"
 [ -f tests/integration/s3_test.sh ] &&
