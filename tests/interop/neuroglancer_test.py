@@ -386,18 +386,16 @@ CASES = [
 ]
 
 
-def watch(browser, url, check, seconds, stop_when_ok):
-    """Screenshots every 0.5 s for up to seconds. Returns (ever ok, last why, seconds to ok)."""
+def watch(browser, url, check, seconds):
+    """Opens url and takes a screenshot every 0.5 s until check passes, for up to seconds.
+    Returns (passed, the check's last word, seconds it took)."""
     browser.open(url)
     start = time.monotonic()
     why = 'no screenshot'
     while time.monotonic() - start < seconds:
         time.sleep(0.5)
-        img = browser.screenshot()
-        ok, why = check(img)
+        ok, why = check(browser.screenshot())
         if ok:
-            if stop_when_ok:
-                return True, why, time.monotonic() - start
             return True, why, time.monotonic() - start
     return False, why, None
 
@@ -409,17 +407,17 @@ def damage(path):
 
 
 def run_case(browser, viewer, data, case):
-    name, layer, check, damaged_key, = case
+    name, layer, check, damaged_key = case
     layer = dict(layer, source=layer['source'].format(data=data.url.rstrip('/')))
     url = viewer.url + '#!' + urllib.parse.quote(json.dumps(viewer_state(data.url, layer)))
-    ok, why, took = watch(browser, url, check, READY_SECONDS, True)
+    ok, why, took = watch(browser, url, check, READY_SECONDS)
     result(ok, '%s: drawn as the data says%s: %s' % (name, ' in %.1f s' % took if ok else '', why))
     if not ok:
         shutil.copy(os.path.join(TMP, 'last.png'), os.path.join(TMP, 'failed-%s.png' % layer['name']))
         return
     damage(os.path.join(TMP, 'data', damaged_key))
     served_before = len(data.log_lines())
-    ok, why, _ = watch(browser, url, check, DAMAGED_SECONDS, True)
+    ok, why, _ = watch(browser, url, check, DAMAGED_SECONDS)
     served = [line for line in data.log_lines()[served_before:]
               if line.split(' ')[1:2] == ['/' + damaged_key] and line.split(' ')[2] in ('200', '206')]
     result(not ok and served, '%s: with %s damaged the check fails (%s; the damaged key served %d times)'
