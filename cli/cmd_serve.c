@@ -40,17 +40,17 @@ static const char usage[] = "ndstore serve URL [--port P] [--bind ADDR] [--threa
 static const char help[] =
     "usage: ndstore serve URL [--port P] [--bind ADDR] [--threads N]\n"
     "\n"
-    "Serve the keys of a kvstore over HTTP, read-only: GET and HEAD of http://ADDR:PORT/KEY answer\n"
-    "the value of KEY (a path ending in '/' answers its index.html). URL is any kvstore URL\n"
-    "(file:///d/, a bare path, file:///d/|versioned:, lmdb:///d/db, s3://bucket/p/, ...); an array\n"
-    "URL's trailing |FORMAT: is ignored, so the array's keys are served. Byte ranges (one per\n"
-    "request) are answered 206 from ranged reads; every response allows any origin (CORS), so\n"
-    "neuroglancer on another port can open precomputed://http://ADDR:PORT/... volumes.\n"
+    "Serve the keys of a kvstore over HTTP, read-only: GET and HEAD of http://ADDR:PORT/KEY\n"
+    "answer the value of KEY (a path ending in '/' answers its index.html). URL is any kvstore\n"
+    "URL (file:///d/, a bare path, file:///d/|versioned:, lmdb:///d/db, s3://bucket/p/, ...);\n"
+    "an array URL's trailing |FORMAT: is ignored, so the array's keys are served. Byte ranges\n"
+    "(one per request) are answered 206 from ranged reads; every response allows any origin\n"
+    "(CORS), so neuroglancer on another port can open precomputed://http://ADDR:PORT/... volumes.\n"
     "Prints the URL it listens on once ready; logs one line per request on stderr (method, path,\n"
     "status, body bytes, milliseconds); stops on SIGINT or SIGTERM and exits 0.\n"
     "\n"
     "  -p, --port P       TCP port (default 8080; 0 picks a free one, printed)\n"
-    "  -b, --bind ADDR    IPv4 or IPv6 address to listen on (default 127.0.0.1, this machine only)\n"
+    "  -b, --bind ADDR    IPv4 or IPv6 address to listen on (default 127.0.0.1: this machine)\n"
     "  -t, --threads N    threads answering requests, so store reads at once (default 8, 1..256)\n"
     "  -h, --help         show this help\n";
 
@@ -124,7 +124,8 @@ static int parse_bind(const char *text, long port, listen_addr *a) {
         a->v6 = true;
         return CLI_OK;
     }
-    return cli_usage(usage, "--bind '%s' is not a numeric IPv4 or IPv6 address (e.g. 127.0.0.1, ::1)",
+    return cli_usage(usage,
+                     "--bind '%s' is not a numeric IPv4 or IPv6 address (e.g. 127.0.0.1, ::1)",
                      text);
 }
 
@@ -186,7 +187,8 @@ static int open_store(const char *url, nds_kvstore **out) {
 /* ---- running ---- */
 
 static struct MHD_Daemon *start_daemon(int fd, bool v6, long threads, serve_site *site) {
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
     return MHD_start_daemon(

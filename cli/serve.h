@@ -1,7 +1,7 @@
 /* `ndstore serve`: what the command (cmd_serve.c) and its request handler (serve_request.c) share.
  *
  * The HTTP protocol is libmicrohttpd's: it parses requests, frames responses (Content-Length, HEAD
- * without a body) and runs the thread pool. serve_request.c turns one request into one kvstore read.
+ * without a body) and runs the thread pool. serve_request.c turns a request into kvstore reads.
  * Threading: serve_answer and serve_completed run on the daemon's pool threads, many at once; the
  * serve_site they share is read-only once the daemon runs (its kvstore handle is internally
  * synchronised).

@@ -4,8 +4,8 @@
  * the kvstore's ranged read (never the whole value), 416 when the range is outside it, 404 when the
  * key is missing, 400 for a path that is not a key inside the store, 500 (or 502/504 for a remote
  * store that failed or timed out) when the store fails. OPTIONS answers a CORS preflight; every
- * other method is 405: the server is read-only. Every response allows any origin, so a viewer served
- * from another port (neuroglancer) can read it, 404s included.
+ * other method is 405: the server is read-only. Every response allows any origin, so a viewer
+ * served from another port (neuroglancer) can read it, 404s included.
  *
  * A body is read in blocks of SERVE_BLOCK_BYTES, each a ranged read conditional on the generation
  * the first block came from: a value replaced while it streams ends the response with an error
@@ -130,7 +130,8 @@ static bool parse_u64(const char **p, uint64_t *v) {
     if (*s < '0' || *s > '9')
         return false;
     for (; *s >= '0' && *s <= '9'; s++)
-        if (__builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, (uint64_t)(*s - '0'), &x))
+        if (__builtin_mul_overflow(x, 10, &x) ||
+            __builtin_add_overflow(x, (uint64_t)(*s - '0'), &x))
             return false;
     *p = s;
     *v = x;
@@ -231,22 +232,44 @@ static void body_free(void *cls) {
     free(b);
 }
 
-/* Reads the block of the value that holds byte abs (at the body's generation). 0 or -1. */
+/* Bytes a read of a body [start, start + len) asks for at abs: the rest, at most one block. */
+static uint64_t block_want(uint64_t start, uint64_t len, uint64_t abs) {
+    uint64_t rest = start + len - abs;
+    return rest < SERVE_BLOCK_BYTES ? rest : SERVE_BLOCK_BYTES;
+}
+
+/* Why a read of want bytes did not give them, or NULL when it did (r read without error). A read
+ * shorter than asked, not at the value's end, is the store failing (a dropped connection): the
+ * library treats it so (array_read.c), and so does serve, rather than send a short body. */
+static const char *short_read(const nds_read_result *r, uint64_t want, char *buf, size_t cap) {
+    if (r->state == NDS_READ_ABORTED)
+        return "the value changed while it was sent";
+    if (r->state != NDS_READ_VALUE)
+        return "the key was deleted while it was sent";
+    if (r->value.len == want)
+        return NULL;
+    snprintf(buf, cap, "the store returned %zu bytes of the %" PRIu64 " asked for", r->value.len,
+             want);
+    return buf;
+}
+
+/* Reads the block of the value that holds byte abs (at the body's generation). 0, or -1 with the
+ * reason on stderr: the response then ends short, and the client sees it did. */
 static int body_fill(serve_body *b, uint64_t abs) {
     nds_read_result_dispose(&b->block);
-    uint64_t end = b->start + b->len;
+    uint64_t want = block_want(b->start, b->len, abs);
     nds_read_options o = NDS_READ_OPTIONS_INIT;
     o.if_equal = b->gen;
     o.byte_start = (int64_t)abs;
-    o.byte_length = (int64_t)(end - abs < SERVE_BLOCK_BYTES ? end - abs : SERVE_BLOCK_BYTES);
+    o.byte_length = (int64_t)want;
     nds_error_clear();
     int rc = nds_kvstore_read(b->kv, b->key, &o, &b->block);
-    if (rc != 0 || b->block.state != NDS_READ_VALUE || b->block.value.len == 0) {
-        /* The value changed, vanished or failed mid-stream: the response ends short. */
+    char buf[128];
+    const char *why = rc ? NULL : short_read(&b->block, want, buf, sizeof buf);
+    if (rc != 0 || why) {
         const nds_error *e = nds_error_last();
         fprintf(stderr, "ndstore serve: %s: reading bytes from %" PRIu64 " failed: %s\n", b->key,
-                abs, rc ? (e && e->message[0] ? e->message : nds_strerror(rc))
-                        : "the value changed or vanished while it was sent");
+                abs, why ? why : e && e->message[0] ? e->message : nds_strerror(rc));
         nds_read_result_dispose(&b->block);
         return -1;
     }
@@ -432,6 +455,12 @@ static enum MHD_Result answer_read(struct MHD_Connection *conn, serve_req *req,
         nds_read_result_dispose(&first);
         return queue_unsatisfiable(conn, req, total);
     }
+    const char *short_why =
+        head ? NULL : short_read(&first, block_want(start, len, start), why, sizeof why);
+    if (short_why) {
+        nds_read_result_dispose(&first);
+        return queue_store_error(conn, req, NDS_EIO, short_why);
+    }
     return queue_value(conn, req, site, key, &first, start, len, r.kind != SERVE_RANGE_NONE, head);
 }
 
@@ -527,7 +556,7 @@ void serve_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     if (!req)
         return;
     *req_cls = NULL;
-    /* One fprintf per line: stdio locks stderr for it, so lines of concurrent requests never mix. */
+    /* One fprintf per line: stdio locks stderr for it, so concurrent requests' lines never mix. */
     double ms = (cli_now() - req->start) * 1e3;
     const char *cut = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)";
     fprintf(stderr, "%s %s %u %" PRIu64 " %.1fms%s%s%s\n", req->method, req->path, req->status,

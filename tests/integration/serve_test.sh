@@ -201,6 +201,53 @@ serve again "file://$T/site" --port "$port" && {
     check '[ "$RC" -eq 0 ]' "SIGINT: exit 0 (got $RC)"
 }
 
+# ---- a store whose reads come back short (the faulty adapter): an error, never a short body ----
+# A read that returns fewer bytes than asked, not at the value's end, is the store failing: the
+# first one is a 500; a later one (a large value streams in 1 MiB blocks) ends the response early,
+# which curl sees as an error. Before, the short bytes were sent and the response lost its last byte.
+faulty() { # faulty READ-SCHEDULE: the site through the faulty adapter
+    printf '{"driver":"faulty","base":"file://%s/site/","fail":{"read":%s}}' "$T" "$1"
+}
+serve short "$(faulty '{"every":1,"mode":"short_read"}')" --port 0 && {
+    get "${URL}a.txt"
+    check '[ "$CODE" = 500 ]' "a short first read: 500 (got $CODE, body '$(head -c 40 "$BODY")')"
+    get -H "Range: bytes=1-9" "${URL}a.txt"
+    check '[ "$CODE" = 500 ]' "a short ranged read: 500 (got $CODE)"
+    stop "$PID" TERM
+}
+serve short2 "$(faulty '{"nth":2,"mode":"short_read"}')" --port 0 && {
+    curl -s --max-time 20 -o "$T/short2.bin" "${URL}sub/big.bin"
+    RC=$?
+    check '[ "$RC" -ne 0 ] && ! cmp -s "$T/short2.bin" site/sub/big.bin' "a short read mid-stream ends the response early: curl fails (exit $RC)"
+    check 'grep -q "returned .* bytes of the .* asked for" short2.log && grep -q "^GET /sub/big.bin 200 3000000 .*(connection ended early)" short2.log' "a short read mid-stream is logged"
+    stop "$PID" TERM
+}
+
+# A value replaced while it streams: the next block's read is conditional on the generation the
+# first came from, so the response ends early instead of mixing two values.
+head -c 40000000 /dev/urandom >site/huge.bin
+serve change "file://$T/site" --port 0 && {
+    curl -s --max-time 30 --limit-rate 8M -o "$T/changed.bin" "${URL}huge.bin" &
+    cpid=$!
+    sleep 0.7
+    head -c 40000000 /dev/zero >site/huge.new && mv site/huge.new site/huge.bin
+    wait "$cpid"
+    RC=$?
+    check '[ "$RC" -ne 0 ] && [ "$(stat -c %s "$T/changed.bin")" -lt 40000000 ]' "a value replaced mid-stream: the response ends early (curl exit $RC, $(stat -c %s "$T/changed.bin") bytes)"
+    check 'grep -q "changed while it was sent" change.log' "a value replaced mid-stream is logged"
+    stop "$PID" TERM
+}
+rm -f site/huge.bin
+
+# A symbolic link inside the store to a file outside: the file store follows none, nothing is sent.
+ln -s "$T/outside.txt" site/link.txt
+serve links "file://$T/site" --port 0 && {
+    get "${URL}link.txt"
+    check '[ "$CODE" != 200 ] && ! grep -q secret "$BODY"' "a link to a file outside the store is not followed (got $CODE)"
+    stop "$PID" TERM
+}
+rm -f site/link.txt
+
 # ---- LMDB and versioned stores: the array read through HTTP equals the array read directly ----
 $PY -c "import sys,struct; sys.stdout.buffer.write(struct.pack('<4096H', *[(i * 37) % 65536 for i in range(4096)]))" >arr.raw
 through_http() { # through_http STORE_URL PATH_IN_STORE FORMAT DESC
