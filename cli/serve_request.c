@@ -193,7 +193,7 @@ static const char *content_type(const char *key) {
 static void add_common_headers(struct MHD_Response *resp) {
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
     MHD_add_response_header(resp, "Access-Control-Expose-Headers",
-                            "Content-Length, Content-Range, Content-Type, Accept-Ranges");
+                            "Content-Length, Content-Range, Content-Type, Accept-Ranges, ETag");
     MHD_add_response_header(resp, "Accept-Ranges", "bytes");
 }
 
@@ -295,6 +295,28 @@ static ssize_t body_read(void *cls, uint64_t pos, char *buf, size_t max) {
 }
 
 /* ---- GET and HEAD ---- */
+
+/* The ETag of a generation ("\"<generation>\""), or false when it has none that fits an ETag. A
+ * generation changes whenever the value does, so it is a strong validator: clients (and ndstore's
+ * own http kvstore, reading from another serve) get stable generations from it. */
+static bool etag_of(const nds_generation *g, char *buf, size_t cap) {
+    if (g->kind != NDS_GEN_VALUE || !g->value[0] || strlen(g->value) + 3 > cap)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)g->value; *p; p++)
+        if (*p <= 0x20 || *p >= 0x7f || *p == '"' || *p == '\\')
+            return false;
+    snprintf(buf, cap, "\"%s\"", g->value);
+    return true;
+}
+
+/* Whether the request's If-Range (RFC 9110 13.1.5) lets its Range stand: no If-Range, or one equal
+ * to the value's ETag. A date never matches (no Last-Modified is sent), nor does another ETag: the
+ * whole value is then sent, so a client resuming a download never joins two values. */
+static bool if_range_holds(struct MHD_Connection *conn, const nds_generation *g) {
+    const char *want = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "If-Range");
+    char etag[NDS_GENERATION_MAX + 3];
+    return !want || (etag_of(g, etag, sizeof etag) && strcmp(want, etag) == 0);
+}
 
 /* The status of a failed read, and its text for the client (the details go to the log only: they
  * may name the server's paths). */
@@ -425,6 +447,9 @@ static enum MHD_Result queue_value(struct MHD_Connection *conn, serve_req *req,
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type", content_type(key));
+    char etag[NDS_GENERATION_MAX + 3];
+    if (etag_of(&b->gen, etag, sizeof etag))
+        MHD_add_response_header(resp, "ETag", etag);
     if (partial) {
         char range[96];
         snprintf(range, sizeof range, "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, start,
@@ -442,6 +467,12 @@ static enum MHD_Result answer_read(struct MHD_Connection *conn, serve_req *req,
     nds_read_result first;
     char why[320];
     int rc = probe(site->kv, key, &r, head, &first, why, sizeof why);
+    if (rc == 0 && first.state == NDS_READ_VALUE && r.kind != SERVE_RANGE_NONE &&
+        !if_range_holds(conn, &first.generation)) {
+        r.kind = SERVE_RANGE_NONE; /* the value changed since the client's copy: all of it */
+        nds_read_result_dispose(&first);
+        rc = probe(site->kv, key, &r, head, &first, why, sizeof why);
+    }
     if (rc != 0) {
         nds_read_result_dispose(&first);
         return queue_store_error(conn, req, rc, why);

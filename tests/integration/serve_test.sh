@@ -150,6 +150,29 @@ check '[ "$CODE" = 206 ] && cmp -s "$BODY" <(tail -c +1048571 site/sub/big.bin |
 get -H "Range: bytes=-1" "${U}sub/big.bin"
 check '[ "$CODE" = 206 ] && cmp -s "$BODY" <(tail -c 1 site/sub/big.bin) && [ "$(header content-range)" = "bytes 2999999-2999999/3000000" ]' "the last byte of a large value"
 
+# Validators: an ETag from the store's generation; If-Range holds the range only for that ETag.
+get "${U}a.txt"
+etag=$(header etag)
+check '[[ "$etag" == \"*\" ]]' "GET: an ETag (got '$etag')"
+get -H "Range: bytes=0-4" -H "If-Range: $etag" "${U}a.txt"
+check '[ "$CODE" = 206 ] && [ "$(cat "$BODY")" = hello ]' "If-Range with the current ETag: 206"
+get -H "Range: bytes=0-4" -H 'If-Range: "an-older-value"' "${U}a.txt"
+check '[ "$CODE" = 200 ] && [ "$(cat "$BODY")" = "hello world" ]' "If-Range with another ETag: the whole value, 200 (got $CODE)"
+get -H "Range: bytes=0-4" -H "If-Range: Wed, 21 Oct 2015 07:28:00 GMT" "${U}a.txt"
+check '[ "$CODE" = 200 ]' "If-Range with a date: the whole value, 200 (got $CODE)"
+
+# ndstore serving what another ndstore serve serves (its http:// kvstore): a range is a ranged
+# request upstream, never the whole value, and a large value streams whole (stable ETags).
+serve chain "$U" --port 0 && {
+    before=$(wc -l <main.log)
+    get -H "Range: bytes=1000-1999" "${URL}sub/big.bin"
+    check '[ "$CODE" = 206 ] && cmp -s "$BODY" <(tail -c +1001 site/sub/big.bin | head -c 1000)' "through a second serve: a range"
+    check '[ -z "$(tail -n +$((before + 1)) main.log | grep "^GET /sub/big.bin 200")" ] && tail -n +$((before + 1)) main.log | grep -q "^GET /sub/big.bin 206 1000 "' "a range through a second serve reads only the range upstream"
+    get "${URL}sub/big.bin"
+    check '[ "$CODE" = 200 ] && cmp -s "$BODY" site/sub/big.bin' "through a second serve: 3 MB whole, in blocks"
+    stop "$PID" TERM
+}
+
 # Read-only: other methods are 405 and change nothing.
 for m in POST PUT DELETE PATCH; do
     get -X "$m" --data-binary x "${U}a.txt"
