@@ -197,6 +197,31 @@ long=$(printf 'a%.0s' $(seq 5000))
 get "$U$long"
 check '[ "$CODE" = 414 ] || [ "$CODE" = 400 ]' "a path over 4096 bytes is refused"
 
+# Hostile clients: garbage, an endless header, a request cut short, a huge declared body, a
+# smuggling attempt. Each gets an error or a closed connection; the server goes on answering.
+$PY - "${U#http://}" <<'EOF' >hostile.out 2>&1
+import socket, sys
+host, port = sys.argv[1].rstrip('/').split(':')
+def send(data, read=True):
+    s = socket.create_connection((host, int(port)), timeout=3)
+    try:
+        s.sendall(data)
+        return s.recv(200).split(b'\r\n')[0].decode('latin-1') if read else ''
+    except OSError as e:
+        return 'closed (%s)' % type(e).__name__
+    finally:
+        s.close()
+print('garbage:', send(b'\x00\xff GARBAGE \x01\r\n\r\n'))
+print('long header:', send(b'GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Long: ' + b'a' * 200000 + b'\r\n\r\n'))
+print('cut short:', send(b'GET /a.txt HTTP/1.1\r\nHos', read=False))
+print('huge body:', send(b'PUT /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\nabc'))
+print('smuggled:', send(b'GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n'
+                        b'Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n'))
+EOF
+check '! grep -v smuggled hostile.out | grep -q " 200 " && kill -0 "$MAIN"' "hostile clients get no 200 and the server lives ($(tr '\n' ';' <hostile.out))"
+get "${U}a.txt"
+check '[ "$CODE" = 200 ] && [ "$(cat "$BODY")" = "hello world" ]' "after hostile clients the server still answers"
+
 # Concurrency: 24 downloads at once through 2 threads, each whole and equal.
 for i in $(seq 24); do
     curl -s --max-time 60 -o "$T/c$i" "${U}sub/big.bin" &
