@@ -242,7 +242,7 @@ int cli_cmd_serve(int argc, char **argv) {
         nds_kvstore_free(kv);
         return rc;
     }
-    serve_site site = {kv};
+    serve_site site = {kv, !(nds_kvstore_capabilities(kv) & NDS_KV_CAP_LOCAL)};
     struct MHD_Daemon *d = start_daemon(fd, addr.v6, o.threads, &site);
     if (!d) {
         close(fd);

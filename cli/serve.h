@@ -24,6 +24,7 @@
 /** What every request reads: the store served. */
 typedef struct serve_site {
     nds_kvstore *kv; /**< borrowed: the command owns it and frees it after the daemon stopped */
+    bool remote;     /**< not NDS_KV_CAP_LOCAL: its I/O errors are an upstream server's (502) */
 } serve_site;
 
 /** libmicrohttpd's access handler (cls is the serve_site). Answers GET, HEAD and OPTIONS; every

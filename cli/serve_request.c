@@ -319,14 +319,21 @@ static bool if_range_holds(struct MHD_Connection *conn, const nds_generation *g)
 }
 
 /* The status of a failed read, and its text for the client (the details go to the log only: they
- * may name the server's paths). */
-static unsigned store_error_status(int rc, const char **text) {
+ * may name the server's paths). An I/O error of a store that is not local (s3, gcs, http, or an
+ * adapter such as versioned, whose base the public API does not show) is its server's: 502. */
+static unsigned store_error_status(int rc, bool remote, const char **text) {
     switch (rc) {
     case NDS_ENOTFOUND: *text = "not found"; return MHD_HTTP_NOT_FOUND;
     case NDS_EINVAL: *text = "not a key of this store"; return MHD_HTTP_BAD_REQUEST;
     case NDS_EPERM: *text = "permission denied by the store"; return MHD_HTTP_FORBIDDEN;
-    case NDS_ENETWORK: *text = "the store's server failed"; return MHD_HTTP_BAD_GATEWAY;
     case NDS_ETIMEOUT: *text = "the store's server timed out"; return MHD_HTTP_GATEWAY_TIMEOUT;
+    case NDS_ENETWORK: *text = "the store's server failed"; return MHD_HTTP_BAD_GATEWAY;
+    case NDS_EIO:
+        if (remote) {
+            *text = "the store's server failed";
+            return MHD_HTTP_BAD_GATEWAY;
+        }
+        /* fall through */
     default: *text = "the store failed to read this key"; return MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
 }
@@ -338,10 +345,10 @@ static void store_message(int rc, char *buf, size_t cap) {
 }
 
 /* A failed read: the client gets the kind of failure, the log line what the store said (detail). */
-static enum MHD_Result queue_store_error(struct MHD_Connection *conn, serve_req *req, int rc,
-                                         const char *detail) {
+static enum MHD_Result queue_store_error(struct MHD_Connection *conn, serve_req *req,
+                                         const serve_site *site, int rc, const char *detail) {
     const char *text;
-    unsigned status = store_error_status(rc, &text);
+    unsigned status = store_error_status(rc, site->remote, &text);
     char body[200];
     snprintf(body, sizeof body, "%s (%s)", text, nds_strerror(rc));
     enum MHD_Result r = queue_text(conn, req, status, body);
@@ -475,7 +482,7 @@ static enum MHD_Result answer_read(struct MHD_Connection *conn, serve_req *req,
     }
     if (rc != 0) {
         nds_read_result_dispose(&first);
-        return queue_store_error(conn, req, rc, why);
+        return queue_store_error(conn, req, site, rc, why);
     }
     if (first.state != NDS_READ_VALUE) {
         nds_read_result_dispose(&first);
@@ -490,7 +497,7 @@ static enum MHD_Result answer_read(struct MHD_Connection *conn, serve_req *req,
         head ? NULL : short_read(&first, block_want(start, len, start), why, sizeof why);
     if (short_why) {
         nds_read_result_dispose(&first);
-        return queue_store_error(conn, req, NDS_EIO, short_why);
+        return queue_store_error(conn, req, site, NDS_EIO, short_why);
     }
     return queue_value(conn, req, site, key, &first, start, len, r.kind != SERVE_RANGE_NONE, head);
 }

@@ -251,16 +251,16 @@ serve again "file://$T/site" --port "$port" && {
 
 # ---- a store whose reads come back short (the faulty adapter): an error, never a short body ----
 # A read that returns fewer bytes than asked, not at the value's end, is the store failing: the
-# first one is a 500; a later one (a large value streams in 1 MiB blocks) ends the response early,
+# first one is an error status (502 here: an adapter is not a local store); a later one (a large value streams in 1 MiB blocks) ends the response early,
 # which curl sees as an error. Before, the short bytes were sent and the response lost its last byte.
 faulty() { # faulty READ-SCHEDULE: the site through the faulty adapter
     printf '{"driver":"faulty","base":"file://%s/site/","fail":{"read":%s}}' "$T" "$1"
 }
 serve short "$(faulty '{"every":1,"mode":"short_read"}')" --port 0 && {
     get "${URL}a.txt"
-    check '[ "$CODE" = 500 ]' "a short first read: 500 (got $CODE, body '$(head -c 40 "$BODY")')"
+    check '[ "$CODE" = 502 ]' "a short first read: 502, the faulty adapter is no local store (got $CODE, body '$(head -c 40 "$BODY")')"
     get -H "Range: bytes=1-9" "${URL}a.txt"
-    check '[ "$CODE" = 500 ]' "a short ranged read: 500 (got $CODE)"
+    check '[ "$CODE" = 502 ]' "a short ranged read: 502 (got $CODE)"
     stop "$PID" TERM
 }
 serve short2 "$(faulty '{"nth":2,"mode":"short_read"}')" --port 0 && {
@@ -331,6 +331,22 @@ get "${URL}arr/.zarray"
 check '[ "$CODE" = 200 ] || [ "$CODE" = 500 ]' "the server still answers after the corrupt reads"
 stop "$LAST" TERM
 check '[ "$RC" -eq 0 ]' "versioned: stops with exit 0 after store errors"
+
+# An S3 store (the strict S3 test double on 127.0.0.1): the same, and an S3 that fails is a 502.
+$PY "$HERE/../servers/strict_s3.py" --port-file "$T/s3.port" --buckets ndstest --access-key SERVEAK \
+    --secret-key 'serve/SECRET' >"$T/s3.log" 2>&1 &
+S3_PID=$!
+PIDS+=("$S3_PID")
+for _ in $(seq 100); do [ -s "$T/s3.port" ] && break; sleep 0.1; done
+export AWS_ENDPOINT_URL_S3=http://127.0.0.1:$(cat "$T/s3.port") AWS_ACCESS_KEY_ID=SERVEAK AWS_SECRET_ACCESS_KEY='serve/SECRET'
+through_http "s3://ndstest/" "arr/" zarr3 s3
+curl -s -X POST "$AWS_ENDPOINT_URL_S3/__faults" -d '{"rules":[{"method":"GET","key":"arr/c/0/0","action":"503","count":1000}]}' >/dev/null
+get "${URL}arr/c/0/0"
+check '[ "$CODE" = 502 ] && ! grep -q SECRET "$BODY"' "an S3 that answers 503: 502 (got $CODE: $(head -c 80 "$BODY"))"
+check '! grep -q "serve/SECRET" s3.log' "no secret in the log"
+stop "$LAST" TERM
+check '[ "$RC" -eq 0 ]' "s3: stops with exit 0"
+unset AWS_ENDPOINT_URL_S3 AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
