@@ -30,8 +30,9 @@
 /** Threads (and so store reads at once) when --threads is not given. */
 #define SERVE_DEFAULT_THREADS 8
 #define SERVE_MAX_THREADS 256
-/** Connections open at once; more wait in the listen backlog. */
-#define SERVE_CONNECTIONS 512
+/** Connections open at once; more wait in the listen backlog. Each holds at most one block
+ *  (SERVE_BLOCK_BYTES) and one send buffer (SERVE_SEND_BYTES): about 272 MiB at worst. */
+#define SERVE_CONNECTIONS 256
 /** Seconds an idle connection is kept. */
 #define SERVE_IDLE_TIMEOUT 60
 

@@ -18,6 +18,8 @@
 /** Bytes a body reads from the store at a time: a full GET of a large object streams in blocks of
  *  this size (each one ranged read), so memory stays at one block per connection being answered. */
 #define SERVE_BLOCK_BYTES ((size_t)1 << 20)
+/** The send buffer libmicrohttpd allocates per response (it copies from the block into it). */
+#define SERVE_SEND_BYTES ((size_t)64 << 10)
 /** Longest URL path accepted (bytes, as sent); longer ones get 414. */
 #define SERVE_PATH_MAX 4096
 

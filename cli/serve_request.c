@@ -411,7 +411,7 @@ static int probe(nds_kvstore *kv, const char *key, const serve_range *r, bool he
     o.byte_length = head ? 0 : (int64_t)want;
     nds_error_clear();
     int rc = nds_kvstore_read(kv, key, &o, out);
-    if (rc == 0 || rc != NDS_ERANGE || r->kind != SERVE_RANGE_FROM) {
+    if (rc != NDS_ERANGE || r->kind != SERVE_RANGE_FROM) {
         if (rc != 0)
             store_message(rc, why, why_cap);
         return rc;
@@ -448,7 +448,7 @@ static enum MHD_Result queue_value(struct MHD_Connection *conn, serve_req *req,
     if (head)
         nds_read_result_dispose(&b->block);
     struct MHD_Response *resp =
-        MHD_create_response_from_callback(len, SERVE_BLOCK_BYTES, body_read, b, body_free);
+        MHD_create_response_from_callback(len, SERVE_SEND_BYTES, body_read, b, body_free);
     if (!resp) {
         body_free(b);
         return MHD_NO;
