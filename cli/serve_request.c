@@ -162,6 +162,21 @@ serve_range serve_range_parse(const char *value) {
 
 /* ---- responses ---- */
 
+/* Copies s into out (cap bytes) with bytes outside printable ASCII as %XX: a log line stays one
+ * line whatever the client sent. */
+static void copy_printable(char *out, size_t cap, const char *s) {
+    size_t n = 0;
+    for (; *s && n + 4 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c > 0x20 && c < 0x7f)
+            out[n++] = (char)c;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "%%%02X", c);
+    }
+    out[n] = '\0';
+}
+
+
 static const struct {
     const char *ext;
     const char *type;
@@ -462,6 +477,7 @@ static enum MHD_Result queue_value(struct MHD_Connection *conn, serve_req *req,
         snprintf(range, sizeof range, "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, start,
                  start + len - 1, b->total);
         MHD_add_response_header(resp, "Content-Range", range);
+        snprintf(req->note, sizeof req->note, "%s", range); /* the log says which bytes */
     }
     req->bytes = head ? 0 : len;
     return queue(conn, req, partial ? MHD_HTTP_PARTIAL_CONTENT : MHD_HTTP_OK, resp);
@@ -469,8 +485,13 @@ static enum MHD_Result queue_value(struct MHD_Connection *conn, serve_req *req,
 
 static enum MHD_Result answer_read(struct MHD_Connection *conn, serve_req *req,
                                    const serve_site *site, const char *key, bool head) {
-    serve_range r =
-        serve_range_parse(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Range"));
+    const char *range_text = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Range");
+    serve_range r = serve_range_parse(range_text);
+    if (range_text && r.kind == SERVE_RANGE_NONE) { /* the log says a Range came, and was ignored */
+        char shown[128];
+        copy_printable(shown, sizeof shown, range_text);
+        snprintf(req->note, sizeof req->note, "Range ignored: %s", shown);
+    }
     nds_read_result first;
     char why[320];
     int rc = probe(site->kv, key, &r, head, &first, why, sizeof why);
@@ -530,20 +551,6 @@ static enum MHD_Result answer_not_allowed(struct MHD_Connection *conn, serve_req
     }
     req->bytes = strlen(body);
     return queue(conn, req, MHD_HTTP_METHOD_NOT_ALLOWED, resp);
-}
-
-/* Copies s into out (cap bytes) with bytes outside printable ASCII as %XX: a log line stays one
- * line whatever the client sent. */
-static void copy_printable(char *out, size_t cap, const char *s) {
-    size_t n = 0;
-    for (; *s && n + 4 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c > 0x20 && c < 0x7f)
-            out[n++] = (char)c;
-        else
-            n += (size_t)snprintf(out + n, cap - n, "%%%02X", c);
-    }
-    out[n] = '\0';
 }
 
 static enum MHD_Result answer(struct MHD_Connection *conn, serve_req *req, const serve_site *site,

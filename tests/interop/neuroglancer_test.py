@@ -1,27 +1,30 @@
 #!/usr/bin/env python3
 """Neuroglancer, the real client, reading volumes that ndstore wrote and `ndstore serve` serves.
 
-Three volumes are written with the ndstore command line (create, write, cp), each a 128 x 128 x 16
-volume of 4 x 4 squares (32 x 32 voxels each, the same in every z):
+Volumes are written with the ndstore command line (create, write, cp), each a 128 x 128 x 16 volume
+of 4 x 4 squares (32 x 32 voxels each, the same in every z):
   image         precomputed, uint8, JPEG encoding; square (i, j) has grey level 20 + 15 (i + 4 j)
   segmentation  precomputed, uint64, compressed_segmentation in murmurhash3_x86_128 shards (ranged
                 reads); square (i, j) has label LABELS[(i + j) % 3], labels beyond 2^32
-  zarr          written as zarr v3, copied by `ndstore cp` to zarr v2 (this neuroglancer, 2.37.5,
-                reads zarr v2 only: its zarr source requires "zarr_format": 2); grey 250 - 15 (i + 4 j)
-The viewer (@janelia-flyem/neuroglancer's built dist/min, installed by `npm ci` from
-tests/interop/neuroglancer/package-lock.json) is served by one `ndstore serve`, the volumes by
-another on another port (so CORS and, for shards, byte ranges are exercised). Headless Chromium
-(Debian's) is driven over the DevTools protocol: an 800 x 600 page, the state in the URL fragment,
-a screenshot every 0.5 s until the squares show what the data must show:
+  zarr v3       zstd chunks, grey 250 - 15 (i + 4 j), opened as zarr3://
+  zarr v3 sharded  the same in sharding_indexed shards of 2 x 4 x 2 inner chunks (ranged reads)
+  zarr v2       the zarr v3 array copied by `ndstore cp` to zarr v2 (gzip), opened as zarr://
+Two neuroglancers (tests/interop/neuroglancer/package-lock.json, `npm ci`): @janelia-flyem/neuroglancer
+2.37.5, whose built dist/min is served as it is, reads the precomputed volumes and zarr v2 (its zarr
+source requires "zarr_format": 2); neuroglancer 2.41.2, a library bundled here by build.mjs (esbuild,
+about 2 s), reads zarr v3. Each viewer is served by an `ndstore serve`, the volumes by another on
+another port (so CORS and, for shards, byte ranges are exercised). Headless Chromium (Debian's) is
+driven over the DevTools protocol: an 800 x 600 page, the state in the URL fragment, a screenshot
+every 0.5 s until the squares show what the data must show:
   image, zarr   each square's grey level is its voxel value (within 4, for JPEG) and R = G = B
   segmentation  squares of one label have one colour, squares of different labels differ, none is
                 the background
 Then each volume is damaged on disk (a chunk or a shard overwritten with garbage of its length) and
-the page loaded again: the check must FAIL within 12 s while the damaged key was served, or the test
+the page loaded again: the check must FAIL for 10 s while the damaged key is served, or the test
 fails (a check that cannot fail proves nothing).
 
-Usage: /usr/bin/python3 neuroglancer_test.py NDSTORE_BINARY [VIEWER_DIR]
-Needs chromium, python3-websocket, python3-numpy. Talks only to 127.0.0.1. Bounded: the whole run
+Usage: /usr/bin/python3 neuroglancer_test.py NDSTORE_BINARY
+Needs chromium, node, python3-websocket, python3-numpy, and `npm ci --prefix tests/interop/neuroglancer`. Talks only to 127.0.0.1. Bounded: the whole run
 stops after 170 s; every server and the browser are stopped on any exit (signals included).
 Prints one line per check and "N passed, N failed"; exits 1 on any failure.
 """
@@ -42,11 +45,11 @@ import numpy as np
 import websocket
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_VIEWER = os.path.join(HERE, 'neuroglancer', 'node_modules', '@janelia-flyem', 'neuroglancer',
-                              'dist', 'min')
+PACKAGES = os.path.join(HERE, 'neuroglancer')
+JANELIA_VIEWER = os.path.join(PACKAGES, 'node_modules', '@janelia-flyem', 'neuroglancer', 'dist', 'min')
 TOTAL_SECONDS = 170
 READY_SECONDS = int(os.environ.get('NG_READY_SECONDS', 40))   # a healthy volume must be drawn within this
-DAMAGED_SECONDS = 12  # a damaged one is watched this long: the check must never pass
+DAMAGED_SECONDS = 10  # a damaged one is watched this long: the check must never pass
 SIZE, SQUARE, DEPTH = 128, 32, 16
 LABELS = [1, (1 << 40) + 7, 123456789012345]
 
@@ -356,32 +359,47 @@ def make_volumes():
     np.save(npy, squares(np.uint8, lambda i, j: 250 - 15 * (i + 4 * j)))
     nds('write', v3, '-i', npy)
     nds('cp', v3, 'file://' + os.path.join(TMP, 'data', 'v2.zarr') + '|zarr:', '--codec', 'gzip')
+    sharded = {'driver': 'zarr3', 'kvstore': 'file://' + os.path.join(TMP, 'data', 'sharded.zarr') + '/',
+               'schema': {'dtype': 'uint8', 'domain': {'shape': [SIZE, SIZE, DEPTH]}, 'codec': 'zstd:1',
+                          'chunk_layout': {'write_chunk': {'shape': [64, SIZE, DEPTH]},
+                                           'read_chunk': {'shape': [32, 32, 8]}}}}
+    nds('create', json.dumps(sharded))
+    nds('write', 'file://' + os.path.join(TMP, 'data', 'sharded.zarr') + '|zarr3:', '-i', npy)
 
 
-def viewer_state(data_url, layer):
-    state = {'dimensions': {'x': [4e-9, 'm'], 'y': [4e-9, 'm'], 'z': [4e-8, 'm']},
-             'position': [SIZE / 2, SIZE / 2, DEPTH / 2], 'crossSectionScale': 0.25, 'layout': 'xy',
+def viewer_state(layer):
+    state = {'position': [SIZE / 2, SIZE / 2, DEPTH / 2], 'crossSectionScale': 0.25, 'layout': 'xy',
              'showAxisLines': False, 'layers': [layer]}
-    if layer['source'].startswith('zarr://'):
-        # zarr v2 has no units: neuroglancer names the dimensions d0, d1, d2, one unit each.
-        state['dimensions'] = {'d0': [1, ''], 'd1': [1, ''], 'd2': [1, '']}
+    if layer['source'].startswith('precomputed://'):
+        # zarr has no units: neuroglancer names its dimensions and gives each one unit.
+        state['dimensions'] = {'x': [4e-9, 'm'], 'y': [4e-9, 'm'], 'z': [4e-8, 'm']}
     return state
 
 
+ZARR_GREY = lambda img: check_grey(img, lambda i, j: 250 - 15 * (i + 4 * j), 1)
+
 CASES = [
-    # name, layer, check, key damaged (relative to the data server), what
-    ('image (precomputed, jpeg)',
+    # name, viewer, layer, check, key damaged (relative to the data server)
+    ('image (precomputed, jpeg)', 'janelia',
      {'type': 'image', 'source': 'precomputed://{data}/image', 'name': 'img'},
      lambda img: check_grey(img, lambda i, j: 20 + 15 * (i + 4 * j), 4),
      'image/4_4_40/0-64_0-64_8-16'),
-    ('segmentation (precomputed, compressed_segmentation, murmurhash3 shards)',
+    ('segmentation (precomputed, compressed_segmentation, murmurhash3 shards)', 'janelia',
      {'type': 'segmentation', 'source': 'precomputed://{data}/segmentation', 'name': 'seg',
       'selectedAlpha': 1, 'notSelectedAlpha': 1},
      check_segments,
-     'segmentation/4_4_40/0.shard'),
-    ('zarr (written as zarr v3, served as zarr v2)',
-     {'type': 'image', 'source': 'zarr://{data}/v2.zarr', 'name': 'zarr'},
-     lambda img: check_grey(img, lambda i, j: 250 - 15 * (i + 4 * j), 1),
+     'segmentation/4_4_40/0.shard'),  # "shard" in the key: its reads must be ranges
+    ('zarr v3 (zarr3://, neuroglancer 2.41.2)', 'official',
+     {'type': 'image', 'source': 'zarr3://{data}/v3.zarr', 'name': 'zarr3'},
+     ZARR_GREY,
+     'v3.zarr/c/0/0/1'),
+    ('zarr v3 sharded (sharding_indexed, neuroglancer 2.41.2)', 'official',
+     {'type': 'image', 'source': 'zarr3://{data}/sharded.zarr', 'name': 'sharded'},
+     ZARR_GREY,
+     'sharded.zarr/c/0/0/0'),  # "shard" in the key: its reads must be ranges
+    ('zarr v2 (the v3 array copied by ndstore cp)', 'janelia',
+     {'type': 'image', 'source': 'zarr://{data}/v2.zarr', 'name': 'zarr2'},
+     ZARR_GREY,
      'v2.zarr/0.0.1'),
 ]
 
@@ -406,12 +424,18 @@ def damage(path):
         f.write(bytes((i * 131 + 7) & 255 for i in range(n)))
 
 
-def run_case(browser, viewer, data, case):
-    name, layer, check, damaged_key = case
+def run_case(browser, viewers, data, case):
+    name, viewer, layer, check, damaged_key = case
     layer = dict(layer, source=layer['source'].format(data=data.url.rstrip('/')))
-    url = viewer.url + '#!' + urllib.parse.quote(json.dumps(viewer_state(data.url, layer)))
+    url = viewers[viewer].url + '#!' + urllib.parse.quote(json.dumps(viewer_state(layer)))
+    served_before = len(data.log_lines())
     ok, why, took = watch(browser, url, check, READY_SECONDS)
     result(ok, '%s: drawn as the data says%s: %s' % (name, ' in %.1f s' % took if ok else '', why))
+    if 'shard' in damaged_key:  # a sharded volume is read by byte ranges: 206s, never whole shards
+        statuses = [line.split(' ')[2] for line in data.log_lines()[served_before:]
+                    if line.split(' ')[:2] == ['GET', '/' + damaged_key]]
+        result(statuses and set(statuses) == {'206'},
+               '%s: the shard is read in byte ranges (GET answers %s)' % (name, ' '.join(statuses)))
     if not ok:
         shutil.copy(os.path.join(TMP, 'last.png'), os.path.join(TMP, 'failed-%s.png' % layer['name']))
         return
@@ -430,9 +454,8 @@ def main():
         print(__doc__)
         return 2
     BIN = os.path.abspath(sys.argv[1])
-    viewer_dir = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else DEFAULT_VIEWER)
-    if not os.path.exists(os.path.join(viewer_dir, 'index.html')):
-        print('FAIL: no neuroglancer viewer at %s (npm ci --prefix tests/interop/neuroglancer)' % viewer_dir)
+    if not os.path.exists(os.path.join(JANELIA_VIEWER, 'index.html')):
+        print('FAIL: no neuroglancer viewer at %s (npm ci --prefix tests/interop/neuroglancer)' % JANELIA_VIEWER)
         return 1
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
         signal.signal(s, on_signal)
@@ -441,13 +464,16 @@ def main():
     browser = None
     try:
         make_volumes()
-        viewer = Server('viewer', 'file://' + viewer_dir)
+        official = os.path.join(TMP, 'neuroglancer-2.41.2')
+        subprocess.run(['node', os.path.join(PACKAGES, 'build.mjs'), official], check=True, timeout=120)
+        viewers = {'janelia': Server('viewer-2.37.5', 'file://' + JANELIA_VIEWER),
+                   'official': Server('viewer-2.41.2', 'file://' + official)}
         data = Server('data', 'file://' + os.path.join(TMP, 'data'))
         browser = Browser()
         for case in CASES:
-            run_case(browser, viewer, data, case)
+            run_case(browser, viewers, data, case)
         browser.close()
-        for server in (viewer, data):
+        for server in list(viewers.values()) + [data]:
             rc = server.stop()
             result(rc == 0, 'ndstore serve stops on SIGTERM with exit 0 (got %s)' % rc)
     except SystemExit as e:
