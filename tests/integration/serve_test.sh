@@ -235,6 +235,7 @@ check '[ "$same" = 24 ]' "24 concurrent downloads all equal the file ($same did)
 # The log: one line per request (method, path, status, bytes, ms).
 check 'grep -q "^GET /a.txt 200 11 [0-9.]*ms$" main.log' "a log line per request"
 check 'grep -q "^HEAD /sub/big.bin 200 0 " main.log && grep -q "^GET /\.\./outside.txt 400 " main.log' "HEAD and refusals are logged"
+check 'grep -q "^GET /a.txt 206 3 [0-9.]*ms: bytes 2-4/11$" main.log && grep -q "^GET /a.txt 200 11 [0-9.]*ms: Range ignored: bytes=5-2$" main.log' "a 206 logs its Content-Range, an ignored Range is logged"
 check '[ "$(grep -c "^GET /sub/big.bin 200 3000000 " main.log)" -ge 24 ]' "the concurrent downloads are logged"
 
 port=${U#http://127.0.0.1:}
