@@ -185,6 +185,25 @@ static int open_store(const char *url, nds_kvstore **out) {
     return CLI_OK;
 }
 
+/* Stops a listing at its first key. */
+static int first_key(void *ctx, const char *key, uint64_t size) {
+    (void)key;
+    (void)size;
+    *(bool *)ctx = true;
+    return 1;
+}
+
+/* Warns when kv lists no key at all (a mistyped path serves nothing but 404s). A store that cannot
+ * list (http) is not warned about; nor is one whose listing fails: serving may still work. */
+static void warn_if_empty(nds_kvstore *kv) {
+    bool any = false;
+    nds_error_clear();
+    int rc = nds_kvstore_list(kv, "", first_key, &any);
+    if ((rc == 0 || rc == 1) && !any)
+        fprintf(stderr, "ndstore serve: warning: %s holds no keys: every request will be 404\n",
+                nds_kvstore_url(kv));
+}
+
 /* ---- running ---- */
 
 static struct MHD_Daemon *start_daemon(int fd, bool v6, long threads, serve_site *site) {
@@ -235,6 +254,7 @@ int cli_cmd_serve(int argc, char **argv) {
     nds_kvstore *kv = NULL;
     if ((rc = open_store(o.url, &kv)) != CLI_OK)
         return rc;
+    warn_if_empty(kv);
     sigset_t stop;
     block_stop_signals(&stop);
     int fd = -1;

@@ -297,6 +297,14 @@ serve links "file://$T/site" --port 0 && {
 }
 rm -f site/link.txt
 
+# A store with no keys (a mistyped path) is served, with a warning that every request will be 404.
+serve empty "file://$T/no/such/dir" --port 0 && {
+    get "${URL}a.txt"
+    check '[ "$CODE" = 404 ] && grep -q "holds no keys: every request will be 404" empty.log' "an empty store: a warning, then 404s"
+    stop "$PID" TERM
+}
+check '! grep -q "holds no keys" main.log' "no warning for a store with keys"
+
 # ---- LMDB and versioned stores: the array read through HTTP equals the array read directly ----
 $PY -c "import sys,struct; sys.stdout.buffer.write(struct.pack('<4096H', *[(i * 37) % 65536 for i in range(4096)]))" >arr.raw
 through_http() { # through_http STORE_URL PATH_IN_STORE FORMAT DESC
