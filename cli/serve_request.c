@@ -10,8 +10,10 @@
  * A body is read in blocks of SERVE_BLOCK_BYTES, each a ranged read conditional on the generation
  * the first block came from: a value replaced while it streams ends the response with an error
  * (the client sees a short body) instead of mixing two values.
+ * Every 200 and 206 has the value's generation as its ETag; a Range under an If-Range naming
+ * another stands only when it matches.
  * Omits: multipart ranges (a request for several is answered 200 with the whole value, as RFC 9110
- * allows), conditional requests (If-None-Match, If-Range), directory listings, compression.
+ * allows), If-None-Match and If-Modified-Since (always 200), directory listings, compression.
  * Threading: called on the daemon's pool threads; each request's state is its own.
  */
 #include <inttypes.h>
@@ -29,7 +31,7 @@ typedef struct serve_req {
     char path[256];         /* as sent, non-printable bytes escaped, cut to fit */
     unsigned status;
     uint64_t bytes;         /* body bytes the response holds (0 for HEAD) */
-    char note[320];         /* why it failed, for the log */
+    char note[320];         /* for the log: why it failed, the range sent, or the Range ignored */
 } serve_req;
 
 /* The body of a 200 or 206 response: [start, start + len) of key's value, at generation gen. */
@@ -175,7 +177,6 @@ static void copy_printable(char *out, size_t cap, const char *s) {
     }
     out[n] = '\0';
 }
-
 
 static const struct {
     const char *ext;
