@@ -42,7 +42,8 @@ static const cli_command commands[] = {
     {"tag", "name a version of a versioned store (tags never move)", cli_cmd_tag},
     {"diff", "show the keys and chunks that changed between two versions", cli_cmd_diff},
     {"demo", "multi-process writers on local files, checked element by element", cli_cmd_demo},
-    {"serve", "serve a store's keys over HTTP, read-only (ranges, CORS): for neuroglancer", cli_cmd_serve},
+    {"serve", "serve a store's keys over HTTP, read-only (byte ranges, CORS), for neuroglancer",
+     cli_cmd_serve},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

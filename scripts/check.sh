@@ -78,9 +78,10 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
   stage "interop zarrita (zarr v3)" bash -c "npm ci --prefix tests/interop --no-audit --no-fund >/dev/null && node tests/interop/zarr3_interop.mjs '$root/build/ndstore' '$fixtures'"
 [ -f tests/interop/precomputed_interop.py ] &&
   stage "interop precomputed" /usr/bin/python3 tests/interop/precomputed_interop.py "$root/build/ndstore" "$fixtures"
-# Neuroglancer itself (npm @janelia-flyem/neuroglancer, pinned in tests/interop/neuroglancer/) in headless
-# Chromium, reading an image, a sharded segmentation and a zarr volume that ndstore wrote and serves;
-# screenshots checked pixel by pixel, and the same check failing once the served volume is damaged.
+# Neuroglancer itself (npm @janelia-flyem/neuroglancer 2.37.5 and neuroglancer 2.41.2, pinned in
+# tests/interop/neuroglancer/) in headless Chromium, reading precomputed (JPEG image, sharded
+# segmentation), zarr v3 (plain, sharded) and zarr v2 volumes that ndstore wrote and `ndstore serve`
+# serves; screenshots checked pixel by pixel, and each check failing once the volume is damaged.
 [ -f tests/interop/neuroglancer_test.py ] &&
   stage "neuroglancer in chromium" bash -c "npm ci --prefix tests/interop/neuroglancer --ignore-scripts --no-audit --no-fund >/dev/null && timeout -k 10 200 /usr/bin/python3 tests/interop/neuroglancer_test.py '$root/build/ndstore'"
 # The repository stands alone: a clone in an empty temporary folder (no folder beside it)
