@@ -254,7 +254,6 @@ int cli_cmd_serve(int argc, char **argv) {
     nds_kvstore *kv = NULL;
     if ((rc = open_store(o.url, &kv)) != CLI_OK)
         return rc;
-    warn_if_empty(kv);
     sigset_t stop;
     block_stop_signals(&stop);
     int fd = -1;
@@ -270,6 +269,7 @@ int cli_cmd_serve(int argc, char **argv) {
         nds_kvstore_free(kv);
         return cli_fail("serve: the HTTP server did not start on port %u", port);
     }
+    warn_if_empty(kv); /* once listening: a command that fails says one line, its error */
     print_listening(o.bind, addr.v6, port, nds_kvstore_url(kv));
     int sig = wait_for_stop(&stop);
     fprintf(stderr, "ndstore serve: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
