@@ -574,23 +574,34 @@ static enum MHD_Result answer(struct MHD_Connection *conn, serve_req *req, const
     return answer_read(conn, req, site, key, head);
 }
 
+/* GET, HEAD and OPTIONS: the methods answered after the request is read whole. */
+static bool readable_method(const char *method) {
+    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
+           strcmp(method, "OPTIONS") == 0;
+}
+
 enum MHD_Result serve_answer(void *cls, struct MHD_Connection *conn, const char *url,
                              const char *method, const char *version, const char *upload_data,
                              size_t *upload_data_size, void **req_cls) {
     (void)version;
     (void)upload_data;
     serve_req *req = *req_cls;
-    if (req) {
-        /* Called again with an upload (a request body): already answered, so it is dropped. */
-        *upload_data_size = 0;
+    if (!req) {
+        if (!(req = calloc(1, sizeof *req)))
+            return MHD_NO;
+        *req_cls = req;
+        req->start = cli_now();
+        copy_printable(req->method, sizeof req->method, method);
+        copy_printable(req->path, sizeof req->path, url);
+        /* A write is refused at once, its body never read (the connection then closes). A read is
+         * answered on the next call, once the request is read whole: a response queued earlier
+         * makes libmicrohttpd close the connection, and clients lose keep-alive. */
+        return readable_method(method) ? MHD_YES : answer(conn, req, cls, url);
+    }
+    if (*upload_data_size != 0 || req->status != 0) {
+        *upload_data_size = 0; /* a body (a GET may carry one): dropped */
         return MHD_YES;
     }
-    if (!(req = calloc(1, sizeof *req)))
-        return MHD_NO;
-    *req_cls = req;
-    req->start = cli_now();
-    copy_printable(req->method, sizeof req->method, method);
-    copy_printable(req->path, sizeof req->path, url);
     return answer(conn, req, cls, url);
 }
 

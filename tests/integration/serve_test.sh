@@ -113,6 +113,10 @@ check '[ "$CODE" = 404 ] && [ "$(header access-control-allow-origin)" = "*" ]' "
 get "${U}sub"
 check '[ "$CODE" = 404 ]' "a directory is no key: 404"
 
+# Keep-alive: one connection answers several requests (a viewer asks for many small chunks).
+curl -sv --max-time 20 -o /dev/null -o /dev/null "${U}a.txt" "${U}sub/doc.json" 2>"$T/keepalive.txt"
+check 'grep -q "Re-using existing connection" "$T/keepalive.txt" && ! grep -qi "^< connection: close" "$T/keepalive.txt"' "two requests on one connection (keep-alive)"
+
 # Byte ranges: 206 with Content-Range, at the edges of the value.
 range() { # range SPEC WANT_CODE WANT_BODY WANT_CONTENT_RANGE
     local want_code=$2 want_body=$3 want_range=$4
