@@ -83,7 +83,7 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
 # segmentation), zarr v3 (plain, sharded) and zarr v2 volumes that ndstore wrote and `ndstore serve`
 # serves; screenshots checked pixel by pixel, and each check failing once the volume is damaged.
 [ -f tests/interop/neuroglancer_test.py ] &&
-  stage "neuroglancer in chromium" bash -c "npm ci --prefix tests/interop/neuroglancer --ignore-scripts --no-audit --no-fund >/dev/null && timeout -k 10 200 /usr/bin/python3 tests/interop/neuroglancer_test.py '$root/build/ndstore'"
+  stage "neuroglancer in chromium" bash -c "npm ci --prefix tests/interop/neuroglancer --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null && timeout -k 10 200 /usr/bin/python3 tests/interop/neuroglancer_test.py '$root/build/ndstore'"
 # The repository stands alone: a clone in an empty temporary folder (no folder beside it)
 # builds from nothing and passes its unit suites.
 [ -f scripts/fresh_clone_test.sh ] &&
