@@ -105,7 +105,8 @@ static int zarr2_load(zarr2 *z, json_object *doc, const char *name) {
         if (rc) return rc;
     }
     z->swap = m.itemsize > 1 && (m.byte_order == '>') != nds_host_is_big_endian();
-    return m.filters ? load_filters(z, name) : 0;
+    /* an object array's filter is its vlen codec, run by the core (lib/array_vlen.c) */
+    return m.filters && !nds_dtype_is_vlen(m.dtype) ? load_filters(z, name) : 0;
 }
 
 static void zarr2_fill_meta(const zarr2 *z, nds_array_meta *meta) {
@@ -116,7 +117,8 @@ static void zarr2_fill_meta(const zarr2 *z, nds_array_meta *meta) {
     meta->dtype = z->m.dtype;
     meta->elem_size = nds_dtype_is_fixed_string(z->m.dtype) ? z->m.itemsize : 0;
     memcpy(meta->fill_value, z->m.fill, sizeof z->m.fill);
-    meta->stored_canonical = !z->codec && !z->filters && !z->m.fortran && !z->swap;
+    meta->stored_canonical = !z->codec && !z->filters && !z->m.fortran && !z->swap &&
+                             !nds_dtype_is_vlen(z->m.dtype);
 }
 
 /* ---- open ------------------------------------------------------------------------------------ */
@@ -420,6 +422,28 @@ static int zarr2_encode_chunk(void *state, const uint64_t *cell, const uint8_t *
     return rc;
 }
 
+/* ---- object arrays (vlen-utf8 / vlen-bytes): the compressor alone, the core does the rest ---- */
+
+static int zarr2_decode_vlen(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
+                             nds_buf *out) {
+    const zarr2 *z = state;
+    (void)cell;
+    if (z->codec)
+        return nds_codec_decode_grow(z->codec, z->codec_state, data, len,
+                                     NDS_ZARR2_MAX_CHUNK_BYTES, out);
+    out->len = 0;
+    return nds_buf_append(out, data, len) ? nds_err(NDS_ENOMEM, "zarr: out of memory") : 0;
+}
+
+static int zarr2_encode_vlen(void *state, const uint64_t *cell, const uint8_t *list, size_t len,
+                             nds_buf *out) {
+    const zarr2 *z = state;
+    (void)cell;
+    out->len = 0;
+    if (z->codec) return z->codec->encode(z->codec_state, list, len, out);
+    return nds_buf_append(out, list, len) ? nds_err(NDS_ENOMEM, "zarr: out of memory") : 0;
+}
+
 /* ---- metadata, resize ------------------------------------------------------------------------ */
 
 static int zarr2_metadata_json(void *state, json_object **out) {
@@ -598,7 +622,7 @@ static void zarr2_describe_codec(void *state, char *buf, size_t cap) {
     size_t used = 0;
     if (cap == 0) return;
     buf[0] = '\0';
-    size_t nf = z->filters ? json_object_array_length(z->m.filters) : 0;
+    size_t nf = z->m.filters ? json_object_array_length(z->m.filters) : 0;
     for (size_t i = 0; i < nf && used < cap; i++) {
         describe_config(json_object_array_get_idx(z->m.filters, i), buf, cap, &used);
         int k = used < cap ? snprintf(buf + used, cap - used, " | ") : 0;
@@ -634,4 +658,6 @@ const nds_format nds_format_zarr2 = {
     .create_group = zarr2_create_group,
     .describe_codec = zarr2_describe_codec,
     .consolidate = zarr2_consolidate,
+    .decode_vlen = zarr2_decode_vlen,
+    .encode_vlen = zarr2_encode_vlen,
 };

@@ -4,7 +4,8 @@
  * Implements the array metadata of the zarr v2 storage specification for the numeric NumPy types
  * (plus TensorStore's "bfloat16"), NumPy datetimes with a unit ("<M8[ns]", as int64 counts) and
  * fixed-width strings ("|S12", "<U3": docs/internals/strings.md).
- * Omits: structured, object, unitless datetime and void dtypes, and filters other than
+ * Omits: structured, void and unitless datetime dtypes, object dtypes other than the vlen-utf8 /
+ * vlen-bytes object arrays (variable-length strings and bytes), and filters other than
  * those formats/codecs/array_codecs.h implements (each rejected with NDS_EUNSUPPORTED naming it).
  * Unknown .zarray members are ignored
  * (zarr-python does the same); unknown spec "metadata" members are errors, since there they are
@@ -45,6 +46,10 @@ static const struct {
 #define DTYPE_CODE_COUNT (sizeof dtype_codes / sizeof dtype_codes[0])
 
 void nds_zarr2_dtype_string(const nds_zarr2_meta *m, char *buf, size_t cap) {
+    if (nds_dtype_is_vlen(m->dtype)) { /* the filter says which (vlen-utf8 / vlen-bytes) */
+        snprintf(buf, cap, "|O");
+        return;
+    }
     if (nds_dtype_is_fixed_string(m->dtype)) {
         bool bytes = m->dtype == NDS_BYTES_FIXED;
         snprintf(buf, cap, "%c%c%zu", bytes ? '|' : m->byte_order, bytes ? 'S' : 'U',
@@ -137,6 +142,12 @@ static int parse_string_dtype(const char *s, const char *doc, nds_zarr2_meta *m)
 }
 
 static int parse_dtype_string(const char *s, const char *doc, nds_zarr2_meta *m) {
+    if (strcmp(s, "|O") == 0) { /* objects: vlen-utf8 / vlen-bytes, as "filters" says */
+        m->dtype = NDS_BYTES_VLEN; /* until parse_finish reads the filter */
+        m->byte_order = '|';
+        m->itemsize = 0;
+        return 0;
+    }
     if ((s[0] == '<' || s[0] == '>') && (s[1] == 'M' || s[1] == 'm'))
         return parse_time_string(s, doc, m);
     if ((s[0] == '<' || s[0] == '>' || s[0] == '|') && (s[1] == 'S' || s[1] == 'U'))
@@ -232,9 +243,33 @@ static int parse_dtype(const json_object *v, const char *doc, void *state) {
     return parse_dtype_string(json_object_get_string((json_object *)v), doc, &p->m);
 }
 
+/* The fill of an object array, in the form nds_array_meta holds it (format.h): a string is the
+ * fill element (its UTF-8 bytes); null, and the 0 zarr-python 2.13 writes when given none, mean
+ * no fill element (missing elements read as empty). */
+static int parse_vlen_fill(const json_object *v, const char *doc, nds_zarr2_meta *m) {
+    uint32_t n = UINT32_MAX;
+    if (json_object_is_type(v, json_type_string)) {
+        size_t len = (size_t)json_object_get_string_len(v);
+        if (len > NDS_ELEM_MAX_SIZE - 4)
+            return nds_err(NDS_EUNSUPPORTED, "%s: \"fill_value\" is a string of %zu bytes; "
+                                             "ndstore supports at most %d", doc, len,
+                           NDS_ELEM_MAX_SIZE - 4);
+        n = (uint32_t)len;
+        memcpy(m->fill + 4, json_object_get_string((json_object *)v), len);
+    } else if (!json_object_is_type(v, json_type_null) &&
+               !(json_object_is_type(v, json_type_int) && json_object_get_int64(v) == 0)) {
+        return nds_err(NDS_EFORMAT, "%s: \"fill_value\" of an object array must be a string, "
+                                    "null or 0", doc);
+    }
+    memcpy(m->fill, &n, 4);
+    return 0;
+}
+
 static int parse_fill(const json_object *v, const char *doc, void *state) {
     parsed *p = state;
     p->m.fill_null = json_object_is_type(v, json_type_null);
+    memset(p->m.fill, 0, sizeof p->m.fill);
+    if (nds_dtype_is_vlen(p->m.dtype)) return parse_vlen_fill(v, doc, &p->m);
     if (nds_dtype_is_fixed_string(p->m.dtype))
         return nds_string_fill_from_json(p->m.dtype, p->m.itemsize, v, doc, p->m.fill);
     return nds_fill_from_json(p->m.dtype, v, doc, p->m.fill);
@@ -268,6 +303,42 @@ static int parse_compressor(const json_object *v, const char *doc, void *state) 
     return 0;
 }
 
+/* The object codecs ndstore reads: 1 vlen-utf8, 2 vlen-bytes, else 0. */
+static int vlen_filter(const char *id) {
+    return strcmp(id, "vlen-utf8") == 0 ? 1 : strcmp(id, "vlen-bytes") == 0 ? 2 : 0;
+}
+
+static const char *filter_id(const json_object *filters, size_t i) {
+    json_object *id = NULL;
+    json_object_object_get_ex(json_object_array_get_idx(filters, i), "id", &id);
+    return json_object_get_string(id);
+}
+
+/* An object array ("|O") is a variable-length array when its first filter is vlen-utf8 or
+ * vlen-bytes (numcodecs' object codec, which zarr-python 2.13 puts first) and no other follows;
+ * a vlen filter on any other dtype is an error. */
+static int check_object_filters(const char *doc, nds_zarr2_meta *m) {
+    size_t n = m->filters ? json_object_array_length(m->filters) : 0;
+    for (size_t i = nds_dtype_is_vlen(m->dtype) ? 1 : 0; i < n; i++)
+        if (vlen_filter(filter_id(m->filters, i)))
+            return nds_err(NDS_EFORMAT, "%s: filter \"%s\" (\"filters\"[%zu]) needs dtype \"|O\" "
+                                        "and must come first", doc, filter_id(m->filters, i), i);
+    if (!nds_dtype_is_vlen(m->dtype)) return 0;
+    int kind = n ? vlen_filter(filter_id(m->filters, 0)) : 0;
+    if (!kind)
+        return nds_err(NDS_EUNSUPPORTED, "%s: dtype \"|O\" (python objects) with %s%s%s is not "
+                                         "supported; ndstore reads object arrays of the vlen-utf8 "
+                                         "and vlen-bytes filters", doc, n ? "filter \"" : "no object codec",
+                       n ? filter_id(m->filters, 0) : "", n ? "\"" : "");
+    if (n > 1)
+        return nds_err(NDS_EUNSUPPORTED, "%s: filter \"%s\" after \"%s\" is not supported", doc,
+                       filter_id(m->filters, 1), filter_id(m->filters, 0));
+    if (m->fortran)
+        return nds_err(NDS_EUNSUPPORTED, "%s: object arrays in order \"F\" are not supported", doc);
+    m->dtype = kind == 1 ? NDS_STRING : NDS_BYTES_VLEN;
+    return 0;
+}
+
 /* Each filter must name an id ndstore implements (formats/codecs/array_codecs.h); its
  * configuration is checked when the chain is built for the chunk (zarr2.c). Borrowed like the
  * compressor. */
@@ -283,7 +354,8 @@ static int parse_filters(const json_object *v, const char *doc, void *state) {
         if (!json_object_object_get_ex(f, "id", &id) || !json_object_is_type(id, json_type_string))
             return nds_err(NDS_EFORMAT,
                            "%s: \"filters\"[%zu] must be an object with a string \"id\"", doc, i);
-        if (!nds_filter_id_supported(json_object_get_string(id)))
+        if (!nds_filter_id_supported(json_object_get_string(id)) &&
+            !vlen_filter(json_object_get_string(id)))
             return nds_err(NDS_EUNSUPPORTED, "%s: filter \"%.40s\" is not supported", doc,
                            json_object_get_string(id));
     }
@@ -328,9 +400,14 @@ static int parse_finish(const char *doc, parsed *p) {
         return nds_err(NDS_EFORMAT, "%s: \"chunks\" has %zu entries but \"shape\" has %zu", doc,
                        p->chunk_rank, m->rank);
     uint64_t n;
+    int rc = check_object_filters(doc, m);
+    if (rc) return rc;
     if (!nds_product_u64(m->shape, m->rank, &n))
         return nds_err(NDS_ELIMIT, "%s: \"shape\" has more than 2^64 elements", doc);
-    if (!nds_product_u64(m->chunks, m->rank, &n) || !nds_mul_u64(n, m->itemsize, &n) ||
+    /* (an object array's chunk is counted at 1 byte per element: its elements' bytes are only
+     * bounded when decoded, formats/zarr2.c) */
+    if (!nds_product_u64(m->chunks, m->rank, &n) ||
+        !nds_mul_u64(n, m->itemsize ? m->itemsize : 1, &n) ||
         n > NDS_ZARR2_MAX_CHUNK_BYTES)
         return nds_err(NDS_ELIMIT, "%s: \"chunks\" makes chunks larger than 2 GiB, ndstore's limit",
                        doc);
@@ -374,6 +451,12 @@ static json_object *json_copy(const json_object *v) {
 }
 
 static json_object *fill_json(const nds_zarr2_meta *m) {
+    if (nds_dtype_is_vlen(m->dtype)) { /* parse_vlen_fill: a string, or 0 for none */
+        uint32_t n;
+        memcpy(&n, m->fill, 4);
+        return n == UINT32_MAX ? json_object_new_int(0)
+                               : json_object_new_string_len((const char *)m->fill + 4, (int)n);
+    }
     if (nds_dtype_is_fixed_string(m->dtype))
         return nds_string_fill_to_json(m->dtype, m->itemsize, m->fill);
     return nds_fill_to_json(m->dtype, m->fill);
@@ -575,7 +658,9 @@ int nds_zarr2_request_complete(json_object *req, const char *where) {
     if (rc == 0) rc = parse_dtype(dtype, doc, &p);
     if (rc) return rc;
     if (!json_object_object_get_ex(req, "chunks", NULL)) {
-        nds_default_chunks(p.m.rank, p.m.shape, p.m.itemsize, DEFAULT_CHUNK_BYTES, p.m.chunks);
+        /* (object arrays: guessed at 16 bytes per element) */
+        nds_default_chunks(p.m.rank, p.m.shape, p.m.itemsize ? p.m.itemsize : 16,
+                           DEFAULT_CHUNK_BYTES, p.m.chunks);
         json_object_object_add(req, "chunks", u64_array(p.m.chunks, p.m.rank));
     }
     json_object *zstd = json_object_new_object();
@@ -585,12 +670,26 @@ int nds_zarr2_request_complete(json_object *req, const char *where) {
     add_default(req, "zarr_format", json_object_new_int(2));
     add_default(req, "order", json_object_new_string("C"));
     add_default(req, "fill_value", fill_json(&p.m)); /* zero (empty strings), not null */
+    if (nds_dtype_is_vlen(p.m.dtype)) { /* "|O" alone: strings, as zarr-python's dtype=str */
+        json_object *vlen = json_object_new_object(), *list = json_object_new_array();
+        json_object_object_add(vlen, "id", json_object_new_string("vlen-utf8"));
+        json_object_array_add(list, vlen);
+        add_default(req, "filters", list);
+    }
     add_default(req, "filters", NULL);
     add_default(req, "dimension_separator", json_object_new_string("."));
     return 0;
 }
 
 /* ---- checks against an existing array -------------------------------------------------------- */
+
+/* The bytes of m->fill that hold its fill value. */
+static size_t fill_bytes(const nds_zarr2_meta *m) {
+    if (!nds_dtype_is_vlen(m->dtype)) return m->itemsize;
+    uint32_t n;
+    memcpy(&n, m->fill, 4);
+    return 4 + (n == UINT32_MAX ? 0 : n);
+}
 
 /* 1 when member i has the same value in a and b. */
 static int member_equal(size_t i, const parsed *a, const nds_zarr2_meta *b, const char *doc,
@@ -603,10 +702,12 @@ static int member_equal(size_t i, const parsed *a, const nds_zarr2_meta *b, cons
         *eq = a->chunk_rank == b->rank &&
               memcmp(x->chunks, b->chunks, b->rank * sizeof b->chunks[0]) == 0;
     else if (strcmp(name, "dtype") == 0)
-        *eq = x->dtype == b->dtype && x->byte_order == b->byte_order &&
-              x->itemsize == b->itemsize; /* the width of "|S5" and "|S6" */
+        *eq = (x->dtype == b->dtype || (nds_dtype_is_vlen(x->dtype) && nds_dtype_is_vlen(b->dtype))) &&
+              x->byte_order == b->byte_order &&
+              x->itemsize == b->itemsize; /* the width of "|S5" and "|S6"; "filters" says
+                                           * which object array */
     else if (strcmp(name, "fill_value") == 0)
-        *eq = x->fill_null == b->fill_null && memcmp(x->fill, b->fill, b->itemsize) == 0;
+        *eq = x->fill_null == b->fill_null && memcmp(x->fill, b->fill, fill_bytes(b)) == 0;
     else if (strcmp(name, "order") == 0)
         *eq = x->fortran == b->fortran;
     else if (strcmp(name, "dimension_separator") == 0)

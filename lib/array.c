@@ -42,7 +42,11 @@ static int derive_read_chunk(nds_array *a) {
 int nds_array_derive_sizes(nds_array *a) {
     const nds_array_meta *m = &a->meta;
     a->elem = m->elem_size ? m->elem_size : nds_dtype_size(m->dtype);
-    if (a->elem == 0 || a->elem > NDS_ELEM_MAX_SIZE) return nds_err(NDS_EFORMAT, "%s: invalid dtype", nds_kvstore_url(a->kv));
+    bool vlen = nds_dtype_is_vlen(m->dtype); /* no size: lib/array_vlen.c */
+    if ((a->elem == 0 && !vlen) || a->elem > NDS_ELEM_MAX_SIZE) return nds_err(NDS_EFORMAT, "%s: invalid dtype", nds_kvstore_url(a->kv));
+    if (vlen && (a->format->decode_vlen == NULL || a->format->encode_vlen == NULL))
+        return nds_err(NDS_EUNSUPPORTED, "%s: %s arrays of %s elements are not supported",
+                       nds_kvstore_url(a->kv), a->format->name, nds_dtype_name(m->dtype));
     if (m->rank > NDS_MAX_RANK)
         return nds_err(NDS_EFORMAT, "%s: rank %zu above %d", nds_kvstore_url(a->kv), m->rank,
                        NDS_MAX_RANK);
@@ -50,12 +54,12 @@ int nds_array_derive_sizes(nds_array *a) {
     for (size_t d = 0; d < m->rank; d++)
         if (m->chunk_shape[d] == 0)
             return nds_err(NDS_EFORMAT, "%s: chunk dimension %zu is 0", nds_kvstore_url(a->kv), d);
-    if (!nds_product_u64(m->chunk_shape, m->rank, &elems) || !nds_mul_u64(elems, a->elem, &bytes) ||
-        bytes > NDS_CHUNK_BYTES_MAX)
+    if (!nds_product_u64(m->chunk_shape, m->rank, &elems) ||
+        !nds_mul_u64(elems, vlen ? 1 : a->elem, &bytes) || bytes > NDS_CHUNK_BYTES_MAX)
         return nds_err(NDS_ELIMIT, "%s: chunks of more than %llu bytes are not supported",
                        nds_kvstore_url(a->kv), (unsigned long long)NDS_CHUNK_BYTES_MAX);
     a->chunk_elems = (size_t)elems;
-    a->chunk_bytes = (size_t)bytes;
+    a->chunk_bytes = vlen ? 0 : (size_t)bytes;
     return derive_read_chunk(a);
 }
 

@@ -199,18 +199,21 @@ static int update_in_format(nds_array *a, const uint64_t *cell, const char *key,
     const uint8_t *stored = old.state == NDS_READ_VALUE ? old.value.data : NULL;
     size_t len = stored ? old.value.len : 0;
     int all_fill = 0;
+    bool vlen = nds_dtype_is_vlen(a->meta.dtype);
     format_merge fm = {merge, ctx, cell};
     nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
     if (!enc) rc = nds_err(NDS_ENOMEM, "out of memory");
     if (!rc) {
         enc->len = 0;
-        rc = a->format->update_chunk(a->state, cell, stored, len, changed, merge_for_format, &fm,
-                                     chunk, enc, &all_fill);
+        /* A variable-length chunk is merged as its element list (lib/array_vlen.c). */
+        rc = vlen ? nds_array_vlen_update(a, cell, stored, len, merge_for_format, &fm, enc, &all_fill)
+                  : a->format->update_chunk(a->state, cell, stored, len, changed,
+                                            merge_for_format, &fm, chunk, enc, &all_fill);
     }
     if (rc == 0)
         rc = store_error(a, key, store_encoded(a, key, enc->data, enc->len, all_fill, cond,
                                                stored != NULL, NULL, sc));
-    else if (rc == NDS_EUNSUPPORTED)
+    else if (rc == NDS_EUNSUPPORTED && !vlen)
         rc = merge_decoded(a, cell, key, stored, len, merge, ctx, chunk, cond, sc);
     else
         rc = chunk_error(a, key, rc);
@@ -220,6 +223,7 @@ static int update_in_format(nds_array *a, const uint64_t *cell, const char *key,
 
 /* Whether a write to part of a chunk goes through the format's update_chunk. */
 static bool updates_in_format(const nds_array *a, const nds_box *changed) {
+    if (nds_dtype_is_vlen(a->meta.dtype)) return true; /* never decoded into a dense chunk */
     return changed && a->format->version >= 3 && a->format->update_chunk &&
            !a->meta.stored_canonical;
 }
@@ -265,7 +269,8 @@ static int update_chunk(nds_array *a, const uint64_t *cell, int whole, const nds
     char key[KEY_MAX];
     int rc = nds_array_chunk_key(a, cell, key, sizeof key);
     if (rc) return rc;
-    uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes);
+    /* (variable-length arrays have no dense chunk: chunk_bytes 0) */
+    uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes ? a->chunk_bytes : 1);
     if (!chunk) return NDS_ENOMEM;
     nds_chunk_lock_entry *lock = nds_chunk_lock(&a->locks, key);
     if (!lock) return NDS_ENOMEM;
@@ -394,6 +399,7 @@ static int write_chunks(io_call *c, size_t threads) {
 /* nds_array_write, and (by_ref) nds_array_write_ref. */
 static int write_call(nds_array *a, const nds_box *box, const void *in, const nds_io_options *opts,
                       bool by_ref) {
+    if (nds_dtype_is_vlen(a->meta.dtype)) return nds_array_vlen_refusal(a, "write to");
     pthread_rwlock_rdlock(&a->meta_lock);
     io_call c;
     int rc = io_call_init(&c, a, box, in, false, "write to");

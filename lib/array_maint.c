@@ -98,6 +98,13 @@ typedef struct verify_call {
 
 static int verify_task(void *ctx, size_t i) {
     verify_call *v = ctx;
+    if (nds_dtype_is_vlen(v->a->meta.dtype)) { /* no dense chunk: its element list */
+        int rc = nds_array_vlen_check_chunk(v->a, list_cell(v->list, i), v->list->keys[i]);
+        if (rc == NDS_ENOMEM) return rc;
+        v->errors[i].code = rc;
+        if (rc) nds_error_save(&v->errors[i], rc);
+        return 0;
+    }
     uint8_t *chunk = nds_scratch(NDS_SCRATCH_CHUNK, v->a->chunk_bytes);
     /* Uncached: verify must decode the stored bytes themselves. */
     int present, rc = chunk ? nds_array_load_chunk(v->a, list_cell(v->list, i), v->list->keys[i],
@@ -337,6 +344,7 @@ static int resize_task(void *ctx, size_t i) {
                                    r->list->keys[i])
                   : 0;
     }
+    if (edge && nds_dtype_is_vlen(a->meta.dtype)) return nds_array_vlen_clear_beyond(a, cell);
     return edge ? nds_array_update_chunk(a, cell, 0, NULL, fill_beyond, a) : 0;
 }
 

@@ -618,6 +618,7 @@ static int read_task(void *ctx, size_t i) {
 }
 
 int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_options *opts) {
+    if (nds_dtype_is_vlen(a->meta.dtype)) return nds_array_vlen_refusal(a, "read of");
     pthread_rwlock_rdlock(&a->meta_lock);
     nds_txn *txn = call_txn(a, opts);
     /* Staged chunks are whole storage chunks: overlaying them needs the storage grid. */

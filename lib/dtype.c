@@ -47,6 +47,9 @@ static const dtype_info dtype_table[NDS_DTYPE_COUNT] = {
     /* Fixed-width strings: the size is the unit; the array gives the width. */
     [NDS_BYTES_FIXED] = {"null_terminated_bytes", 1},
     [NDS_UCS4_FIXED] = {"fixed_length_utf32", 4},
+    /* Variable-length: no size (dtype.h). */
+    [NDS_STRING] = {"string", 0},
+    [NDS_BYTES_VLEN] = {"bytes", 0},
 };
 
 size_t nds_dtype_size(nds_dtype t) {
@@ -63,12 +66,15 @@ nds_dtype nds_dtype_from_name(const char *name) {
     if (strcmp(name, "complex_float32") == 0) return NDS_COMPLEX64;
     if (strcmp(name, "complex_float64") == 0) return NDS_COMPLEX128;
     for (int t = NDS_BOOL; t < NDS_DTYPE_COUNT; t++)
-        if (strcmp(name, dtype_table[t].name) == 0 && !nds_dtype_is_fixed_string((nds_dtype)t))
+        if (strcmp(name, dtype_table[t].name) == 0 && !nds_dtype_is_fixed_string((nds_dtype)t) &&
+            !nds_dtype_is_vlen((nds_dtype)t))
             return (nds_dtype)t;
     return NDS_DTYPE_INVALID;
 }
 
 bool nds_dtype_is_fixed_string(nds_dtype t) { return t == NDS_BYTES_FIXED || t == NDS_UCS4_FIXED; }
+
+int nds_dtype_is_vlen(nds_dtype t) { return t == NDS_STRING || t == NDS_BYTES_VLEN; }
 
 /* ---- small floats (float8 family, float4_e2m1fn) ----------------------------------------------
  * Bit layouts from the zarr v3 data type registry (zarr-extensions data-types/<name>). */

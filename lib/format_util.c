@@ -105,6 +105,22 @@ int nds_codec_decode_exact(const nds_codec *c, void *state, const uint8_t *in, s
     return 0;
 }
 
+int nds_codec_decode_grow(const nds_codec *c, void *state, const uint8_t *in, size_t len,
+                          uint64_t bound, nds_buf *out) {
+    uint64_t cap = (uint64_t)len * 4 < 65536 ? 65536 : (uint64_t)len * 4;
+    if (cap > bound) cap = bound;
+    for (;;) {
+        if (nds_buf_reserve(out, cap ? (size_t)cap : 1) != 0)
+            return nds_err(NDS_ENOMEM, "%s: out of memory for %llu bytes", c->name,
+                           (unsigned long long)cap);
+        size_t got = 0;
+        int rc = c->decode(state, in, len, out->data, (size_t)cap, &got);
+        out->len = rc ? 0 : got;
+        if (rc != NDS_ECORRUPT || cap >= bound) return rc;
+        cap = cap > bound / 4 ? bound : cap * 4;
+    }
+}
+
 int nds_codec_decode_part(const nds_codec *c, void *state, const uint8_t *in, size_t len,
                           uint8_t *out, size_t n, size_t begin, size_t end) {
     if (c->version < 2 || !c->decode_part) return NDS_EUNSUPPORTED;

@@ -187,6 +187,40 @@ NDS_API size_t nds_array_dtype_size(const nds_array *a);
  *  Any thread. */
 NDS_API void nds_array_fill_element(const nds_array *a, void *out);
 
+/*
+ * Variable-length arrays (dtype.h: string, bytes; issue 20). Their elements have no fixed size, so
+ * they move as offsets + bytes: element i of a region (C order) is data[offsets[i] ..
+ * offsets[i + 1]). nds_array_read / nds_array_write refuse these arrays (NDS_EINVAL naming these
+ * calls), and these calls refuse every other array. A chunk is decoded whole; a write to part of a
+ * chunk reads it, replaces its elements and writes it conditionally, as for any chunk, so
+ * concurrent writers of other elements of the same chunk are never lost. Writes inside a
+ * transaction are refused (NDS_EUNSUPPORTED); reads in one see the store, not staged writes.
+ */
+/**
+ * Reads box of a variable-length array. *offsets receives nds_box_count(box) + 1 offsets (the first
+ * 0, the last the total length), *data the elements' bytes one after the other (never NULL, even
+ * when empty); free both with nds_array_vlen_free. Missing chunks read as the fill element (empty
+ * when the array has none). String elements are valid UTF-8: a stored element that is not, like a
+ * stored list whose element count or lengths do not fit the chunk, is NDS_ECORRUPT naming the
+ * chunk. opts may be NULL.
+ * @return 0; NDS_EINVAL (not a variable-length array); NDS_ERANGE (box outside the array); the
+ *         error of the first bad chunk. On error *offsets and *data are NULL.
+ */
+NDS_API int nds_array_read_vlen(nds_array *a, const nds_box *box, uint64_t **offsets,
+                                uint8_t **data, const nds_io_options *opts);
+/**
+ * Writes the nds_box_count(box) elements given by offsets (count + 1 entries, non-decreasing) and
+ * data to box. Each touched chunk is committed by itself, isolated; a chunk left all fill is
+ * deleted. Nothing is written when an element is refused: one longer than 2^32-1 bytes, offsets
+ * that decrease, or (string arrays) bytes that are not valid UTF-8 (NDS_EINVAL naming the
+ * element's index in the region). opts may be NULL.
+ * @return 0; NDS_EINVAL; NDS_ERANGE; NDS_EUNSUPPORTED (inside a transaction); a chunk's error.
+ */
+NDS_API int nds_array_write_vlen(nds_array *a, const nds_box *box, const uint64_t *offsets,
+                                 const uint8_t *data, const nds_io_options *opts);
+/** Frees what nds_array_read_vlen returned. Accepts NULL. */
+NDS_API void nds_array_vlen_free(uint64_t *offsets, uint8_t *data);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,6 +30,12 @@ extern "C" {
  *   NUL-padded, "<U<n>" n code points as host-order uint32, NUL-padded. nds_dtype_from_name does
  *   not return these two (a name alone has no width): formats create them from their own
  *   typestrings.
+ * - string, bytes (NDS_STRING, NDS_BYTES_VLEN): variable-length elements (zarr v3 "string" /
+ *   "bytes", zarr v2 "|O" with the vlen-utf8 / vlen-bytes filter). They have no size
+ *   (nds_dtype_size 0) and no dense form: nds_array_read / nds_array_write refuse them, and
+ *   nds_array_read_vlen / nds_array_write_vlen (array.h) move them as offsets + bytes. A string
+ *   element is valid UTF-8. nds_dtype_from_name does not return these two either (formats create
+ *   them from their own metadata).
  */
 typedef enum nds_dtype {
     NDS_DTYPE_INVALID = 0,
@@ -45,6 +51,8 @@ typedef enum nds_dtype {
     NDS_DATETIME64, NDS_TIMEDELTA64,
     /* Appended for fixed-width strings (issue 20): see above. */
     NDS_BYTES_FIXED, NDS_UCS4_FIXED,
+    /* Appended for variable-length strings (issue 20): see nds_dtype_is_vlen. */
+    NDS_STRING, NDS_BYTES_VLEN,
     NDS_DTYPE_COUNT
 } nds_dtype;
 
@@ -66,6 +74,8 @@ NDS_API nds_dtype nds_dtype_from_name(const char *name);
  *  elem in memory form, host order) as a double in *out (NaN and infinities included).
  *  @return 0; NDS_EINVAL for other types (*out untouched). Any thread. */
 NDS_API int nds_dtype_to_double(nds_dtype t, const void *elem, double *out);
+/** 1 for the variable-length types (NDS_STRING, NDS_BYTES_VLEN), else 0. Any thread. */
+NDS_API int nds_dtype_is_vlen(nds_dtype t);
 /** Size of the unit that byte order applies to: the element size, or half of it for complex types. */
 NDS_API size_t nds_dtype_swap_unit(nds_dtype t);
 

@@ -84,6 +84,23 @@ int nds_array_stage_update(nds_array *a, const uint64_t *cell, size_t index, int
                            const nds_box *changed, nds_merge_fn merge, void *ctx,
                            struct nds_write_batch *batch);
 
+/* ---- variable-length arrays (lib/array_vlen.c) ---- */
+
+/** The update of a variable-length chunk (nds_dtype_is_vlen) inside the core's update protocol:
+ *  decodes old[0..old_len) (NULL: not stored, every element the fill) into its element list,
+ *  calls merge(merge_ctx, chunk) with chunk pointing to that list (an nds_vlen_list of
+ *  formats/codecs/vlen.h, which merge replaces), and encodes the result into out, or sets
+ *  *all_fill. Errors carry no chunk name (the caller adds it). */
+int nds_array_vlen_update(nds_array *a, const uint64_t *cell, const uint8_t *old, size_t old_len,
+                          void (*merge)(void *ctx, uint8_t *chunk), void *merge_ctx, nds_buf *out,
+                          int *all_fill);
+/** NDS_EINVAL naming a (a variable-length array) and the calls that move its elements. */
+int nds_array_vlen_refusal(const nds_array *a, const char *what);
+/** Resets the elements of variable-length chunk cell beyond a->meta.shape to fill (resize). */
+int nds_array_vlen_clear_beyond(nds_array *a, const uint64_t *cell);
+/** Decodes stored chunk key (cell) of a variable-length array, checking it (verify). */
+int nds_array_vlen_check_chunk(nds_array *a, const uint64_t *cell, const char *key);
+
 /* ---- grouped writes (meta.grouped: objects holding several chunks that are not a box) ---- */
 
 /** A write call of lib/array_io.c (the box, the caller's buffer, the chunks it iterates). */

@@ -48,6 +48,12 @@ int nds_format_codec_new(const json_object *config, size_t elem_size, const char
  * NDS_ECORRUPT "<codec>: expected n bytes after decompression, found m" when it does not. */
 int nds_codec_decode_exact(const nds_codec *c, void *state, const uint8_t *in, size_t len,
                            uint8_t *out, size_t n);
+/** Decodes in[0..len) with codec c into out (replaced) when the decoded size is not known, only
+ * bounded (variable-length chunks): into a buffer that starts at 4 x len (at least 64 KiB) and
+ * grows x4 up to bound while the codec fails (codecs report a short buffer and corrupt input
+ * alike, so corrupt input grows the buffer to the bound before its error comes out). */
+int nds_codec_decode_grow(const nds_codec *c, void *state, const uint8_t *in, size_t len,
+                          uint64_t bound, nds_buf *out);
 /** Decodes bytes [begin, end) of a value whose decoded size is exactly n (codec decode_part);
  *  NDS_EUNSUPPORTED (no message) when the codec decodes whole values only. */
 int nds_codec_decode_part(const nds_codec *c, void *state, const uint8_t *in, size_t len,

@@ -37,6 +37,8 @@ _NUMPY = {
     "datetime64": np.dtype("M8"), "timedelta64": np.dtype("m8"),
     # without their width; numpy_dtype_of gives the width an array has
     "null_terminated_bytes": np.dtype("S"), "fixed_length_utf32": np.dtype("U"),
+    # variable length: object arrays of str / bytes
+    "string": np.dtype(object), "bytes": np.dtype(object),
 }
 
 # The string types and the NumPy kind of each.

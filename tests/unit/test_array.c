@@ -183,7 +183,7 @@ static int tf_set_attrs(void *st, nds_kvstore *kv, const json_object *a) { retur
 static const nds_format testfmt = {
     NDS_FORMAT_VERSION, "testfmt", "testfmt", "meta.json", tf_open, tf_close, tf_chunk_key, tf_parse_key,
     tf_decode, tf_encode, tf_metadata, tf_resize, tf_get_attrs, tf_set_attrs, NULL, NULL, tf_read_chunk, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 /* The same format without resize, as a format whose bounds are fixed (precomputed) has. */

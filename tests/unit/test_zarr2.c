@@ -505,8 +505,9 @@ static const struct {
      "\"dtype\" \"|S0\" is not a numpy string typestring"},
     {"{\"zarr_format\":2,\"shape\":[1],\"chunks\":[1],\"dtype\":\"<U7\",\"fill_value\":0,"
      BASE_REST "}", NDS_EFORMAT, "\"fill_value\" of a unicode string array must be a string"},
-    {"{\"zarr_format\":2,\"shape\":[1],\"chunks\":[1],\"dtype\":\"|O\"}", NDS_EUNSUPPORTED,
-     "dtype \"|O\" is not supported (python objects)"},
+    {"{\"zarr_format\":2,\"shape\":[1],\"chunks\":[1],\"dtype\":\"|O\",\"fill_value\":0,"
+     "\"order\":\"C\",\"compressor\":null,\"filters\":null}",
+     NDS_EUNSUPPORTED, "dtype \"|O\" (python objects) with no object codec is not supported"},
     {"{\"zarr_format\":2,\"shape\":[1],\"chunks\":[1],\"dtype\":\"<M8\"}", NDS_EUNSUPPORTED,
      "dtype \"<M8\" is not supported (datetimes without a unit)"},
     {"{\"zarr_format\":2,\"shape\":[1],\"chunks\":[1],\"dtype\":\"|V8\"}", NDS_EUNSUPPORTED,
@@ -545,7 +546,7 @@ static const struct {
     {"{\"zarr_format\":2,\"shape\":[1],\"chunks\":[1],\"dtype\":\"<i2\",\"fill_value\":0,\"order\":"
      "\"C\","
      "\"compressor\":null,\"filters\":[{\"id\":\"delta\"},{\"id\":\"vlen-utf8\"}]}",
-     NDS_EUNSUPPORTED, "filter \"vlen-utf8\" is not supported"},
+     NDS_EFORMAT, "filter \"vlen-utf8\" (\"filters\"[1]) needs dtype \"|O\" and must come first"},
     {"{\"zarr_format\":2,\"shape\":[1],\"chunks\":[1],\"dtype\":\"<i2\",\"fill_value\":0,\"order\":"
      "\"C\","
      "\"compressor\":null,\"filters\":5}",
@@ -839,7 +840,7 @@ START_TEST(spec_errors) {
         open_spec(&a,
                   SPEC_AT("specerr/a") "\"metadata\":{\"shape\":[2],\"dtype\":\"<u2\","
                                        "\"filters\":[{\"id\":\"vlen-utf8\"}]},\"create\":true}"),
-        NDS_EUNSUPPORTED, "filter \"vlen-utf8\" is not supported");
+        NDS_EFORMAT, "filter \"vlen-utf8\" (\"filters\"[0]) needs dtype \"|O\"");
     /* Nothing was written by any of these. */
     ck_assert_ptr_null(get_raw("memory://specerr/a/", ".zarray", NULL));
 }
@@ -1286,9 +1287,6 @@ START_TEST(zarr_python_fixtures) {
         "1d.contiguous.zstd.i2",  "2d.chunked.i2",        "2d.chunked.ragged.i2",
         "2d.contiguous.i2",       "3d.chunked.i2",        "3d.chunked.mixed.i2.C",
         "3d.chunked.mixed.i2.F",  "3d.contiguous.i2"};
-    static const struct {
-        const char *name, *dtype;
-    } refused[] = {{"3d.chunked.O", "|O"}};
     /* Fixed-width strings (issue 20) read as raw elements: NumPy's bytes and host-order UCS-4. */
     static const char *const strings[] = {"1d.contiguous.S7", "1d.contiguous.U13.be",
                                           "1d.contiguous.U13.le", "1d.contiguous.U7",
@@ -1311,14 +1309,21 @@ START_TEST(zarr_python_fixtures) {
         snprintf(npy, sizeof npy, "%s/zarr2_zarr_python/expected/%s.npy", dir, strings[i]);
         nds_array_free(open_expect_npy(url, npy, strings[i]));
     }
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        char url[2048], needle[64];
-        snprintf(url, sizeof url, "file://%s/zarr2_zarr_python/data.zarr/%s/|zarr:", dir,
-                 refused[i].name);
-        snprintf(needle, sizeof needle, "dtype \"%s\" is not supported", refused[i].dtype);
-        nds_array *a;
-        EXPECT_ERR(nds_array_open(&a, url, NULL), NDS_EUNSUPPORTED, needle);
-    }
+    /* An object array of vlen-utf8 strings (issue 20) reads through nds_array_read_vlen. */
+    char url[2048];
+    snprintf(url, sizeof url, "file://%s/zarr2_zarr_python/data.zarr/3d.chunked.O/|zarr:", dir);
+    nds_array *a;
+    NDS_OK(nds_array_open(&a, url, NULL));
+    ck_assert_int_eq(nds_array_dtype(a), NDS_STRING);
+    nds_box all = {.rank = 3, .stop = {2, 2, 2}, .step = {1, 1, 1}};
+    uint64_t *off;
+    uint8_t *data;
+    NDS_OK(nds_array_read_vlen(a, &all, &off, &data, NULL));
+    ck_assert_uint_eq(off[8], 20);
+    ck_assert_mem_eq(data, "aaaaaaaaaabbbbbbbbbb", 20);
+    ck_assert_uint_eq(off[3], 6); /* "a", "aa", "aaa" */
+    nds_array_vlen_free(off, data);
+    nds_array_free(a);
 }
 END_TEST
 

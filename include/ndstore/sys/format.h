@@ -234,6 +234,24 @@ typedef struct nds_format {
      * "consolidated" member in open (issue 20; docs/formats.md).
      */
     int (*consolidate)(nds_kvstore *kv, size_t *count);
+    /*
+     * Variable-length arrays (meta.dtype a type of nds_dtype_is_vlen: string, bytes). Such an
+     * array has no canonical chunk: the core moves a chunk as its element list in the layout of
+     * the vlen-utf8 / vlen-bytes codecs (u32 little-endian count, then per element in C order a
+     * u32 little-endian byte length and the bytes), and checks, decodes, merges and encodes the
+     * list itself (lib/array_vlen.c). decode_chunk / encode_chunk / update_chunk / read_chunk are
+     * never called for it. meta.fill_value holds the fill element as a host-order uint32 length
+     * and its bytes (at most NDS_ELEM_MAX_SIZE - 4), or length UINT32_MAX for "no fill element"
+     * (zarr v2 null: missing elements read as empty, and chunks are never deleted as all fill).
+     * A format that opens such an array must set both members below (issue 20).
+     */
+    /** The stored bytes of chunk cell through every codec after the vlen one, decoded into out
+     *  (replacing its contents): the element list. Corrupt input: NDS_ECORRUPT with a message. */
+    int (*decode_vlen)(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
+                       nds_buf *out);
+    /** The element list list[0..len) encoded through those codecs into out (replaced). */
+    int (*encode_vlen)(void *state, const uint64_t *cell, const uint8_t *list, size_t len,
+                       nds_buf *out);
 } nds_format;
 
 /** Registers a format (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
