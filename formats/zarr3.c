@@ -265,6 +265,21 @@ static int zarr3_encode_chunk(void *state, const uint64_t *cell, const uint8_t *
     return nds_z3_chain_encode(z->m.chain, chunk, out);
 }
 
+/* string / bytes arrays: the codecs after vlen-utf8 / vlen-bytes (the core does the lists). */
+static int zarr3_decode_vlen(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
+                             nds_buf *out) {
+    const zarr3 *z = state;
+    (void)cell;
+    return nds_z3_chain_decode_vlen(z->m.chain, data, len, out);
+}
+
+static int zarr3_encode_vlen(void *state, const uint64_t *cell, const uint8_t *list, size_t len,
+                             nds_buf *out) {
+    const zarr3 *z = state;
+    (void)cell;
+    return nds_z3_chain_encode_vlen(z->m.chain, list, len, out);
+}
+
 static int zarr3_update_chunk(void *state, const uint64_t *cell, const uint8_t *old,
                               size_t old_len, const nds_box *changed,
                               void (*merge)(void *ctx, uint8_t *chunk), void *merge_ctx,
@@ -498,4 +513,6 @@ const nds_format nds_format_zarr3 = {
     .describe_codec = zarr3_describe_codec,
     .read_chunk = zarr3_read_chunk,
     .consolidate = zarr3_consolidate,
+    .decode_vlen = zarr3_decode_vlen,
+    .encode_vlen = zarr3_encode_vlen,
 };

@@ -39,7 +39,8 @@
 /* Longest member path in messages ("codecs[0].configuration.codecs[1]..."). */
 #define PATH_MAX_LEN 256
 
-typedef enum { AB_BYTES, AB_SHARDING } ab_kind;
+/* AB_VLEN: vlen-utf8 / vlen-bytes, whose element lists the core builds (lib/array_vlen.c). */
+typedef enum { AB_BYTES, AB_SHARDING, AB_VLEN } ab_kind;
 
 /* A bytes-to-bytes codec: a registry codec instance and its normalised zarr v3 JSON. */
 typedef struct bb_codec {
@@ -221,6 +222,30 @@ static int parse_bytes(nds_z3_chain *c, const json_object *config, const char *d
     c->ab = AB_BYTES;
     c->big_endian = endian && endian[0] == 'b';
     c->swap = nds_dtype_swap_unit(c->tarr.dtype) > 1 && c->big_endian != nds_host_is_big_endian();
+    return 0;
+}
+
+/* vlen-utf8 (data_type string) / vlen-bytes (bytes): the element list is the core's, so the
+ * chain holds only the codecs after it (nds_z3_chain_decode_vlen). Names with "numcodecs." too, as
+ * zarrita reads them. No configuration members. */
+static int vlen_kind(const char *name) {
+    if (strncmp(name, "numcodecs.", 10) == 0) name += 10;
+    return name_is(name, "vlen-utf8") ? NDS_STRING : name_is(name, "vlen-bytes") ? NDS_BYTES_VLEN : 0;
+}
+
+static int parse_vlen(nds_z3_chain *c, const char *name, const json_object *config,
+                      const char *dp) {
+    static const char *const allowed[] = {NULL};
+    int rc = check_members(config, allowed, dp);
+    if (rc) return rc;
+    if ((int)c->arr.dtype != vlen_kind(name))
+        return nds_err(NDS_EFORMAT, "%s: codec \"%s\" needs data_type \"%s\", not \"%s\"", dp,
+                       name, vlen_kind(name) == NDS_STRING ? "string" : "bytes",
+                       nds_dtype_name(c->arr.dtype));
+    if (c->transpose || c->aa_nc)
+        return nds_err(NDS_EUNSUPPORTED, "%s: array-to-array codecs before \"%s\" are not "
+                                         "supported", dp, name);
+    c->ab = AB_VLEN;
     return 0;
 }
 
@@ -496,6 +521,17 @@ static int entry_apply(nds_z3_chain *c, const char *name, const json_object *cfg
         if (!rc) compose(c, p);
         return rc;
     }
+    if (vlen_kind(name)) {
+        if (*stage != STAGE_AA)
+            return nds_err(NDS_EFORMAT, "%s: a second array-to-bytes codec (\"%s\")", dp, name);
+        *stage = STAGE_BB;
+        return parse_vlen(c, name, cfg, dp);
+    }
+    if (nds_dtype_is_vlen(c->arr.dtype) && (*stage == STAGE_AA || !id))
+        return nds_err(NDS_EUNSUPPORTED, "%s: data_type \"%s\" needs the \"%s\" codec first "
+                                         "(\"%s\" is not supported for it)", dp,
+                       nds_dtype_name(c->arr.dtype),
+                       c->arr.dtype == NDS_STRING ? "vlen-utf8" : "vlen-bytes", name);
     if (name_is(name, "bytes") || name_is(name, "sharding_indexed")) {
         if (*stage != STAGE_AA)
             return nds_err(NDS_EFORMAT, "%s: a second array-to-bytes codec (\"%s\")", dp, name);
@@ -521,7 +557,9 @@ static int entry_apply(nds_z3_chain *c, const char *name, const json_object *cfg
 }
 
 static void compute_bounds(nds_z3_chain *c) {
-    if (c->ab == AB_BYTES) {
+    if (c->ab == AB_VLEN) {
+        c->bound[0] = NDS_Z3_MAX_CHUNK_BYTES; /* element lists: only bounded */
+    } else if (c->ab == AB_BYTES) {
         c->bound[0] = c->nbytes;
     } else {
         const nds_z3_shard *s = c->shard;
@@ -536,7 +574,8 @@ static int chain_init(nds_z3_chain *c, const nds_z3_array *arr, const char *doc,
     uint64_t n;
     c->arr = *arr;
     c->tarr = *arr;
-    c->elem = nds_dtype_size(arr->dtype);
+    /* variable-length elements: counted as 1 byte (blosc's typesize, the chunk-size limit) */
+    c->elem = nds_dtype_is_vlen(arr->dtype) ? 1 : nds_dtype_size(arr->dtype);
     for (size_t i = 0; i < arr->rank; i++) c->perm[i] = i;
     if (c->elem == 0) return nds_err(NDS_EFORMAT, "%s: %s: invalid data type", doc, where);
     if (!nds_product_u64(arr->shape, arr->rank, &n) || !nds_mul_u64(n, c->elem, &n) ||
@@ -564,6 +603,10 @@ int nds_z3_chain_parse(const json_object *codecs, const nds_z3_array *arr, const
         rc = entry_parse(json_object_array_get_idx(codecs, i), doc, path, &name, &cfg);
         if (!rc) rc = entry_apply(c, name, cfg, &stage, doc, path, depth);
     }
+    if (rc == 0 && stage == STAGE_AA && nds_dtype_is_vlen(arr->dtype))
+        rc = nds_err(NDS_EUNSUPPORTED, "%s: %s: data_type \"%s\" needs the \"%s\" codec", doc,
+                     where, nds_dtype_name(arr->dtype),
+                     arr->dtype == NDS_STRING ? "vlen-utf8" : "vlen-bytes");
     if (rc == 0 && stage == STAGE_AA) { /* no array-to-bytes codec: the implicit bytes codec */
         char dp[PATH_MAX_LEN + 640];
         NDS_Z3_PRINT(dp, "%s: %s", doc, where);
@@ -765,6 +808,45 @@ int nds_z3_chain_update(const nds_z3_chain *c, const uint8_t *old, size_t old_le
     return nds_z3_shard_update(c->shard, old, old_len, changed, merge, chunk, out, all_fill);
 }
 
+int nds_z3_chain_decode_vlen(const nds_z3_chain *c, const uint8_t *in, size_t len,
+                             nds_buf *out) {
+    uint8_t *bufs[2] = {NULL, NULL};
+    const uint8_t *cur = in;
+    size_t curlen = len;
+    int rc = c->ab == AB_VLEN ? 0 : nds_err(NDS_EINTERNAL, "zarr3: not a vlen codec chain");
+    for (size_t k = c->n_bb; rc == 0 && k-- > 0;) {
+        rc = decode_grow(&c->bb[k], cur, curlen, c->bound[k], &bufs[k & 1], &curlen);
+        cur = bufs[k & 1];
+    }
+    out->len = 0;
+    if (rc == 0 && nds_buf_append(out, cur, curlen))
+        rc = nds_err(NDS_ENOMEM, "zarr3: out of memory for a %zu-byte chunk", curlen);
+    free(bufs[0]);
+    free(bufs[1]);
+    return rc;
+}
+
+int nds_z3_chain_encode_vlen(const nds_z3_chain *c, const uint8_t *list, size_t len,
+                             nds_buf *out) {
+    nds_buf t[2] = {{0}, {0}};
+    const uint8_t *cur = list;
+    size_t curlen = len;
+    int rc = 0;
+    out->len = 0;
+    if (c->n_bb == 0 && nds_buf_append(out, list, len))
+        rc = nds_err(NDS_ENOMEM, "zarr3: out of memory encoding a chunk");
+    for (size_t k = 0; rc == 0 && k < c->n_bb; k++) {
+        nds_buf *dst = k + 1 == c->n_bb ? out : &t[k & 1];
+        dst->len = 0;
+        rc = c->bb[k].codec->encode(c->bb[k].state, cur, curlen, dst);
+        cur = dst->data;
+        curlen = dst->len;
+    }
+    nds_buf_dispose(&t[0]);
+    nds_buf_dispose(&t[1]);
+    return rc;
+}
+
 int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out) {
     uint8_t *own;
     const uint8_t *data;
@@ -817,7 +899,10 @@ static json_object *transpose_json(const nds_z3_chain *c) {
 
 static int ab_json(const nds_z3_chain *c, json_object **out) {
     json_object *cfg = NULL;
-    if (c->ab == AB_SHARDING) {
+    if (c->ab == AB_VLEN) { /* as zarr-python 3 writes it: an empty configuration */
+        *out = new_codec_json(c->arr.dtype == NDS_STRING ? "vlen-utf8" : "vlen-bytes",
+                              json_object_new_object());
+    } else if (c->ab == AB_SHARDING) {
         int rc = nds_z3_shard_config_json(c->shard, &cfg);
         if (rc) return rc;
         *out = new_codec_json("sharding_indexed", cfg);

@@ -82,6 +82,13 @@ int nds_z3_chain_read_part(const nds_z3_chain *c, const nds_part_reader *r, uint
  * (format.h decode_chunk_pieces) */
 int nds_z3_chain_decode_pieces(const nds_z3_chain *c, const uint8_t *in, size_t len,
                                nds_piece_sink sink, void *arg);
+/** For a chain whose array-to-bytes codec is vlen-utf8 / vlen-bytes (data_type string / bytes):
+ *  decodes the stored bytes through the codecs after it into out (replaced): the element list,
+ *  which the core checks (format.h decode_vlen). */
+int nds_z3_chain_decode_vlen(const nds_z3_chain *c, const uint8_t *in, size_t len, nds_buf *out);
+/** Encodes an element list through the codecs after vlen-utf8 / vlen-bytes into out (replaced). */
+int nds_z3_chain_encode_vlen(const nds_z3_chain *c, const uint8_t *list, size_t len,
+                             nds_buf *out);
 /** Encodes a canonical array into out (replacing its contents; out->len set). */
 int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out);
 /** A write's merge, as nds_format.update_chunk receives it. */

@@ -43,6 +43,7 @@ static bool eq(const char *a, const char *b) { return strcmp(a, b) == 0; }
 /* ---- fill values ----------------------------------------------------------------------------- */
 
 int nds_zarr3_fill_parse(nds_dtype t, const json_object *v, const char *doc, uint8_t *out) {
+    if (nds_dtype_is_vlen(t)) return nds_vlen_fill_from_json(t, v, doc, out);
     if ((t == NDS_COMPLEX64 || t == NDS_COMPLEX128) && json_object_is_type(v, json_type_array)) {
         nds_dtype part = t == NDS_COMPLEX64 ? NDS_FLOAT32 : NDS_FLOAT64;
         size_t half = nds_dtype_size(part);
@@ -120,6 +121,7 @@ static json_object *real_json(nds_dtype t, const uint8_t *p) {
 }
 
 json_object *nds_zarr3_fill_json(nds_dtype t, const uint8_t *fill) {
+    if (nds_dtype_is_vlen(t)) return nds_vlen_fill_to_json(t, fill);
     if (is_float(t)) return real_json(t, fill);
     if (t == NDS_DATETIME64 || t == NDS_TIMEDELTA64) {
         int64_t v;
@@ -263,6 +265,10 @@ static int parse_data_type(const json_object *v, const char *doc, void *state) {
         return nds_err(NDS_EFORMAT, "%s: \"data_type\" must be a string", doc);
     const char *s = json_object_get_string((json_object *)v);
     p->m.dtype = nds_dtype_from_name(s);
+    if (eq(s, "string")) /* variable-length (registry; zarr-python 3 spells bytes the long way) */
+        p->m.dtype = NDS_STRING;
+    else if (eq(s, "bytes") || eq(s, "variable_length_bytes"))
+        p->m.dtype = NDS_BYTES_VLEN;
     if (p->m.dtype == NDS_DATETIME64 || p->m.dtype == NDS_TIMEDELTA64) /* needs its unit */
         return nds_err(NDS_EFORMAT, "%s: data_type \"%s\" needs a configuration with its unit "
                                     "({\"name\": \"numpy.%s\", \"configuration\": {\"unit\": ..., "
@@ -271,7 +277,7 @@ static int parse_data_type(const json_object *v, const char *doc, void *state) {
         return nds_err(NDS_EUNSUPPORTED,
                        "%s: data_type \"%.60s\" is not supported; ndstore supports bool, int2 to "
                        "uint64, float16/32/64, bfloat16, the float8 family, float4_e2m1fn, "
-                       "complex64/128 and numpy.datetime64/timedelta64",
+                       "complex64/128, numpy.datetime64/timedelta64, string and bytes",
                        doc, s);
     return 0;
 }
@@ -656,7 +662,8 @@ static int layout_of(const json_object *req, const char *doc, size_t rank, const
     if (!has_w && !has_c) {
         if (has_r) memcpy(l->write, l->read, sizeof l->read);
         else
-            nds_default_chunks(rank, shape, nds_dtype_size(dtype), DEFAULT_CHUNK_BYTES, l->write);
+            nds_default_chunks(rank, shape, nds_dtype_is_vlen(dtype) ? 16 : nds_dtype_size(dtype),
+                               DEFAULT_CHUNK_BYTES, l->write); /* (strings: guessed at 16 bytes) */
     }
     l->sharded = has_r && memcmp(l->read, l->write, rank * sizeof l->read[0]) != 0;
     for (size_t d = 0; l->sharded && d < rank; d++)
@@ -671,7 +678,10 @@ static int layout_of(const json_object *req, const char *doc, size_t rank, const
 static int default_codecs(const json_object *req, const layout *l, nds_dtype dtype,
                           const char *doc, json_object **out) {
     json_object *list = json_object_new_array(), *nc = NULL, *codec = NULL;
-    json_object_array_add(list, bytes_codec());
+    /* variable-length types have their own array-to-bytes codec (zarr-extensions registry) */
+    json_object_array_add(list, dtype == NDS_STRING       ? named("vlen-utf8", NULL)
+                                : dtype == NDS_BYTES_VLEN ? named("vlen-bytes", NULL)
+                                                          : bytes_codec());
     bool given = json_object_object_get_ex(req, REQ_CODEC, &nc);
     int rc = 0;
     if (!given) {
@@ -679,7 +689,7 @@ static int default_codecs(const json_object *req, const layout *l, nds_dtype dty
         json_object_object_add(nc, "id", json_object_new_string("zstd"));
         json_object_object_add(nc, "level", json_object_new_int(1));
     }
-    if (nc) rc = nds_z3_codec_from_numcodecs(nc, nds_dtype_size(dtype), doc, &codec);
+    if (nc) rc = nds_z3_codec_from_numcodecs(nc, nds_dtype_is_vlen(dtype) ? 1 : nds_dtype_size(dtype), doc, &codec);
     if (!given) json_object_put(nc);
     if (codec) json_object_array_add(list, codec);
     if (!rc && l->sharded) {

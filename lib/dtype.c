@@ -554,3 +554,64 @@ json_object *nds_string_fill_to_json(nds_dtype t, size_t size, const uint8_t *va
     free(text);
     return o;
 }
+
+/* ---- variable-length fill values (zarr v3 string / bytes) ---- */
+
+/* A fill given as an array of byte values ([104, 105]). */
+static int byte_list_fill(const json_object *v, const char *doc, uint8_t *bytes, size_t cap,
+                          size_t *n) {
+    *n = json_object_array_length(v);
+    if (*n > cap)
+        return nds_err(NDS_EUNSUPPORTED, "%s: \"fill_value\" holds %zu bytes; ndstore supports "
+                                         "at most %zu", doc, *n, cap);
+    for (size_t i = 0; i < *n; i++) {
+        json_object *e = json_object_array_get_idx(v, i);
+        int64_t b = json_object_is_type(e, json_type_int) ? json_object_get_int64(e) : -1;
+        if (b < 0 || b > 255)
+            return nds_err(NDS_EFORMAT, "%s: \"fill_value\"[%zu] must be a byte value (0 to "
+                                        "255)", doc, i);
+        bytes[i] = (uint8_t)b;
+    }
+    return 0;
+}
+
+int nds_vlen_fill_from_json(nds_dtype t, const json_object *v, const char *doc, uint8_t *out) {
+    size_t cap = NDS_ELEM_MAX_SIZE - 4, n = 0;
+    uint8_t *bytes = out + 4;
+    int rc = 0;
+    memset(out, 0, NDS_ELEM_MAX_SIZE);
+    if (json_object_is_type(v, json_type_null)) return 0;
+    if (t == NDS_BYTES_VLEN && json_object_is_type(v, json_type_array)) {
+        rc = byte_list_fill(v, doc, bytes, cap, &n);
+    } else if (json_object_is_type(v, json_type_string)) {
+        const char *s = json_object_get_string((json_object *)v);
+        size_t len = (size_t)json_object_get_string_len(v);
+        long got = t == NDS_STRING ? (long)len : b64_decode(s, bytes, cap);
+        if (t == NDS_STRING && len <= cap) memcpy(bytes, s, len);
+        if (len > cap * 2 || (t == NDS_STRING && len > cap))
+            rc = nds_err(NDS_EUNSUPPORTED, "%s: \"fill_value\" is longer than %zu bytes, "
+                                           "ndstore's limit", doc, cap);
+        else if (got < 0 || strlen(s) != len || (t == NDS_STRING && !nds_utf8_valid(bytes, len)))
+            rc = nds_err(NDS_EFORMAT, "%s: \"fill_value\" \"%.40s\" is not %s", doc, s,
+                         t == NDS_STRING ? "valid UTF-8 text" : "base64 of at most 4092 bytes");
+        n = got < 0 ? 0 : (size_t)got;
+    } else {
+        rc = nds_err(NDS_EFORMAT, "%s: \"fill_value\" of a %s array must be %s", doc,
+                     nds_dtype_name(t),
+                     t == NDS_STRING ? "a string" : "a base64 string or an array of byte values");
+    }
+    uint32_t len32 = (uint32_t)n;
+    memcpy(out, &len32, 4);
+    return rc;
+}
+
+json_object *nds_vlen_fill_to_json(nds_dtype t, const uint8_t *fill) {
+    uint32_t n;
+    memcpy(&n, fill, 4);
+    if (n > NDS_ELEM_MAX_SIZE - 4) n = 0; /* UINT32_MAX: no fill element, written as empty */
+    if (t == NDS_STRING) return json_object_new_string_len((const char *)fill + 4, (int)n);
+    char *text = b64_encode(fill + 4, n);
+    json_object *o = text ? json_object_new_string(text) : NULL;
+    free(text);
+    return o;
+}

@@ -36,6 +36,14 @@ double nds_small_float_load(nds_dtype t, uint8_t code);
  *  value that rounds past the largest finite one where there is no infinity, 0 or negative for
  *  float8_e8m0fnu. */
 int nds_small_float_store(nds_dtype t, double d, uint8_t *out);
+/** The fill value of a variable-length array (string, bytes) from zarr v3 JSON into out
+ *  (NDS_ELEM_MAX_SIZE bytes, the form of format.h: a host-order uint32 length, then the bytes):
+ *  string takes a JSON string, bytes a base64 string (as zarr-python 3 writes it) or an array of
+ *  byte values; null is the empty element. NDS_EFORMAT naming fill_value, NDS_EUNSUPPORTED past
+ *  NDS_ELEM_MAX_SIZE - 4 bytes. */
+int nds_vlen_fill_from_json(nds_dtype t, const json_object *v, const char *doc, uint8_t *out);
+/** The JSON of such a fill value (a string; base64 for bytes), as a new object. */
+json_object *nds_vlen_fill_to_json(nds_dtype t, const uint8_t *fill);
 /** 1 for NDS_BYTES_FIXED and NDS_UCS4_FIXED (width per array, dtype.h). */
 bool nds_dtype_is_fixed_string(nds_dtype t);
 /** A fixed-width string fill value (as zarr-python 2.13 writes it) into out, one element of size

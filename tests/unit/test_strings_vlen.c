@@ -284,6 +284,99 @@ START_TEST(resize_resets_to_fill) {
 }
 END_TEST
 
+/* zarr v3 string arrays: the stored chunk of [vlen-utf8] alone is the registry's layout (u32le
+ * count, then u32le length + bytes per element), so these bytes are the golden vector. */
+START_TEST(zarr3_strings) {
+    nds_array *a = zarr3_in_memory(
+        "v3s", zarr3_array_doc("[5]", "string", "[3]", "\"-\"", "[{\"name\":\"vlen-utf8\"}]"));
+    ck_assert_int_eq(nds_array_dtype(a), NDS_STRING);
+    nds_box all = box1(0, 5, 1);
+    expect_read(a, &all, "-|-|-|-|-");
+    const uint8_t golden[] = {3, 0, 0, 0, 2, 0, 0, 0, 'a', 'b', 0, 0, 0, 0, 2, 0, 0, 0, 0xc3, 0xbc};
+    put_raw("memory://v3s/", "c/0", golden, sizeof golden);
+    expect_read(a, &all, "ab||\xc3\xbc|-|-");
+    nds_box last = box1(3, 5, 1);
+    NDS_OK(write_joined(a, &last, "x|yy"));
+    size_t len;
+    uint8_t *chunk = get_raw("memory://v3s/", "c/1", &len);
+    const uint8_t want[] = {3, 0, 0, 0, 1, 0, 0, 0, 'x', 2, 0, 0, 0, 'y', 'y', 1, 0, 0, 0, '-'};
+    ck_assert_uint_eq(len, sizeof want);
+    ck_assert_mem_eq(chunk, want, sizeof want);
+    free(chunk);
+    expect_read(a, &all, "ab||\xc3\xbc|x|yy");
+    char *meta = NULL;
+    NDS_OK(nds_array_metadata(a, &meta));
+    ck_assert_msg(strstr(meta, "\"data_type\":\"string\"") && strstr(meta, "\"fill_value\":\"-\"") &&
+                      strstr(meta, "{\"name\":\"vlen-utf8\",\"configuration\":{}}"),
+                  "%s", meta);
+    nds_free(meta);
+    nds_array_free(a);
+    /* created from a spec without codecs: vlen-utf8 then zstd, fill "" */
+    NDS_OK(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"memory://v3d/\",\"create\":true,"
+                         "\"metadata\":{\"shape\":[5],\"data_type\":\"string\"}}"));
+    NDS_OK(write_joined(a, &all, "one|two|three|four|five"));
+    expect_read(a, &all, "one|two|three|four|five");
+    NDS_OK(nds_array_metadata(a, &meta));
+    ck_assert_msg(strstr(meta, "vlen-utf8") && strstr(meta, "zstd") &&
+                      strstr(meta, "\"fill_value\":\"\""), "%s", meta);
+    nds_free(meta);
+    nds_array_free(a);
+}
+END_TEST
+
+START_TEST(zarr3_bytes_and_refusals) {
+    nds_array *a = zarr3_in_memory(
+        "v3b", zarr3_array_doc("[4]", "bytes", "[2]", "\"AAE=\"",
+                               "[{\"name\":\"vlen-bytes\"},{\"name\":\"gzip\","
+                               "\"configuration\":{\"level\":5}}]"));
+    ck_assert_int_eq(nds_array_dtype(a), NDS_BYTES_VLEN);
+    nds_box all = box1(0, 4, 1);
+    uint64_t *off;
+    uint8_t *data;
+    NDS_OK(nds_array_read_vlen(a, &all, &off, &data, NULL));
+    ck_assert_uint_eq(off[4], 8);
+    ck_assert_mem_eq(data, "\0\1\0\1\0\1\0\1", 8); /* the fill, b"\x00\x01" */
+    nds_array_vlen_free(off, data);
+    NDS_OK(write_joined(a, &all, "p|\xff\xfe||q"));
+    expect_read(a, &all, "p|\xff\xfe||q");
+    nds_array_free(a);
+    a = zarr3_in_memory("v3l", zarr3_array_doc("[2]", "variable_length_bytes", "[2]", "[104, 105]",
+                                               "[\"vlen-bytes\"]"));
+    expect_read(a, &(nds_box){.rank = 1, .stop = {2}, .step = {1}}, "hi|hi");
+    nds_array_free(a);
+    EXPECT_ERR(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"memory://v3e1/\",\"create\":true,"
+                             "\"metadata\":%s}",
+                         zarr3_array_doc("[4]", "string", "[2]", "\"\"", "[{\"name\":\"bytes\"}]")),
+               NDS_EUNSUPPORTED, "needs the \"vlen-utf8\" codec first");
+    EXPECT_ERR(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"memory://v3e2/\",\"create\":true,"
+                             "\"metadata\":%s}",
+                         zarr3_array_doc("[4]", "uint8", "[2]", "0", "[{\"name\":\"vlen-utf8\"}]")),
+               NDS_EFORMAT, "needs data_type \"string\", not \"uint8\"");
+    EXPECT_ERR(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"memory://v3e3/\",\"create\":true,"
+                             "\"metadata\":%s}",
+                         zarr3_array_doc("[4]", "string", "[2]", "\"\"",
+                                         "[{\"name\":\"sharding_indexed\",\"configuration\":{"
+                                         "\"chunk_shape\":[1],\"codecs\":[\"vlen-utf8\"],"
+                                         "\"index_codecs\":[\"bytes\"]}}]")),
+               NDS_EUNSUPPORTED, "(\"sharding_indexed\" is not supported for it)");
+    EXPECT_ERR(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"memory://v3e4/\",\"create\":true,"
+                             "\"metadata\":%s}",
+                         zarr3_array_doc("[4]", "string", "[2]", "7", "[\"vlen-utf8\"]")),
+               NDS_EFORMAT, "\"fill_value\" of a string array must be a string");
+    EXPECT_ERR(open_spec(&a, "{\"driver\":\"zarr3\",\"kvstore\":\"memory://v3e5/\",\"create\":true,"
+                             "\"metadata\":%s}",
+                         zarr3_array_doc("[4]", "bytes", "[2]", "\"!!\"", "[\"vlen-bytes\"]")),
+               NDS_EFORMAT, "is not base64");
+    /* a damaged gzip stream under vlen-utf8: the codec's error, naming the chunk */
+    a = zarr3_in_memory("v3c", zarr3_array_doc("[4]", "string", "[2]", "\"\"",
+                                               "[\"vlen-utf8\",{\"name\":\"gzip\","
+                                               "\"configuration\":{\"level\":1}}]"));
+    put_raw("memory://v3c/", "c/1", "garbage", 7);
+    EXPECT_ERR(nds_array_read_vlen(a, &all, &off, &data, NULL), NDS_ECORRUPT, "chunk c/1 of");
+    nds_array_free(a);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("strings_vlen");
     TCase *tc = tcase_create("strings_vlen");
@@ -293,6 +386,8 @@ int main(void) {
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, damaged_chunks);
     tcase_add_test(tc, resize_resets_to_fill);
+    tcase_add_test(tc, zarr3_strings);
+    tcase_add_test(tc, zarr3_bytes_and_refusals);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }

@@ -586,7 +586,7 @@ START_TEST(hostile_metadata) {
         {"{\"zarr_format\":3,\"node_type\":\"array\",\"data_type\":\"string\",\"shape\":[4],"
          "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[2]}},"
          "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":\"\",\"codecs\":[]}",
-         NDS_EUNSUPPORTED, "data_type \"string\" is not supported"},
+         NDS_EUNSUPPORTED, "data_type \"string\" needs the \"vlen-utf8\" codec"},
         {"{\"zarr_format\":3,\"node_type\":\"array\",\"data_type\":{\"name\":\"struct\"},"
          "\"shape\":[4]}",
          NDS_EUNSUPPORTED, "data_type \"struct\""},
