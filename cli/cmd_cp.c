@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "strings_io.h"
 #include "npy.h"
 
 static const char usage[] =
@@ -431,6 +432,16 @@ static int carry_origin(nds_array *src, char **spec) {
     return CLI_OK;
 }
 
+/* The source's fill value as the destination's spec takes it. Strings: a string element is the
+ * same JSON text in zarr v2 and v3; a bytes element (base64 in zarr v3, text in zarr v2) and a
+ * fixed-width one (the typestring's own form) are left to the destination's default: cp copies
+ * every element, fill-valued ones too, so no element changes. */
+static json_object *string_fill(nds_array *src, nds_dtype t, const uint8_t *fill) {
+    if (t == NDS_STRING) return cli_vlen_fill_json(src);
+    if (t == NDS_BYTES_VLEN || t == NDS_BYTES_FIXED || t == NDS_UCS4_FIXED) return NULL;
+    return cli_element_to_json(t, fill);
+}
+
 /* Opens the destination with the source's grid as defaults. The default chunk shape is the
  * source's read chunk: for a sharded source its inner chunk (the shard would make one huge chunk in
  * an unsharded destination; a sharded destination names its shard in its spec). *spec is the spec
@@ -447,11 +458,13 @@ static int open_dst(nds_array *src, const cp_args *ca, nds_context *ctx, nds_arr
         snprintf(timed, sizeof timed, "%s[%s]", def.dtype, unit);
         def.dtype = timed;
     }
+    if (cli_string_typestring(src, timed, sizeof timed)) /* fixed-width strings: "<U5", "|S8" */
+        def.dtype = timed;
     def.shape_rank = def.chunk_rank = nds_array_rank(src);
     nds_array_shape(src, def.shape);
     nds_array_read_chunk_shape(src, def.chunks);
     nds_array_fill_value(src, fill);
-    def.fill = cli_element_to_json(t, fill);
+    def.fill = string_fill(src, t, fill);
     int rc = cli_spec_build(ca->dst, &ca->over, &def, ca->delete_existing, spec);
     json_object_put(def.fill);
     if (rc == CLI_OK)
@@ -481,7 +494,8 @@ static int check_same_grid(nds_array *src, nds_array *dst) {
         cli_format_list(b, sizeof b, r2, s2);
         return cli_fail("destination shape %s differs from the source's %s", b, a);
     }
-    if (nds_array_dtype(src) != nds_array_dtype(dst))
+    if (nds_array_dtype(src) != nds_array_dtype(dst) ||
+        nds_array_dtype_size(src) != nds_array_dtype_size(dst)) /* "|S5" and "|S6" */
         return cli_fail("destination dtype %s differs from the source's %s",
                         nds_dtype_name(nds_array_dtype(dst)), nds_dtype_name(nds_array_dtype(src)));
     char u1[16], u2[16]; /* datetimes: the same counts in another unit would be other times */
@@ -676,6 +690,22 @@ static int copy_slabs(nds_array *src, nds_array *dst, const cp_plan *plan) {
     return rc;
 }
 
+/* Variable-length arrays: elements have no fixed size, so no memory plan; slabs of rows as
+ * nds_array_read_vlen returns them (strings_io.c). */
+static int copy_strings(nds_array *src, nds_array *dst, int jobs) {
+    uint64_t shape[NDS_MAX_RANK];
+    nds_box box;
+    nds_array_shape(src, shape);
+    nds_box_full(&box, nds_array_rank(src), shape);
+    nds_io_options io = NDS_IO_OPTIONS_INIT;
+    io.threads = jobs;
+    int rc = cli_copy_strings(src, dst, &box, &io);
+    if (rc == CLI_OK)
+        printf("copied %" PRIu64 " %s elements to %s\n", nds_box_count(&box),
+               nds_dtype_name(nds_array_dtype(src)), nds_kvstore_url(nds_array_kvstore(dst)));
+    return rc;
+}
+
 /* Creates the context (--jobs threads) and opens SRC and DST in it; *dst_spec reopens DST. */
 static int open_arrays(const cp_args *ca, nds_context **ctx, nds_array **src, nds_array **dst,
                        char **dst_spec) {
@@ -706,13 +736,16 @@ int cli_cmd_cp(int argc, char **argv) {
     nds_array *src = NULL, *dst = NULL;
     char *dst_spec = NULL;
     cp_plan plan;
+    memset(&plan, 0, sizeof plan); /* (set by plan_copy; string arrays copy without one) */
     rc = open_arrays(&ca, &ctx, &src, &dst, &dst_spec);
-    if (rc == CLI_OK) {
+    if (rc == CLI_OK && nds_dtype_is_vlen(nds_array_dtype(src))) {
+        rc = copy_strings(src, dst, (int)ca.jobs);
+    } else if (rc == CLI_OK) {
         plan_copy(src, dst, ca.budget, nds_context_threads(ctx), &plan);
         if (plan.threads < nds_context_threads(ctx))
             rc = refit(&ca, dst_spec, &plan, &ctx, &src, &dst);
     }
-    if (rc == CLI_OK)
+    if (rc == CLI_OK && !nds_dtype_is_vlen(nds_array_dtype(src)))
         rc = copy_slabs(src, dst, &plan);
     nds_array_free(dst);
     nds_array_free(src);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "cli.h"
 #include "npy.h"
+#include "strings_io.h"
 
 static const char usage[] =
     "ndstore create SPEC [--shape N,..] [--chunks N,..] [--dtype T] [--codec C] [--fill V] "
@@ -26,7 +27,9 @@ static const char help[] =
     "                      complex64, complex128; zarr v3 also float8_e4m3, float8_e5m2,\n"
     "                      float8_e4m3fn, float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz,\n"
     "                      float8_e8m0fnu, float4_e2m1fn, int4, uint4, int2, uint2;\n"
-    "                      datetime64[unit], timedelta64[unit] (unit as NumPy's: ns, s, 10s, ...)\n"
+    "                      datetime64[unit], timedelta64[unit] (unit as NumPy's: ns, s, 10s, ...);\n"
+    "                      strings: \"<U5\" / \"|S8\" (NumPy fixed-width; zarr v2), string and\n"
+    "                      bytes (variable length; zarr v2 as |O vlen-utf8 / vlen-bytes, zarr v3)\n"
     "  --codec C           none, zstd[:level], blosc[:cname[:clevel[:shuffle]]], gzip[:level],\n"
     "                      zlib[:level], bz2[:level], lz4[:acceleration]\n"
     "  --fill V            fill value: a number, true/false, NaN, Infinity, [re, im]\n"
@@ -48,8 +51,22 @@ static const struct option options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* A string dtype as the schema takes it into buf: NumPy's fixed-width typestrings ("<U5", ">U5",
+ * "|S8"; "U5" and "S8" get NumPy's default order mark), or "string" / "bytes". NULL if arg is
+ * none; the format checks the width and refuses what it cannot store, naming itself. */
+static const char *string_dtype(const char *arg, char *buf, size_t cap) {
+    if (strcmp(arg, "string") == 0 || strcmp(arg, "bytes") == 0) return arg;
+    const char *p = strchr("<>|", arg[0]) && arg[0] ? arg + 1 : arg;
+    if ((p[0] != 'S' && p[0] != 'U') || p[1] < '0' || p[1] > '9' ||
+        strspn(p + 1, "0123456789") != strlen(p + 1))
+        return NULL;
+    snprintf(buf, cap, "%c%s", p != arg ? arg[0] : p[0] == 'S' ? '|' : '<', p);
+    return buf;
+}
+
 /* Applies one option to the schema; CLI_USAGE (printed) for a bad value. */
 static int apply_option(int c, const char *arg, cli_schema *s, bool *delete_existing) {
+    static char typestring[32];
     char err[256];
     switch (c) {
     case OPT_SHAPE:
@@ -62,6 +79,10 @@ static int apply_option(int c, const char *arg, cli_schema *s, bool *delete_exis
         return CLI_OK;
     case OPT_DTYPE:
         /* datetime64[unit] / timedelta64[unit]: the format checks the unit */
+        if (string_dtype(arg, typestring, sizeof typestring)) {
+            s->dtype = string_dtype(arg, typestring, sizeof typestring);
+            return CLI_OK;
+        }
         if (nds_dtype_from_name(arg) == NDS_DTYPE_INVALID && !cli_is_time_dtype(arg))
             return cli_usage(usage, "--dtype: unknown dtype '%s'", arg);
         s->dtype = arg;
@@ -98,8 +119,13 @@ static int create_and_report(const char *spec_text) {
         memcpy(s3, ", shards ", 10);
         cli_format_list(s3 + 9, sizeof s3 - 9, rank, shards);
     }
+    char dtype[64]; /* strings: "<U5", "string (|O vlen-utf8)" */
+    if (nds_dtype_is_vlen(nds_array_dtype(a)))
+        cli_vlen_label(a, dtype, sizeof dtype);
+    else if (!cli_string_typestring(a, dtype, sizeof dtype))
+        snprintf(dtype, sizeof dtype, "%s", nds_dtype_name(nds_array_dtype(a)));
     printf("created %s array %s: shape %s, chunks %s%s, %s\n", nds_array_format(a),
-           nds_kvstore_url(nds_array_kvstore(a)), s1, s2, s3, nds_dtype_name(nds_array_dtype(a)));
+           nds_kvstore_url(nds_array_kvstore(a)), s1, s2, s3, dtype);
     nds_array_free(a);
     return CLI_OK;
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "strings_io.h"
 #include "npy.h"
 
 static const char usage[] =
@@ -81,6 +82,7 @@ typedef struct info {
     char *metadata;  /* JSON text, nds_free */
     char *spec;      /* JSON text, nds_free */
     json_object *details; /* the format's own members (cli_details) */
+    json_object *vlen_fill; /* string / bytes arrays: the fill element as JSON; else NULL */
 } info;
 
 static int gather(nds_array *a, info *in) {
@@ -94,7 +96,10 @@ static int gather(nds_array *a, info *in) {
     in->dtype = nds_array_dtype(a);
     char unit[16];
     in->elem = nds_array_dtype_size(a);
-    if (cli_string_typestring(a, in->dtype_label, sizeof in->dtype_label))
+    if (nds_dtype_is_vlen(in->dtype)) { /* "string (|O vlen-utf8)" */
+        cli_vlen_label(a, in->dtype_label, sizeof in->dtype_label);
+        in->vlen_fill = cli_vlen_fill_json(a);
+    } else if (cli_string_typestring(a, in->dtype_label, sizeof in->dtype_label))
         ; /* "|S12", "<U3" */
     else if (cli_time_unit(a, unit, sizeof unit))
         snprintf(in->dtype_label, sizeof in->dtype_label, "%s[%s]", nds_dtype_name(in->dtype), unit);
@@ -132,6 +137,7 @@ static void info_dispose(info *in) {
     nds_free(in->metadata);
     nds_free(in->spec);
     json_object_put(in->details);
+    json_object_put(in->vlen_fill);
 }
 
 /* Parsed JSON text, or the text as a string when it does not parse (never expected). */
@@ -145,6 +151,7 @@ static bool is_string(nds_dtype t) { return t == NDS_BYTES_FIXED || t == NDS_UCS
 /* The fill value as JSON: a number (cli_element_to_json), or for a fixed-width string the text as
  * NumPy prints it ("b'ab'", "'q'"), which JSON can hold whatever the bytes. */
 static json_object *fill_json(const info *in) {
+    if (in->vlen_fill) return json_object_get(in->vlen_fill); /* a JSON string (base64: bytes) */
     if (!is_string(in->dtype))
         return cli_element_to_json(in->dtype, in->fill);
     char text[256];
@@ -208,7 +215,11 @@ static void print_text(nds_array *a, const info *in, FILE *out) {
         fprintf(out, "shards:      %s (%" PRIu64 " chunks each)\n", buf, per_shard(in));
     }
     fprintf(out, "codec:       %s\n", in->codec);
-    if (is_string(in->dtype))
+    if (in->vlen_fill)
+        snprintf(fill, sizeof fill, "%.90s",
+                 json_object_to_json_string_ext(in->vlen_fill, JSON_C_TO_STRING_PLAIN |
+                                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+    else if (is_string(in->dtype))
         cli_format_string(in->dtype, in->fill, in->elem, fill, sizeof fill);
     else
         cli_format_element(in->dtype, in->fill, fill, sizeof fill);

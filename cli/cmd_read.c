@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "image_out.h"
 #include "npy.h"
+#include "strings_io.h"
 
 static const char usage[] =
     "ndstore read SPEC [--region R] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw] [--jobs N] [--scale S]";
@@ -27,6 +28,8 @@ static const char help[] =
     "\n"
     "Read a region of an array. With -o, write a .npy file (- = stdout), a PNG or a TIFF image, by the\n"
     "file's extension; with no -o, print regions of up to 1000 elements as text, as NumPy prints arrays.\n"
+    "Variable-length arrays (string, bytes) are written as JSON Lines instead (-o FILE.jsonl, or\n"
+    "printed): one JSON string per element in C order, base64 for bytes.\n"
     "\n"
     "  -r, --region R          NumPy-style region, e.g. '[0:512, 100:200:2, 7]' (default: everything);\n"
     "                          an integer index leaves that dimension out of the .npy shape\n"
@@ -215,6 +218,16 @@ static int write_output(nds_array *a, const nds_box *box, uint64_t bytes, const 
     return rc;
 }
 
+/* A variable-length array (string, bytes): JSON Lines (strings_io.c), not .npy or raw bytes. */
+static int read_variable_length(nds_array *a, const nds_box *box, const read_args *ra,
+                                const nds_io_options *io) {
+    if (ra->raw)
+        return cli_usage(usage, "--raw: %s elements have variable length; without --raw, -o "
+                                "FILE.jsonl writes them as JSON Lines",
+                         nds_dtype_name(nds_array_dtype(a)));
+    return cli_read_strings(a, box, ra->output, io);
+}
+
 int cli_cmd_read(int argc, char **argv) {
     read_args ra;
     int rc = parse_args(argc, argv, &ra);
@@ -233,7 +246,9 @@ int cli_cmd_read(int argc, char **argv) {
         rc = cli_box_count(&box, nds_array_dtype_size(a), &count, &bytes);
     nds_io_options io = NDS_IO_OPTIONS_INIT;
     io.threads = (int)ra.jobs;
-    if (rc == CLI_OK)
+    if (rc == CLI_OK && nds_dtype_is_vlen(nds_array_dtype(a)))
+        rc = read_variable_length(a, &box, &ra, &io);
+    else if (rc == CLI_OK)
         rc = ra.output ? write_output(a, &box, bytes, &ra, &io) : print_region(a, &box, count, bytes, &io);
     nds_array_free(a);
     free(scaled);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include "cli.h"
 #include "npy.h"
+#include "strings_io.h"
 
 static const char usage[] =
     "ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic | --prepare]\n"
@@ -27,7 +28,8 @@ static const char help[] =
     "\n"
     "Write .npy files (or raw bytes) into regions of an existing array. Each region's shape (without\n"
     "dimensions selected by an integer index) must equal its file's shape, and the dtypes must match.\n"
-    "Several --region/-i pairs are paired in order.\n"
+    "Several --region/-i pairs are paired in order. Variable-length arrays (string, bytes) take JSON\n"
+    "Lines (IN.jsonl): one JSON string per element of the region in C order, base64 for bytes.\n"
     "\n"
     "  -r, --region R          NumPy-style region, e.g. '[0:512, 100:200]' (default: everything)\n"
     "  -i, --input FILE        input .npy file, or - for stdin\n"
@@ -251,13 +253,23 @@ static int write_raw(write_job *w) {
     return rc;
 }
 
+/* A variable-length array (string, bytes): JSON Lines (strings_io.c). */
+static int write_variable_length(write_job *w, const write_args *wa) {
+    if (wa->raw)
+        return cli_usage(usage, "--raw: %s elements have variable length; give them as JSON Lines",
+                         nds_dtype_name(w->dtype));
+    return cli_write_strings(w->a, &w->box, w->in, w->name, &w->io, &w->bytes);
+}
+
 static int run(write_job *w, const write_args *wa, const char *input) {
     bool from_stdin = strcmp(input, "-") == 0;
     w->name = from_stdin ? "stdin" : input;
     w->in = from_stdin ? stdin : fopen(input, "rb");
     if (!w->in)
         return cli_fail("%s: %s", input, strerror(errno));
-    int rc = wa->raw ? write_raw(w) : write_npy(w);
+    int rc = nds_dtype_is_vlen(w->dtype) ? write_variable_length(w, wa)
+             : wa->raw                   ? write_raw(w)
+                                         : write_npy(w);
     if (!from_stdin)
         fclose(w->in);
     if (rc == CLI_OK) {

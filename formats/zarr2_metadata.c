@@ -519,11 +519,41 @@ static int put_member(json_object *req, const char *name, json_object *v, bool o
  * TensorStore creates them) and meta_check compares only the type. */
 #define SCHEMA_DTYPE "schema dtype"
 
+/* A schema dtype naming strings: a NumPy typestring of fixed-width strings ("<U5", "|S8"), or
+ * "string" / "bytes" (variable length: "|O" with the vlen-utf8 / vlen-bytes filter). These carry
+ * their width or codec, so they go into the request as its "dtype" (and "filters"). 1 when name is
+ * one (*rc set), else 0. */
+static int schema_string_dtype(json_object *req, const char *name, const char *where, int *rc) {
+    bool vlen = strcmp(name, "string") == 0 || strcmp(name, "bytes") == 0;
+    bool fixed = (name[0] == '<' || name[0] == '>' || name[0] == '|') &&
+                 (name[1] == 'S' || name[1] == 'U');
+    *rc = 0;
+    if (!vlen && !fixed) return 0;
+    if (fixed) {
+        nds_zarr2_meta m;
+        char doc[600];
+        snprintf(doc, sizeof doc, "zarr: spec for %s", where);
+        memset(&m, 0, sizeof m);
+        if ((*rc = parse_string_dtype(name, doc, &m)) == 0)
+            put_member(req, "dtype", json_object_new_string(name), true);
+        return 1;
+    }
+    put_member(req, "dtype", json_object_new_string("|O"), true);
+    json_object *filter = json_object_new_object(), *list = json_object_new_array();
+    json_object_object_add(filter, "id", json_object_new_string(name[0] == 's' ? "vlen-utf8"
+                                                                                : "vlen-bytes"));
+    json_object_array_add(list, filter);
+    put_member(req, "filters", list, true);
+    return 1;
+}
+
 static int schema_dtype(json_object *req, const json_object *v, const char *where) {
     const char *name =
         json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
     char unit[8];
     uint32_t scale;
+    int rc;
+    if (schema_string_dtype(req, name, where, &rc)) return rc;
     nds_dtype t = nds_dtype_from_name(name);
     if (t == NDS_DTYPE_INVALID && nds_dtype_with_unit(name, unit, sizeof unit, &scale) != NDS_DTYPE_INVALID) {
         if (json_object_object_get_ex(req, "dtype", NULL)) return 0; /* "metadata" wins */

@@ -520,7 +520,14 @@ static int schema_dtype(json_object *req, const json_object *v, const char *wher
         put_member(req, "data_type", time_data_type(timed, unit, scale), true);
         return 0;
     }
-    if (nds_dtype_from_name(name) == NDS_DTYPE_INVALID)
+    bool vlen = eq(name, "string") || eq(name, "bytes"); /* variable-length (issue 20) */
+    if (!vlen && (name[0] == '<' || name[0] == '>' || name[0] == '|') &&
+        (name[1] == 'S' || name[1] == 'U' || name[1] == 'O'))
+        return nds_err(NDS_EUNSUPPORTED, "zarr3: spec for %s: dtype \"%.40s\" is a NumPy string "
+                                         "typestring, which zarr v3 arrays do not take (\"string\" "
+                                         "and \"bytes\" are zarr v3's variable-length types; "
+                                         "zarr v2 stores fixed-width strings)", where, name);
+    if (nds_dtype_from_name(name) == NDS_DTYPE_INVALID && !vlen)
         return nds_err(NDS_EINVAL, "zarr3: spec for %s: unknown \"dtype\" \"%.40s\"", where, name);
     put_member(req, "data_type", (json_object *)v, false);
     return 0;

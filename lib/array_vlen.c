@@ -316,6 +316,12 @@ int nds_array_read_vlen(nds_array *a, const nds_box *box, uint64_t **offsets, ui
     return 0;
 }
 
+size_t nds_array_vlen_fill(const nds_array *a, const uint8_t **bytes) {
+    vlen_fill f = fill_of(a);
+    *bytes = f.bytes;
+    return nds_dtype_is_vlen(a->meta.dtype) ? f.len : 0;
+}
+
 void nds_array_vlen_free(uint64_t *offsets, uint8_t *data) {
     free(offsets);
     free(data);

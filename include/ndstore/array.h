@@ -218,6 +218,10 @@ NDS_API int nds_array_read_vlen(nds_array *a, const nds_box *box, uint64_t **off
  */
 NDS_API int nds_array_write_vlen(nds_array *a, const nds_box *box, const uint64_t *offsets,
                                  const uint8_t *data, const nds_io_options *opts);
+/** The fill element of a variable-length array: its length, *bytes (borrowed for the array's
+ *  lifetime) its bytes. An array without one (zarr v2 fill_value null or 0) gives the empty
+ *  element, which is what missing elements read as. 0 for other arrays. Any thread. */
+NDS_API size_t nds_array_vlen_fill(const nds_array *a, const uint8_t **bytes);
 /** Frees what nds_array_read_vlen returned. Accepts NULL. */
 NDS_API void nds_array_vlen_free(uint64_t *offsets, uint8_t *data);
 

@@ -11,7 +11,9 @@ Runs with Debian's zarr-python 2.13, numcodecs and numpy (python3-zarr); nothing
       partial and strided regions, Fortran-order and big-endian .npy input), and zarr-python must
       read exactly what was written; ndstore also updates arrays zarr-python wrote.
   (c) every array of FIXTURES_DIR/zarr2_zarr_python/data.zarr reads as expected/<name>.npy (fixed
-      width strings too); object arrays fail with exit status 1 and one error line naming the dtype.
+      width strings too); the object array (vlen-utf8) reads as JSON Lines equal to zarr-python's.
+  (e) variable-length strings and bytes (object arrays with the VLenUTF8 / VLenBytes filters) both
+      ways, through JSON Lines (`ndstore read -o x.jsonl`, `ndstore write -i x.jsonl`).
   (d) consolidated metadata: zarr.consolidate_metadata's .zmetadata is listed by `ndstore ls -c`, and
       arrays whose own .zarray/.zattrs were removed read through it ("consolidated": true); the
       .zmetadata `ndstore group consolidate` writes equals zarr-python's and zarr.open_consolidated
@@ -20,6 +22,7 @@ Comparisons are exact: bit for bit, except that any NaN equals any NaN (payloads
 Prints one line per case ("ok NAME" or "FAIL NAME REASON") and then "N passed, N failed"; exits 1 on
 any failure. Everything is written under one temporary directory, removed at the end.
 """
+import base64
 import json
 import os
 import re
@@ -28,7 +31,8 @@ import sys
 import numpy as np
 import zarr
 from numcodecs import (BZ2, CRC32, LZ4, Adler32, AsType, Blosc, BitRound, Delta,
-                       FixedScaleOffset, GZip, PackBits, Quantize, Shuffle, Zlib, Zstd)
+                       FixedScaleOffset, GZip, PackBits, Quantize, Shuffle, VLenBytes, VLenUTF8,
+                       Zlib, Zstd)
 
 from interop_common import (CaseFail, case, describe, newdir, nds, nds_ok, nds_read, nds_write,
                             run, tmp_path)
@@ -825,8 +829,11 @@ def c_fixture_one(data_dir, exp_dir, name):
     path = os.path.join(data_dir, name)
     with open(os.path.join(path, '.zarray')) as f:
         dtype = json.load(f)['dtype']
-    if isinstance(dtype, str) and dtype[1:2] == 'O':  # fixed-width S / U are read (issue 20)
-        expect_clean_failure(['read', path, '-o', tmp_path('fx.npy')], [dtype])
+    if isinstance(dtype, str) and dtype[1:2] == 'O':  # object arrays of strings (issue 20)
+        got = nds_read_jsonl(path, False)
+        want = [str(v) for v in zarr.open(zarr.DirectoryStore(path), mode='r')[...].ravel()]
+        if got != want:
+            raise CaseFail('read %r, zarr-python %r' % (got[:8], want[:8]))
         return
     want = np.load(os.path.join(exp_dir, name + '.npy'))
     got = nds_read(path)
@@ -845,6 +852,164 @@ def c_fixture_cases(fixtures):
         case('c/fixtures-present', none_found)
     for name in names:
         case('c/fixture/%s' % name, c_fixture_one, data_dir, exp_dir, name)
+
+
+# ---- (e) variable-length strings and bytes -------------------------------------------------------
+
+def nds_read_jsonl(spec, as_bytes, region=None):
+    """ndstore read SPEC -o tmp.jsonl: the elements in C order (bytes elements base64-decoded)."""
+    out = tmp_path('read-%d.jsonl' % os.getpid())
+    args = ['read', spec, '-o', out] + (['--region', region] if region is not None else [])
+    try:
+        nds_ok(*args)
+        with open(out, encoding='utf-8') as f:
+            items = [json.loads(line) for line in f]
+    finally:
+        if os.path.exists(out):
+            os.unlink(out)
+    return [base64.b64decode(v) for v in items] if as_bytes else items
+
+
+def nds_write_jsonl(spec, values, region=None):
+    """ndstore write SPEC -i tmp.jsonl (bytes elements base64-encoded)."""
+    path = tmp_path('write-%d.jsonl' % os.getpid())
+    with open(path, 'w', encoding='utf-8') as f:
+        for v in values:
+            item = base64.b64encode(v).decode() if isinstance(v, bytes) else v
+            f.write(json.dumps(item, ensure_ascii=False) + '\n')
+    args = ['write', spec, '-i', path] + (['--region', region] if region is not None else [])
+    try:
+        nds_ok(*args)
+    finally:
+        os.unlink(path)
+
+
+VLEN_TEXT = ['', 'a', 'h\u00e9llo', '\u4e2d\u6587', 'emoji \U0001F600', 'x' * 300, 'tab\tnl\nq"\\', '0']
+VLEN_BYTES = [b'', b'\x00', b'\xff\xfe', b'abc', bytes(range(256)), b'\x00end']
+
+# (filter, fill_value as given to zarr-python, what ndstore reads for a missing element)
+VLEN_CASES = [
+    ('vlen-utf8', '', ''), ('vlen-utf8', 'zz', 'zz'), ('vlen-utf8', None, ''),
+    ('vlen-bytes', None, b''), ('vlen-bytes', 0, b''),
+]
+
+
+def codec_of(name):
+    return VLenUTF8() if name == 'vlen-utf8' else VLenBytes()
+
+
+def as_element(v, as_bytes):
+    """What ndstore reads where zarr-python holds v (a fill of None / 0 reads as empty)."""
+    if v is None or (isinstance(v, int) and v == 0):
+        return b'' if as_bytes else ''
+    return v.encode() if as_bytes and isinstance(v, str) else v
+
+
+def a_vlen_one(filt, fill, missing, compressor):
+    """zarr-python writes an object array (one chunk missing), ndstore reads it, also a stepped
+    region and a 2-d one; info shows the dtype and the filter."""
+    as_bytes = filt == 'vlen-bytes'
+    values = VLEN_BYTES if as_bytes else VLEN_TEXT
+    path = os.path.join(newdir('avlen'), 'a.zarr')
+    n = len(values) + 4
+    z = zarr.open(zarr.DirectoryStore(path), mode='w', shape=(n,), chunks=(3,), dtype=object,
+                  object_codec=codec_of(filt), compressor=compressor, fill_value=fill)
+    data = np.empty(len(values), dtype=object)
+    data[:] = values
+    z[:len(values)] = data
+    want = [as_element(v, as_bytes) for v in z[...]]
+    if want[-1] != missing:
+        raise CaseFail('zarr-python reads %r for a missing element' % want[-1])
+    got = nds_read_jsonl(path, as_bytes)
+    if got != want:
+        raise CaseFail('ndstore read %r, zarr-python %r' % (got[:6], want[:6]))
+    got = nds_read_jsonl(path, as_bytes, '1:%d:2' % (n - 1))
+    if got != want[1:n - 1:2]:
+        raise CaseFail('stepped region: %r, want %r' % (got, want[1:n - 1:2]))
+    info = nds_ok('info', path).stdout
+    label = 'dtype:       %s (|O %s)' % ('bytes' if as_bytes else 'string', filt)
+    if label not in info:
+        raise CaseFail('info does not show %r: %s' % (label, info[:300]))
+
+
+def a_vlen_2d():
+    path = os.path.join(newdir('avlen2'), 'a.zarr')
+    z = zarr.open(zarr.DirectoryStore(path), mode='w', shape=(5, 7), chunks=(2, 3), dtype=str,
+                  fill_value='-')
+    z[1:4, 2:6] = np.array([['r%dc%d' % (r, c) for c in range(2, 6)] for r in range(1, 4)])
+    want = [str(v) for v in z[...].ravel()]
+    if nds_read_jsonl(path, False) != want:
+        raise CaseFail('2-d read differs')
+    want = [str(v) for v in z[1:5:2, 1:7].ravel()]
+    got = nds_read_jsonl(path, False, '1:5:2, 1:7')
+    if got != want:
+        raise CaseFail('2-d region: %r, want %r' % (got, want))
+
+
+def b_vlen_one(filt, how, compressor):
+    """ndstore creates (--dtype string/bytes, or a spec naming the filter) and writes, zarr-python
+    reads; ndstore then updates one element of a chunk and zarr-python updates another."""
+    as_bytes = filt == 'vlen-bytes'
+    values = VLEN_BYTES if as_bytes else VLEN_TEXT
+    path = os.path.join(newdir('bvlen'), 'a.zarr')
+    n = len(values) + 2
+    if how == 'flag':
+        nds_ok('create', path, '--shape', str(n), '--chunks', '3', '--dtype',
+               'bytes' if as_bytes else 'string', '--codec', compressor)
+    else:
+        nds_ok('create', json_spec(path, shape=[n], chunks=[3], dtype='|O', fill_value='',
+                                   filters=[{'id': filt}], compressor=None, order='C'))
+    nds_write_jsonl(path, values, '0:%d' % len(values))
+    z = zarr.open(zarr.DirectoryStore(path), mode='r')
+    meta = json.loads(z.store['.zarray'])
+    if meta['dtype'] != '|O' or meta['filters'] != [{'id': filt}]:
+        raise CaseFail('.zarray: %r' % meta)
+    got = [as_element(v, as_bytes) for v in z[:len(values)]]
+    if got != values:
+        raise CaseFail('zarr-python read %r, want %r' % (got[:6], values[:6]))
+    if z[n - 1] != '':  # the fill, which zarr-python reads as text for both filters
+        raise CaseFail('zarr-python reads %r for a missing element' % z[n - 1])
+    new = b'\x01new' if as_bytes else 'n\u00e9w'
+    nds_write_jsonl(path, [new], '1:2')
+    zw = zarr.open(zarr.DirectoryStore(path), mode='r+')
+    if as_element(zw[1], as_bytes) != new or as_element(zw[0], as_bytes) != values[0] or \
+            as_element(zw[2], as_bytes) != values[2]:
+        raise CaseFail('after an update zarr-python reads %r' % (zw[:3],))
+    zw[2] = b'zp' if as_bytes else 'zp'
+    got = nds_read_jsonl(path, as_bytes)
+    want = [values[0], new, b'zp' if as_bytes else 'zp'] + values[3:] + [values[0][:0]] * 2
+    if got != want:
+        raise CaseFail('ndstore read after zarr-python wrote: %r' % (got[:4],))
+
+
+def b_vlen_errors():
+    """Refusals with one error line: an element that is not UTF-8 (a raw byte 0xff inside the JSON
+    string), too few lines, a line that is not a string, a .npy output."""
+    path = os.path.join(newdir('bvlenerr'), 'a.zarr')
+    nds_ok('create', path, '--shape', '3', '--dtype', 'string')
+    bad = tmp_path('bad.jsonl')
+    with open(bad, 'wb') as f:
+        f.write(b'"a"\n"\xff"\n"c"\n')
+    expect_clean_failure(['write', path, '-i', bad], ['element 1', 'UTF-8'])
+    with open(bad, 'w') as f:
+        f.write('"a"\n')
+    expect_clean_failure(['write', path, '-i', bad], ['ended after 1', '3 elements'])
+    with open(bad, 'w') as f:
+        f.write('"a"\n7\n"c"\n')
+    expect_clean_failure(['write', path, '-i', bad], ['line 2', 'JSON string'])
+    expect_clean_failure(['read', path, '-o', tmp_path('x.npy')], ['JSON Lines'])
+
+
+def vlen_cases():
+    for filt, fill, missing in VLEN_CASES:
+        for comp in [None, Zstd(3), Blosc()]:
+            case('e/a/%s/fill=%r/%s' % (filt, fill, comp and comp.codec_id), a_vlen_one, filt,
+                 fill, missing, comp)
+    case('e/a/2d-regions', a_vlen_2d)
+    for filt in ['vlen-utf8', 'vlen-bytes']:
+        case('e/b/%s/flag' % filt, b_vlen_one, filt, 'flag', 'zstd:3')
+        case('e/b/%s/spec' % filt, b_vlen_one, filt, 'spec', 'none')
+    case('e/b/errors', b_vlen_errors)
 
 
 # ---- (d) consolidated metadata -------------------------------------------------------------------
@@ -943,6 +1108,7 @@ def run_cases(fixtures):
     case('b/errors', b_errors)
     c_fixture_cases(fixtures)
     d_consolidated_cases()
+    vlen_cases()
 
 
 def main(argv):
