@@ -6,7 +6,10 @@
 //   2. ndstore reads arrays zarrita wrote (plain v3: bytes, zstd, blosc, gzip via numcodecs);
 //   3. ndstore reads every array of tests/fixtures/zarr3_zarrita/data.zarr (written by
 //      zarrita's Python ancestor, sharded ones included) equal to expected/<array>.npy;
-//   4. `ndstore cp` of a zarr v2 array into a sharded zarr v3 array that zarrita then reads.
+//   4. `ndstore cp` of a zarr v2 array into a sharded zarr v3 array that zarrita then reads;
+//   5. zarrita reads string arrays ndstore wrote (data_type "string", vlen-utf8; zarrita cannot
+//      encode vlen-utf8, so the other direction rests on registry-layout vectors in
+//      tests/unit/test_strings_vlen.c).
 // Usage: node tests/interop/zarr3_interop.mjs path/to/ndstore [path/to/fixtures]
 // (the fixtures folder defaults to the repository's tests/fixtures)
 // Installs its node packages (npm ci) when they are missing. Prints "N passed, N failed" last and
@@ -443,6 +446,32 @@ await check("cp zarr v2 -> sharded zarr v3 (a whole zarr.json as metadata), read
   expectEqual(cOrder(got), want, "cp metadata");
   if (arr.attrs.origin !== "zarr v2") throw new Error(`attributes: ${JSON.stringify(arr.attrs)}`);
 });
+
+// ---- 5. string arrays (issue 20): ndstore writes data_type "string" with vlen-utf8, zarrita reads ----
+
+const STRINGS = ["", "a", "h\u00e9llo", "\u4e2d\u6587", "emoji \u{1F600}", "x".repeat(300), "q\"\\/"];
+
+for (const [name, codec] of [["vlen-utf8 + zstd", "zstd:3"], ["vlen-utf8 alone", "none"]]) {
+  await check(`string ${name}: ndstore writes (one chunk missing), zarrita reads`, async () => {
+    const dir = path.join(work, "strings", codec.replace(":", ""));
+    run("create", `file://${dir}|zarr3:`, "--shape", "3,4", "--chunks", "2,3", "--dtype", "string",
+        "--codec", codec, "--fill", "\"-\"");
+    const lines = [];
+    for (let i = 0; i < 8; i++) lines.push(JSON.stringify(STRINGS[i % STRINGS.length]));
+    fs.writeFileSync(`${dir}.jsonl`, lines.join("\n") + "\n");
+    run("write", `file://${dir}|zarr3:`, "--region", "[0:2, 0:4]", "-i", `${dir}.jsonl`);
+    const meta = JSON.parse(fs.readFileSync(path.join(dir, "zarr.json"), "utf8"));
+    if (meta.data_type !== "string" || meta.codecs[0].name !== "vlen-utf8" || meta.fill_value !== "-")
+      throw new Error(`zarr.json: ${JSON.stringify(meta)}`);
+    const arr = await zarr.open(new FileSystemStore(dir), { kind: "array" });
+    const got = await zarr.get(arr, null);
+    expectShape(got.shape, [3, 4], name);
+    const want = [];
+    for (let i = 0; i < 8; i++) want.push(STRINGS[i % STRINGS.length]);
+    for (let i = 0; i < 4; i++) want.push("-"); /* row 2: chunks never written */
+    expectEqual(cOrder(got), want, name);
+  });
+}
 
 fs.rmSync(work, { recursive: true, force: true });
 console.log(`${passed} passed, ${failed} failed`);
