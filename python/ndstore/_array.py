@@ -8,7 +8,8 @@ import os
 import numpy as np
 
 from . import _ndstore, _spec, _txn
-from ._dtypes import STRING_KINDS, SUBBYTE_RANGE, float32_to_bfloat16, numpy_dtype, numpy_dtype_of
+from ._dtypes import (STRING_KINDS, SUBBYTE_RANGE, VLEN_KINDS, float32_to_bfloat16, numpy_dtype,
+                      numpy_dtype_of)
 from ._index import select
 
 #: The pool behind read_async / write_async: one thread per CPU (os.cpu_count()). The C calls release the
@@ -112,6 +113,41 @@ def _cast(value, target, dtype_name):
     return arr
 
 
+def _vlen_elements(value, dtype_name, shape):
+    """value broadcast to shape as a flat list (C order) of encoded elements: str for a string array
+    (stored as UTF-8), bytes for a bytes array; another type is a TypeError naming it (no implicit
+    encoding)."""
+    arr = np.empty((), dtype=object)
+    if isinstance(value, (str, bytes)):
+        arr[()] = value
+    else:
+        arr = np.asarray(value, dtype=object)
+    try:
+        arr = np.broadcast_to(arr, shape)
+    except ValueError:
+        raise ValueError("could not broadcast value of shape %s into the selection of shape %s"
+                         % (arr.shape, shape)) from None
+    kind = VLEN_KINDS[dtype_name]
+    out = []
+    for v in arr.ravel(order="C"):
+        if not isinstance(v, kind):
+            raise TypeError("cannot write %s to a %s array: give %s values"
+                            % (type(v).__name__, dtype_name, kind.__name__))
+        try:
+            out.append(v.encode("utf-8") if kind is str else bytes(v))
+        except UnicodeEncodeError as e:
+            raise ValueError("a str element is not valid Unicode (%s)" % e) from None
+    return out
+
+
+def _vlen_buffers(elements):
+    """The offsets (native uint64, count + 1) and bytes of encoded elements, for write_vlen."""
+    offsets = np.zeros(len(elements) + 1, dtype=np.uint64)
+    if elements:
+        np.cumsum([len(e) for e in elements], out=offsets[1:])
+    return offsets, b"".join(elements)
+
+
 class Array:
     """An open array. Create with ``ndstore.open``. Internally synchronised: any thread may read and write."""
 
@@ -128,6 +164,7 @@ class Array:
             self._dtype = numpy_dtype_of(name, json.loads(c_array.metadata()))
         if name in STRING_KINDS:  # the width is the array's: S12, U3
             self._dtype = numpy_dtype_of(name, None, c_array.dtype_size())
+        self._vlen = name in VLEN_KINDS  # object arrays of str / bytes
 
     # ---- lifetime ----
     def _pin(self, txn):
@@ -210,7 +247,10 @@ class Array:
 
     @property
     def fill_value(self):
-        """The fill value as a NumPy scalar of dtype."""
+        """The fill value as a NumPy scalar of dtype (str / bytes for a string / bytes array)."""
+        if self._vlen:
+            raw = self._call(lambda a: a.vlen_fill())
+            return raw.decode("utf-8") if self._dtype_name == "string" else raw
         return np.frombuffer(self._call(lambda a: a.fill_bytes()), dtype=self._dtype)[0]
 
     @property
@@ -289,19 +329,44 @@ class Array:
         filled in place without a copy; returns out then."""
         s = select(sel, self.shape)
         c_txn = self._io_txn(txn)
-        if out is not None:
+        if self._vlen:
+            if out is not None:
+                raise TypeError("out=: %s arrays have variable-length elements; read without out"
+                                % self._dtype_name)
+            buf = self._read_vlen(s, c_txn)
+        elif out is not None:
             if s.flips:
                 raise IndexError("negative steps are not supported with out=: read with a positive step")
             self._call(lambda a: a.read(s.start, s.stop, s.step, out, c_txn))
             return out
-        buf = np.empty(s.extents, dtype=self._dtype)
-        self._call(lambda a: a.read(s.start, s.stop, s.step, buf, c_txn))
+        else:
+            buf = np.empty(s.extents, dtype=self._dtype)
+            self._call(lambda a: a.read(s.start, s.stop, s.step, buf, c_txn))
         if s.flips:
             buf = np.ascontiguousarray(s.flip_view(buf))
         result = buf.reshape(s.shape)
         # NumPy: an index of integers only (or () on a 0-d array) gives a scalar; "..." keeps an array
         scalar = not s.shape and (s.dropped or (isinstance(sel, tuple) and not sel))
         return result[()] if scalar else result
+
+    def _read_vlen(self, s, c_txn):
+        """The selection of a string / bytes array as an object array of its extents."""
+        raw_off, data = self._call(lambda a: a.read_vlen(s.start, s.stop, s.step, c_txn))
+        off = np.frombuffer(raw_off, dtype=np.uint64).tolist()
+        buf = np.empty(len(off) - 1, dtype=object)
+        if self._dtype_name == "string":
+            buf[:] = [data[off[i]:off[i + 1]].decode("utf-8") for i in range(len(off) - 1)]
+        else:
+            buf[:] = [data[off[i]:off[i + 1]] for i in range(len(off) - 1)]
+        return buf.reshape(s.extents)
+
+    def _write_vlen(self, s, value, c_txn):
+        elements = _vlen_elements(value, self._dtype_name, s.shape)
+        arr = np.empty(len(elements), dtype=object)
+        arr[:] = elements
+        arr = np.ascontiguousarray(s.flip_view(arr.reshape(s.extents)))  # C order of the extents
+        offsets, data = _vlen_buffers(list(arr.ravel()))
+        self._call(lambda a: a.write_vlen(s.start, s.stop, s.step, offsets, data, c_txn))
 
     def write(self, sel, value, txn=None, by_reference=False):
         """Writes value to sel, broadcast to the selection's shape and cast under NumPy's same_kind rule.
@@ -313,6 +378,8 @@ class Array:
         none of it counted in the transaction's memory. The transaction keeps value alive; the caller
         must not change it until the transaction is committed, prepared or aborted."""
         s = select(sel, self.shape)
+        if self._vlen:
+            return self._write_vlen(s, value, self._io_txn(txn))
         owner = txn if txn is not None else self._txn
         if by_reference and owner is None:
             raise ValueError("write(by_reference=True): only inside a transaction (it keeps the buffer "
@@ -348,6 +415,9 @@ class Array:
         """write() on the module's executor; a concurrent.futures.Future of None. value is copied into
         the request first, so the caller may change it once this returns."""
         s = select(sel, self.shape)
+        if self._vlen:  # str / bytes elements are immutable: a copy of the array of them suffices
+            snapshot = np.array(np.broadcast_to(np.asarray(value, dtype=object), s.shape), dtype=object)
+            return executor.submit(self.write, sel, snapshot)
         arr = _cast(value, self._dtype, self._dtype_name)
         snapshot = np.array(np.broadcast_to(arr, s.shape), dtype=self._dtype)
         return executor.submit(self.write, sel, snapshot)

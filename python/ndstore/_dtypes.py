@@ -11,8 +11,13 @@ datetime64 / timedelta64 arrays are ``datetime64[unit]`` / ``timedelta64[unit]``
 (``numpy_dtype_of`` reads it from the metadata).
 
 Fixed-width strings (issue 20; zarr v2 ``|S<n>``, ``<U<n>``) are NumPy ``S<n>`` / ``U<n>`` arrays: the
-width is the array's (``numpy_dtype_of`` takes its element size). A dtype name cannot create one (it
-has no width): give the zarr typestring in a spec's ``"metadata"``.
+width is the array's (``numpy_dtype_of`` takes its element size). ``dtype="U5"`` / ``"S8"`` creates one
+(zarr v2; other formats refuse, naming themselves).
+
+Variable-length strings and bytes (``string`` / ``bytes``: zarr v3 with vlen-utf8 / vlen-bytes, zarr v2
+``|O`` with those filters) are NumPy object arrays of ``str`` / ``bytes``. ``dtype=str``, ``object`` or
+``"string"`` creates a string array, ``dtype=bytes`` or ``"bytes"`` a bytes array (NumPy's width-less
+``U`` / ``S`` mean the same).
 """
 import numpy as np
 
@@ -40,6 +45,9 @@ _NUMPY = {
     # variable length: object arrays of str / bytes
     "string": np.dtype(object), "bytes": np.dtype(object),
 }
+
+# The variable-length types and the Python type of their elements.
+VLEN_KINDS = {"string": str, "bytes": bytes}
 
 # The string types and the NumPy kind of each.
 STRING_KINDS = {"null_terminated_bytes": "S", "fixed_length_utf32": "U"}
@@ -93,15 +101,21 @@ def dtype_name(dtype):
         return dtype
     if isinstance(dtype, str) and dtype.startswith(("datetime64[", "timedelta64[")):
         return dtype
+    if dtype is str or dtype is object:  # variable-length strings (object arrays of str)
+        return "string"
+    if dtype is bytes:
+        return "bytes"
     try:
         dt = np.dtype(dtype)
     except TypeError as e:
         raise TypeError("dtype: %r is not a data type (%s)" % (dtype, e)) from None
     name = dt.name if dt.kind != "b" else "bool"
-    if dt.kind in "SU":
-        raise TypeError("dtype: %s: ndstore.open(create=True, dtype=...) cannot create a string array (the "
-                        "format-neutral dtype has no width); give the zarr typestring in the spec's "
-                        "metadata: {\"metadata\": {\"dtype\": \"%s\"}}" % (dt, dt.str))
+    if dt.kind == "O":
+        return "string"
+    if dt.kind in "SU" and dt.itemsize == 0:  # NumPy's width-less str / bytes: variable length
+        return "string" if dt.kind == "U" else "bytes"
+    if dt.kind in "SU":  # fixed width: the NumPy typestring, which zarr v2 stores ("<U5", "|S8")
+        return dt.newbyteorder("<").str if dt.kind == "U" else dt.str
     if dt.kind in "Mm":  # datetime64[ns], a schema dtype the formats store with its unit
         if "[" not in dt.name:
             raise TypeError("dtype: %s has no unit (give one: datetime64[ns])" % dt)

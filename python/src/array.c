@@ -139,7 +139,7 @@ static Py_ssize_t box_bytes(nds_py_array *self, const nds_box *box, int *empty) 
         count *= e;
     }
     if (*empty) return 0;
-    if (count > (uint64_t)PY_SSIZE_T_MAX / self->elem) {
+    if (self->elem && count > (uint64_t)PY_SSIZE_T_MAX / self->elem) { /* string/bytes: elem 0 */
         PyErr_SetString(PyExc_OverflowError, "selection: too many bytes");
         return -1;
     }
@@ -221,6 +221,88 @@ static PyObject *array_io(nds_py_array *self, PyObject *args, PyObject *kw, int 
 static PyObject *array_read(nds_py_array *self, PyObject *args, PyObject *kw) { return array_io(self, args, kw, 0); }
 
 static PyObject *array_write(nds_py_array *self, PyObject *args, PyObject *kw) { return array_io(self, args, kw, 1); }
+
+/* ---- variable-length arrays (string, bytes): offsets + bytes ---- */
+
+/* read_vlen(start, stop, step, txn=None) -> (offsets, data): offsets the count + 1 native uint64
+ * offsets as bytes, data the elements' bytes one after the other (nds_array_read_vlen). */
+static PyObject *array_read_vlen(nds_py_array *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"start", "stop", "step", "txn", NULL};
+    PyObject *start, *stop, *step;
+    nds_py_txn *txn = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O&:read_vlen", names, &start, &stop, &step,
+                                     nds_py_txn_converter, &txn))
+        return NULL;
+    nds_box box;
+    if (!open_array(self) || !box_from_args(self, start, stop, step, &box) || !begin_call(self))
+        return NULL;
+    nds_io_options o = NDS_IO_OPTIONS_INIT;
+    o.txn = txn ? txn->txn : NULL;
+    nds_py_txn *own = self->txn;
+    uint64_t *off = NULL, count = nds_box_count(&box);
+    uint8_t *data = NULL;
+    int st;
+    Py_BEGIN_ALLOW_THREADS
+    lock_txns(own, txn);
+    nds_error_clear();
+    st = nds_array_read_vlen(self->a, &box, &off, &data, &o);
+    unlock_txns(own, txn);
+    Py_END_ALLOW_THREADS
+    end_call(self);
+    if (st) return nds_py_raise(st);
+    PyObject *out = Py_BuildValue("(y#y#)", (const char *)off, (Py_ssize_t)((count + 1) * sizeof *off),
+                                  (const char *)data, (Py_ssize_t)off[count]);
+    nds_array_vlen_free(off, data);
+    return out;
+}
+
+/* write_vlen(start, stop, step, offsets, data, txn=None): offsets count + 1 native uint64 (a buffer),
+ * data the bytes they index (nds_array_write_vlen). */
+static PyObject *array_write_vlen(nds_py_array *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"start", "stop", "step", "offsets", "data", "txn", NULL};
+    PyObject *start, *stop, *step;
+    Py_buffer off, data;
+    nds_py_txn *txn = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOy*y*|O&:write_vlen", names, &start, &stop, &step,
+                                     &off, &data, nds_py_txn_converter, &txn))
+        return NULL;
+    nds_box box;
+    int ok = open_array(self) && box_from_args(self, start, stop, step, &box);
+    uint64_t count = ok ? nds_box_count(&box) : 0;
+    const uint64_t *o64 = off.buf;
+    if (ok && (off.len != (Py_ssize_t)((count + 1) * sizeof(uint64_t)) || o64[count] > (uint64_t)data.len)) {
+        PyErr_Format(PyExc_ValueError, "write_vlen: %llu elements need %llu offsets within the %zd data bytes",
+                     (unsigned long long)count, (unsigned long long)count + 1, data.len);
+        ok = 0;
+    }
+    if (ok && !begin_call(self)) ok = 0;
+    int st = 0;
+    if (ok) {
+        nds_io_options o = NDS_IO_OPTIONS_INIT;
+        o.txn = txn ? txn->txn : NULL;
+        nds_py_txn *own = self->txn;
+        Py_BEGIN_ALLOW_THREADS
+        lock_txns(own, txn);
+        nds_error_clear();
+        st = nds_array_write_vlen(self->a, &box, o64, data.buf, &o);
+        unlock_txns(own, txn);
+        Py_END_ALLOW_THREADS
+        end_call(self);
+    }
+    PyBuffer_Release(&off);
+    PyBuffer_Release(&data);
+    if (!ok) return NULL;
+    if (st) return nds_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+/* vlen_fill() -> bytes: the fill element of a string / bytes array (nds_array_vlen_fill). */
+static PyObject *array_vlen_fill(nds_py_array *self, PyObject *noargs) {
+    if (!open_array(self)) return NULL;
+    const uint8_t *bytes;
+    size_t n = nds_array_vlen_fill(self->a, &bytes);
+    return PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)n);
+}
 
 static PyObject *array_resize(nds_py_array *self, PyObject *args) {
     PyObject *shape_obj;
@@ -380,6 +462,11 @@ static PyMethodDef array_methods[] = {
     {"write", (PyCFunction)(void (*)(void))array_write, METH_VARARGS | METH_KEYWORDS,
      "write(start, stop, step, data, txn=None, by_ref=False): nds_array_write, or nds_array_write_ref "
      "(the caller keeps data alive and unchanged until the transaction ends) (GIL released)."},
+    {"read_vlen", (PyCFunction)(void (*)(void))array_read_vlen, METH_VARARGS | METH_KEYWORDS,
+     "read_vlen(start, stop, step, txn=None) -> (offsets, data): nds_array_read_vlen (GIL released)."},
+    {"write_vlen", (PyCFunction)(void (*)(void))array_write_vlen, METH_VARARGS | METH_KEYWORDS,
+     "write_vlen(start, stop, step, offsets, data, txn=None): nds_array_write_vlen (GIL released)."},
+    {"vlen_fill", (PyCFunction)array_vlen_fill, METH_NOARGS, "The fill element of a string / bytes array."},
     {"resize", (PyCFunction)array_resize, METH_VARARGS, "resize(new_shape): nds_array_resize (GIL released)."},
     {"close", (PyCFunction)array_close, METH_NOARGS, "Closes the array (idempotent)."},
     {"shape", (PyCFunction)array_shape, METH_NOARGS, "The current shape."},
