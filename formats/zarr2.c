@@ -297,12 +297,18 @@ static int decode_filtered(const zarr2 *z, const uint8_t *data, size_t len, uint
     return rc;
 }
 
+/* An object array has no dense chunk (format.h): the core never asks for one; refused if asked. */
+static int no_dense_chunk(const zarr2 *z) {
+    return nds_err(NDS_EINTERNAL, "zarr: %s: an object array has no dense chunk (decode_vlen)", z->url);
+}
+
 static int zarr2_decode_chunk(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
                               uint8_t *out) {
     const zarr2 *z = state;
     size_t n = z->m.chunk_nbytes;
     (void)cell;
     int rc = 0;
+    if (nds_dtype_is_vlen(z->m.dtype)) return no_dense_chunk(z);
     if (z->filters) return decode_filtered(z, data, len, out);
     if (!z->codec) {
         if (len != n) return nds_err(NDS_ECORRUPT, "expected %zu bytes, found %zu", n, len);
@@ -397,6 +403,7 @@ static int zarr2_encode_chunk(void *state, const uint64_t *cell, const uint8_t *
     const zarr2 *z = state;
     size_t n = z->m.chunk_nbytes;
     (void)cell;
+    if (nds_dtype_is_vlen(z->m.dtype)) return no_dense_chunk(z);
     if (z->filters) return encode_filtered(z, chunk, out);
     if (!z->codec) {
         if (nds_buf_reserve(out, n) != 0)

@@ -78,6 +78,7 @@ static void zarr3_fill_meta(const zarr3 *z, nds_array_meta *meta) {
     memcpy(meta->shape, z->m.shape, sizeof meta->shape);
     memcpy(meta->chunk_shape, z->m.chunks, sizeof meta->chunk_shape);
     meta->dtype = z->m.dtype;
+    meta->elem_size = z->m.itemsize; /* fixed-width strings; 0 otherwise */
     memcpy(meta->fill_value, z->m.fill, sizeof z->m.fill);
     meta->stored_canonical = nds_z3_chain_is_identity(z->m.chain);
     const nds_z3_shard *s = nds_z3_chain_shard(z->m.chain);

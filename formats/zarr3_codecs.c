@@ -575,7 +575,7 @@ static int chain_init(nds_z3_chain *c, const nds_z3_array *arr, const char *doc,
     c->arr = *arr;
     c->tarr = *arr;
     /* variable-length elements: counted as 1 byte (blosc's typesize, the chunk-size limit) */
-    c->elem = nds_dtype_is_vlen(arr->dtype) ? 1 : nds_dtype_size(arr->dtype);
+    c->elem = nds_dtype_is_vlen(arr->dtype) ? 1 : nds_z3_elem_size(arr);
     for (size_t i = 0; i < arr->rank; i++) c->perm[i] = i;
     if (c->elem == 0) return nds_err(NDS_EFORMAT, "%s: %s: invalid data type", doc, where);
     if (!nds_product_u64(arr->shape, arr->rank, &n) || !nds_mul_u64(n, c->elem, &n) ||
@@ -708,7 +708,13 @@ static int decode_ab(const nds_z3_chain *c, const uint8_t *cur, size_t len, bool
     return 0;
 }
 
+/* A string / bytes chain has no dense form (its lists are the core's): refused if asked. */
+static int no_dense_form(void) {
+    return nds_err(NDS_EINTERNAL, "zarr3: a vlen-utf8 / vlen-bytes chunk has no dense form");
+}
+
 int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out) {
+    if (c->ab == AB_VLEN) return no_dense_form();
     uint8_t *tbuf = NULL, *bufs[2] = {NULL, NULL};
     if ((c->transpose || c->aa) && !(tbuf = malloc(c->nbytes ? c->nbytes : 1)))
         return nds_err(NDS_ENOMEM, "zarr3: out of memory for a %zu-byte chunk", c->nbytes);
@@ -848,6 +854,7 @@ int nds_z3_chain_encode_vlen(const nds_z3_chain *c, const uint8_t *list, size_t 
 }
 
 int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out) {
+    if (c->ab == AB_VLEN) return no_dense_form();
     uint8_t *own;
     const uint8_t *data;
     nds_buf t[2] = {{0}, {0}}, a = {0};

@@ -42,8 +42,15 @@ typedef struct nds_z3_array {
     size_t rank;
     uint64_t shape[NDS_MAX_RANK];
     nds_dtype dtype;
-    uint8_t fill[NDS_DTYPE_MAX_SIZE]; /**< one element, host byte order */
+    size_t elem_size;                /**< bytes per element when the dtype does not say (the
+                                      *   fixed-width strings); 0 = nds_dtype_size(dtype) */
+    uint8_t fill[NDS_ELEM_MAX_SIZE]; /**< one element, host byte order */
 } nds_z3_array;
+
+/** Bytes per element of arr: its elem_size, else nds_dtype_size of its dtype. */
+static inline size_t nds_z3_elem_size(const nds_z3_array *arr) {
+    return arr->elem_size ? arr->elem_size : nds_dtype_size(arr->dtype);
+}
 
 typedef struct nds_z3_chain nds_z3_chain;
 typedef struct nds_z3_shard nds_z3_shard;

@@ -15,6 +15,7 @@
  *
  * Threading: reentrant. Ownership: see zarr3_metadata.h.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,69 @@ static int parse_time_type(const json_object *v, const char *name, const char *d
     return 0;
 }
 
+/* {"name": "fixed_length_utf32" | "null_terminated_bytes", "configuration": {"length_bytes": n}}
+ * (zarr-extensions registry; zarr-python 3): NumPy's U<n/4> / S<n>, n bytes per element, 1 to
+ * NDS_ELEM_MAX_SIZE (a multiple of 4 for UTF-32). */
+static int parse_fixed_string_type(const json_object *v, const char *name, const char *doc,
+                                   parsed *p) {
+    json_object *cfg = NULL;
+    int64_t n = 0;
+    json_object_object_foreach((json_object *)v, key, val) {
+        if (eq(key, "configuration")) cfg = val;
+        else if (!eq(key, "name") && !eq(key, "must_understand"))
+            return nds_err(NDS_EFORMAT, "%s: data_type \"%s\": member \"%.40s\" is not valid",
+                           doc, name, key);
+    }
+    if (!json_object_is_type(cfg, json_type_object))
+        return nds_err(NDS_EFORMAT, "%s: data_type \"%s\" needs a configuration with "
+                                    "\"length_bytes\"", doc, name);
+    json_object_object_foreach(cfg, ckey, cval) {
+        (void)cval;
+        if (!eq(ckey, "length_bytes"))
+            return nds_err(NDS_EFORMAT, "%s: data_type \"%s\": configuration member \"%.40s\" is "
+                                        "not valid", doc, name, ckey);
+    }
+    int rc = nds_json_get_int(cfg, "length_bytes", false, 0, INT64_MAX, doc, &n);
+    if (rc) return rc;
+    bool utf32 = name[0] == 'f';
+    if (utf32 && n % 4 != 0)
+        return nds_err(NDS_EFORMAT, "%s: data_type \"%s\": \"length_bytes\" %lld is not a "
+                                    "multiple of 4", doc, name, (long long)n);
+    if (n == 0 || n > NDS_ELEM_MAX_SIZE)
+        return nds_err(NDS_EUNSUPPORTED, "%s: data_type \"%s\": \"length_bytes\" %lld is not "
+                                         "supported (1 to %d bytes)", doc, name, (long long)n,
+                       NDS_ELEM_MAX_SIZE);
+    p->m.dtype = utf32 ? NDS_UCS4_FIXED : NDS_BYTES_FIXED;
+    p->m.itemsize = (size_t)n;
+    return 0;
+}
+
+/* {"name": ..., "configuration": {"length_bytes": n}} of a fixed-width string array. */
+static json_object *fixed_string_type(nds_dtype t, size_t n) {
+    json_object *cfg = json_object_new_object();
+    json_object_object_add(cfg, "length_bytes", json_object_new_int64((int64_t)n));
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "name", json_object_new_string(nds_dtype_name(t)));
+    json_object_object_add(o, "configuration", cfg);
+    return o;
+}
+
+/* The fill value of m as JSON: fixed-width strings need their width (a string: text for UTF-32,
+ * base64 for bytes, trailing NULs dropped). */
+static json_object *fill_json_of(const nds_zarr3_meta *m) {
+    if (nds_dtype_is_fixed_string(m->dtype))
+        return nds_string_fill_to_json(m->dtype, m->itemsize, m->fill);
+    return nds_zarr3_fill_json(m->dtype, m->fill);
+}
+
+/* The bytes of m->fill that hold its value. */
+static size_t fill_bytes(const nds_zarr3_meta *m) {
+    uint32_t n;
+    if (!nds_dtype_is_vlen(m->dtype)) return m->itemsize ? m->itemsize : nds_dtype_size(m->dtype);
+    memcpy(&n, m->fill, 4);
+    return 4 + (n == UINT32_MAX ? 0 : n);
+}
+
 static int parse_data_type(const json_object *v, const char *doc, void *state) {
     parsed *p = state;
     if (json_object_is_type(v, json_type_object)) {
@@ -259,6 +323,8 @@ static int parse_data_type(const json_object *v, const char *doc, void *state) {
         if (eq(name, "numpy.datetime64") || eq(name, "numpy.timedelta64") ||
             eq(name, "datetime64") || eq(name, "timedelta64"))
             return parse_time_type(v, name, doc, p);
+        if (eq(name, "fixed_length_utf32") || eq(name, "null_terminated_bytes"))
+            return parse_fixed_string_type(v, name, doc, p);
         return nds_err(NDS_EUNSUPPORTED, "%s: data_type \"%.60s\" is not supported", doc, name);
     }
     if (!json_object_is_type(v, json_type_string))
@@ -358,6 +424,8 @@ static int parse_key_encoding(const json_object *v, const char *doc, void *state
 static int parse_fill(const json_object *v, const char *doc, void *state) {
     parsed *p = state;
     p->have_fill = true;
+    if (nds_dtype_is_fixed_string(p->m.dtype)) /* as zarr v2: text, or base64 for bytes */
+        return nds_string_fill_from_json(p->m.dtype, p->m.itemsize, v, doc, p->m.fill);
     return nds_zarr3_fill_parse(p->m.dtype, v, doc, p->m.fill);
 }
 
@@ -451,7 +519,7 @@ static int parse_finish(const char *doc, parsed *p) {
                                     "has %zu", doc, p->chunk_rank, m->rank);
     if (!nds_product_u64(m->shape, m->rank, &n))
         return nds_err(NDS_ELIMIT, "%s: \"shape\" has more than 2^64 elements", doc);
-    nds_z3_array arr = {.rank = m->rank, .dtype = m->dtype};
+    nds_z3_array arr = {.rank = m->rank, .dtype = m->dtype, .elem_size = m->itemsize};
     memcpy(arr.shape, m->chunks, sizeof arr.shape);
     memcpy(arr.fill, m->fill, sizeof arr.fill);
     return nds_z3_chain_parse(p->codecs, &arr, doc, "codecs", 0, &m->chain);
@@ -510,6 +578,23 @@ static json_object *time_data_type(nds_dtype t, const char *unit, uint32_t scale
     return named(t == NDS_DATETIME64 ? "numpy.datetime64" : "numpy.timedelta64", cfg);
 }
 
+/* A NumPy fixed-width typestring ("<U5": 5 code points; "|S8": 8 bytes) as the registry's
+ * fixed_length_utf32 / null_terminated_bytes (the width in bytes; byte order is the bytes
+ * codec's). The width's limits are checked where the data type is parsed. */
+static int schema_fixed_string(json_object *req, const char *name, const char *where) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(name + 2, &end, 10);
+    if (name[2] < '0' || name[2] > '9' || *end || errno || n > NDS_ELEM_MAX_SIZE)
+        return nds_err(n > NDS_ELEM_MAX_SIZE ? NDS_EUNSUPPORTED : NDS_EINVAL,
+                       "zarr3: spec for %s: dtype \"%.40s\": %s", where, name,
+                       n > NDS_ELEM_MAX_SIZE ? "elements wider than 4096 bytes are not supported"
+                                             : "not a NumPy string typestring (\"<U5\", \"|S8\")");
+    nds_dtype t = name[1] == 'U' ? NDS_UCS4_FIXED : NDS_BYTES_FIXED;
+    put_member(req, "data_type", fixed_string_type(t, (size_t)n * nds_dtype_size(t)), true);
+    return 0;
+}
+
 static int schema_dtype(json_object *req, const json_object *v, const char *where) {
     const char *name =
         json_object_is_type(v, json_type_string) ? json_object_get_string((json_object *)v) : "";
@@ -522,11 +607,8 @@ static int schema_dtype(json_object *req, const json_object *v, const char *wher
     }
     bool vlen = eq(name, "string") || eq(name, "bytes"); /* variable-length (issue 20) */
     if (!vlen && (name[0] == '<' || name[0] == '>' || name[0] == '|') &&
-        (name[1] == 'S' || name[1] == 'U' || name[1] == 'O'))
-        return nds_err(NDS_EUNSUPPORTED, "zarr3: spec for %s: dtype \"%.40s\" is a NumPy string "
-                                         "typestring, which zarr v3 arrays do not take (\"string\" "
-                                         "and \"bytes\" are zarr v3's variable-length types; "
-                                         "zarr v2 stores fixed-width strings)", where, name);
+        (name[1] == 'S' || name[1] == 'U')) /* NumPy fixed width: the registry's types */
+        return schema_fixed_string(req, name, where);
     if (nds_dtype_from_name(name) == NDS_DTYPE_INVALID && !vlen)
         return nds_err(NDS_EINVAL, "zarr3: spec for %s: unknown \"dtype\" \"%.40s\"", where, name);
     put_member(req, "data_type", (json_object *)v, false);
@@ -653,7 +735,7 @@ static int layout_shape(const json_object *req, const char *key, const char *doc
 }
 
 static int layout_of(const json_object *req, const char *doc, size_t rank, const uint64_t *shape,
-                     nds_dtype dtype, layout *l) {
+                     nds_dtype dtype, size_t itemsize, layout *l) {
     uint64_t chunk[NDS_MAX_RANK];
     bool has_c, has_w, has_r;
     l->rank = rank;
@@ -669,8 +751,9 @@ static int layout_of(const json_object *req, const char *doc, size_t rank, const
     if (!has_w && !has_c) {
         if (has_r) memcpy(l->write, l->read, sizeof l->read);
         else
-            nds_default_chunks(rank, shape, nds_dtype_is_vlen(dtype) ? 16 : nds_dtype_size(dtype),
-                               DEFAULT_CHUNK_BYTES, l->write); /* (strings: guessed at 16 bytes) */
+            nds_default_chunks(rank, shape,
+                               nds_dtype_is_vlen(dtype) ? 16 : itemsize ? itemsize : nds_dtype_size(dtype),
+                               DEFAULT_CHUNK_BYTES, l->write); /* (vlen strings: guessed at 16 bytes) */
     }
     l->sharded = has_r && memcmp(l->read, l->write, rank * sizeof l->read[0]) != 0;
     for (size_t d = 0; l->sharded && d < rank; d++)
@@ -743,7 +826,7 @@ static int complete(const json_object *req, const char *doc, json_object *full) 
     }
     layout l;
     if (!json_object_object_get_ex(req, "chunk_grid", NULL)) {
-        if ((rc = layout_of(req, doc, p.m.rank, p.m.shape, p.m.dtype, &l))) return rc;
+        if ((rc = layout_of(req, doc, p.m.rank, p.m.shape, p.m.dtype, p.m.itemsize, &l))) return rc;
         json_object *cfg = json_object_new_object();
         json_object_object_add(cfg, "chunk_shape", u64_array(l.write, l.rank));
         json_object_object_add(full, "chunk_grid", named("regular", cfg));
@@ -756,7 +839,7 @@ static int complete(const json_object *req, const char *doc, json_object *full) 
         json_object_object_add(full, "codecs", codecs);
     }
     if (!json_object_object_get_ex(full, "fill_value", NULL))
-        json_object_object_add(full, "fill_value", nds_zarr3_fill_json(p.m.dtype, p.m.fill));
+        json_object_object_add(full, "fill_value", fill_json_of(&p.m));
     if (!json_object_object_get_ex(full, "chunk_key_encoding", NULL)) {
         json_object *cfg = json_object_new_object();
         json_object_object_add(cfg, "separator", json_object_new_string("/"));
@@ -781,6 +864,8 @@ static int normalized(const nds_zarr3_meta *m, const json_object *src, json_obje
     json_object_object_add(d, "data_type",
                            m->dtype == NDS_DATETIME64 || m->dtype == NDS_TIMEDELTA64
                                ? time_data_type(m->dtype, m->time_unit, m->time_scale)
+                           : nds_dtype_is_fixed_string(m->dtype)
+                               ? fixed_string_type(m->dtype, m->itemsize)
                                : json_object_new_string(nds_dtype_name(m->dtype)));
     json_object *grid = json_object_new_object();
     json_object_object_add(grid, "chunk_shape", u64_array(m->chunks, m->rank));
@@ -788,7 +873,7 @@ static int normalized(const nds_zarr3_meta *m, const json_object *src, json_obje
     char sep[2] = {m->separator, 0};
     json_object_object_add(cfg, "separator", json_object_new_string(sep));
     json_object_object_add(d, "chunk_key_encoding", named(m->v2_keys ? "v2" : "default", cfg));
-    json_object_object_add(d, "fill_value", nds_zarr3_fill_json(m->dtype, m->fill));
+    json_object_object_add(d, "fill_value", fill_json_of(m));
     json_object_object_add(d, "codecs", codecs);
     json_object *attrs;
     if (json_object_object_get_ex(src, "attributes", &attrs)) copy_member(d, src, "attributes");
@@ -870,7 +955,8 @@ static int check_member(const nds_zarr3_meta *m, const json_object *req, const c
     } else if (eq(key, "data_type")) {
         rc = parse_data_type(v, doc, &p);
         *same = p.m.dtype == m->dtype && eq(p.m.time_unit, m->time_unit) &&
-                p.m.time_scale == m->time_scale; /* datetimes: the unit too */
+                p.m.time_scale == m->time_scale && /* datetimes: the unit too */
+                p.m.itemsize == m->itemsize;       /* fixed-width strings: the width */
     } else if (eq(key, "chunk_grid")) {
         rc = parse_chunk_grid(v, doc, &p);
         *same = same_u64(p.m.chunks, p.chunk_rank, m->chunks, m->rank);
@@ -878,8 +964,10 @@ static int check_member(const nds_zarr3_meta *m, const json_object *req, const c
         rc = parse_key_encoding(v, doc, &p);
         *same = p.m.v2_keys == m->v2_keys && p.m.separator == m->separator;
     } else if (eq(key, "fill_value")) {
-        rc = nds_zarr3_fill_parse(m->dtype, v, doc, p.m.fill);
-        *same = memcmp(p.m.fill, m->fill, nds_dtype_size(m->dtype)) == 0;
+        p.m.dtype = m->dtype;
+        p.m.itemsize = m->itemsize;
+        rc = parse_fill(v, doc, &p);
+        *same = memcmp(p.m.fill, m->fill, fill_bytes(m)) == 0;
     } else if (eq(key, "codecs")) {
         rc = same_codecs(m, v, doc, same);
     } else if (eq(key, REQ_WRITE_CHUNK) || eq(key, REQ_READ_CHUNK) ||

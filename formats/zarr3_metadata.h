@@ -26,6 +26,7 @@ typedef struct nds_zarr3_meta {
     nds_dtype dtype;                  /**< "data_type" */
     char time_unit[8];                /**< datetime64/timedelta64: NumPy unit ("ns"; "us" for "μs") */
     uint32_t time_scale;              /**< datetime64/timedelta64: "scale_factor" (>= 1) */
+    size_t itemsize; /**< fixed_length_utf32 / null_terminated_bytes: "length_bytes"; else 0 */
     uint8_t fill[NDS_ELEM_MAX_SIZE]; /**< "fill_value", host byte order (string / bytes: the
                                         * form of format.h, a uint32 length and the bytes) */
     bool v2_keys;                     /**< "chunk_key_encoding" is "v2" (else "default") */

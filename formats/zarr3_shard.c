@@ -122,7 +122,7 @@ int nds_z3_shard_parse(const json_object *config, const nds_z3_array *arr, const
     nds_z3_shard *s = calloc(1, sizeof *s);
     if (!s) return nds_err(NDS_ENOMEM, "%s: out of memory", dp);
     s->shard = *arr;
-    s->elem = nds_dtype_size(arr->dtype);
+    s->elem = nds_z3_elem_size(arr); /* fixed-width strings: the array's width */
     const char *loc = "end";
     rc = parse_grid(s, config, dp);
     if (!rc) rc = parse_chains(s, config, doc, where, dp, depth);

@@ -19,6 +19,7 @@
 #include "ndstore/sys/format.h"
 #include "fuzz_format.h"
 #include "internal/strided.h"
+#include "../formats/codecs/vlen.h"
 
 extern const nds_format nds_format_zarr3;
 #define F nds_format_zarr3
@@ -29,9 +30,15 @@ extern const nds_format nds_format_zarr3;
 static const char SEPARATOR[] = "\0CHUNK\0";
 #define SEPARATOR_LEN (sizeof SEPARATOR - 1)
 
-/* Bytes of a chunk of shape (rank entries), 0 when above FUZZ_MAX_CHUNK. */
+/* Bytes per element: the array's (fixed-width strings), else the dtype's. */
+static size_t elem_bytes(const nds_array_meta *meta) {
+    return meta->elem_size ? meta->elem_size : nds_dtype_size(meta->dtype);
+}
+
+/* Bytes of a chunk of shape (rank entries), 0 when above FUZZ_MAX_CHUNK (and for the
+ * variable-length types, which have no dense chunk: exercise_vlen). */
 static size_t chunk_bytes(const nds_array_meta *meta, const uint64_t *shape) {
-    size_t n = nds_dtype_size(meta->dtype);
+    size_t n = elem_bytes(meta);
     for (size_t d = 0; d < meta->rank; d++) {
         if (shape[d] > FUZZ_MAX_CHUNK || n * shape[d] > FUZZ_MAX_CHUNK) return 0;
         n *= shape[d];
@@ -42,7 +49,7 @@ static size_t chunk_bytes(const nds_array_meta *meta, const uint64_t *shape) {
 /* Inner chunk 0 read by itself equals the corner of the whole decoded shard. */
 static void exercise_inner(void *st, nds_kvstore *kv, const nds_array_meta *meta,
                            const uint8_t *shard) {
-    size_t n = chunk_bytes(meta, meta->read_chunk_shape), elem = nds_dtype_size(meta->dtype);
+    size_t n = chunk_bytes(meta, meta->read_chunk_shape), elem = elem_bytes(meta);
     uint64_t cell[NDS_MAX_RANK] = {0};
     int64_t stride[NDS_MAX_RANK];
     uint8_t *inner = n ? malloc(n) : NULL;
@@ -61,6 +68,29 @@ static void exercise_inner(void *st, nds_kvstore *kv, const nds_array_meta *meta
         }
     }
     free(inner);
+}
+
+/* A string / bytes chunk: the codecs after vlen-utf8 / vlen-bytes, then the element list
+ * (what lib/array_vlen.c does), and the list encoded back must decode the same. */
+static void exercise_vlen(void *st, const nds_array_meta *meta, const uint8_t *chunk, size_t len) {
+    uint64_t cell[NDS_MAX_RANK] = {0}, count = 1;
+    for (size_t d = 0; d < meta->rank; d++) count *= meta->chunk_shape[d];
+    nds_buf raw = {0}, list = {0}, enc = {0};
+    nds_vlen_list l;
+    if (F.decode_vlen(st, cell, chunk, len, &raw) == 0 &&
+        nds_vlen_decode(raw.data, raw.len, count, meta->dtype == NDS_STRING, &l) == 0) {
+        if (nds_vlen_encode(l.offsets, l.data, l.count, meta->dtype == NDS_STRING, &list) == 0 &&
+            F.encode_vlen(st, cell, list.data, list.len, &enc) == 0) {
+            nds_buf back = {0};
+            check(F.decode_vlen(st, cell, enc.data, enc.len, &back) == 0 && back.len == list.len &&
+                  memcmp(back.data, list.data, list.len) == 0);
+            nds_buf_dispose(&back);
+        }
+        nds_vlen_list_dispose(&l);
+    }
+    nds_buf_dispose(&raw);
+    nds_buf_dispose(&list);
+    nds_buf_dispose(&enc);
 }
 
 /* Decodes chunk 0, then encodes and decodes it again: the chunk must survive the round trip
@@ -99,7 +129,9 @@ static void exercise_open(nds_kvstore *kv, const uint8_t *chunk, size_t chunk_le
     for (size_t d = 0; d < meta.rank; d++) empty |= meta.shape[d] == 0;
     if (F.chunk_key(st, cell, key, sizeof key) == 0) {
         check(F.parse_chunk_key(st, key, back) == !empty);
-        if (has_chunk && !empty && nds_kvstore_write(kv, key, chunk, chunk_len, NULL, NULL) == 0)
+        if (has_chunk && !empty && nds_dtype_is_vlen(meta.dtype))
+            exercise_vlen(st, &meta, chunk, chunk_len);
+        else if (has_chunk && !empty && nds_kvstore_write(kv, key, chunk, chunk_len, NULL, NULL) == 0)
             exercise_chunk(st, kv, &meta, chunk, chunk_len, lossy);
     }
     nds_array_meta after;

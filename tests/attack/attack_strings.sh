@@ -127,7 +127,14 @@ for dtype in '|S0' '<U0' '|S4097' '<U1025' '|S99999999999999999999'; do
 done
 nds create "$T/cw" --shape 4 --dtype '|S0'; refused "create --dtype |S0" "not a numpy string typestring"
 nds create "$T/cw" --shape 4 --dtype '<U1025'; refused "create --dtype <U1025" "wider than 4096"
-nds create "file://$T/cw3|zarr3:" --shape 4 --dtype '<U5'; refused "zarr3 fixed width" "zarr3"
+nds create "file://$T/cw3|zarr3:" --shape 4 --dtype '<U1025'; refused "zarr3 fixed width past 4096" "zarr3"
+nds create "file://$T/cw4|zarr3:" --shape 4 --dtype '<U5'; succeeded "zarr3 fixed_length_utf32 by --dtype"
+nds create "file://$T/cw4|zarr3:" --shape 4 --dtype '<U5'; refused "zarr3 create over an existing array" "exists"
+mkdir -p "$T/z3w"
+printf '{"zarr_format":3,"node_type":"array","shape":[4],"data_type":{"name":"fixed_length_utf32","configuration":{"length_bytes":0}},"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":"","codecs":[{"name":"bytes","configuration":{"endian":"little"}}]}' >"$T/z3w/zarr.json"
+nds info "$T/z3w"; refused "zarr3 length_bytes 0" "length_bytes"
+sed -i 's/"length_bytes":0/"length_bytes":99999999999/' "$T/z3w/zarr.json"
+nds info "$T/z3w"; refused "zarr3 length_bytes past 4096" "length_bytes"
 nds create "file://$T/cn5|n5:" --shape 4 --dtype string; refused "n5 string" "n5"
 
 # the command line: output and input forms

@@ -61,8 +61,10 @@ def test_create_fixed_width_by_dtype(url):
     a[:] = ["ab", "", "\u00e9", "fives"]
     assert list(a[:]) == ["ab", "", "\u00e9", "fives"]
     assert ndstore.open(url("s"), create=True, shape=(4,), dtype="S8").metadata["dtype"] == "|S8"
-    with pytest.raises(ndstore.Unsupported, match="zarr3"):  # no fixed width in zarr v3 (yet)
-        ndstore.open(url("v3", "zarr3"), create=True, shape=(4,), dtype="U5")
+    b = ndstore.open(url("v3", "zarr3"), create=True, shape=(4,), dtype="U5")  # the registry type
+    assert b.metadata["data_type"] == {"name": "fixed_length_utf32", "configuration": {"length_bytes": 20}}
+    b[1:3] = ["\U0001f600", "five5"]
+    assert list(b[:]) == ["", "\U0001f600", "five5", ""]
     with pytest.raises(ndstore.InvalidArgument, match="n5"):
         ndstore.open(url("n", "n5"), create=True, shape=(4,), dtype="U5")
 
