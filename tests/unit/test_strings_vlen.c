@@ -3,6 +3,7 @@
  * vlen-bytes codecs): stored bytes as zarr-python 2.13 writes them, partial writes keeping the
  * other elements of a chunk, fill values, resize, verify, refusals, and damaged chunks. Through
  * the public API on memory://. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,6 +378,61 @@ START_TEST(zarr3_bytes_and_refusals) {
 }
 END_TEST
 
+/* Two handles (so no shared in-process chunk lock) write different elements of one chunk from two
+ * threads, many times: each write is a read-merge-conditional write of the chunk's list, so
+ * neither writer's last element may be lost. */
+typedef struct writer {
+    nds_array *a;
+    uint64_t index;
+    int rounds;
+} writer;
+
+static void *write_rounds(void *arg) {
+    writer *w = arg;
+    nds_box one = box1(w->index, w->index + 1, 1);
+    for (int r = 0; r < w->rounds; r++) {
+        char text[32];
+        int n = snprintf(text, sizeof text, "w%llu-%d", (unsigned long long)w->index, r);
+        uint64_t off[2] = {0, (uint64_t)n};
+        if (nds_array_write_vlen(w->a, &one, off, (const uint8_t *)text, NULL) != 0) return w;
+    }
+    return NULL;
+}
+
+START_TEST(concurrent_writers_of_one_chunk) {
+    nds_array *a = zarr2_objects("cc", "vlen-utf8", "\"\""), *b;
+    NDS_OK(open_spec(&b, "{\"driver\":\"zarr\",\"kvstore\":\"memory://cc/\"}"));
+    writer w[2] = {{a, 0, 200}, {b, 1, 200}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, write_rounds, &w[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        void *failed;
+        pthread_join(t[i], &failed);
+        ck_assert_msg(failed == NULL, "writer %d failed: %s", i, nds_error_last()->message);
+    }
+    nds_box all = box1(0, 5, 1);
+    expect_read(a, &all, "w0-199|w1-199|||");
+    nds_array_free(a);
+    nds_array_free(b);
+}
+END_TEST
+
+/* A chunk that changes between the read and the conditional write is read and merged again. */
+START_TEST(conflict_is_retried) {
+    racy_register("0");
+    nds_array *a = zarr2_objects("rc", "vlen-utf8", "\"\"");
+    nds_box all = box1(0, 5, 1), one = box1(1, 2, 1);
+    NDS_OK(write_joined(a, &all, "a|b|c|d|e"));
+    nds_array_free(a);
+    NDS_OK(open_spec(&a, "{\"driver\":\"zarr\",\"kvstore\":\"racy://rc/\"}"));
+    race_bumps = 2; /* the stored chunk 0 is rewritten (same bytes, new generation) twice */
+    NDS_OK(write_joined(a, &one, "B"));
+    ck_assert_int_eq(race_bumps, 0); /* both conditional writes before the last were refused */
+    expect_read(a, &all, "a|B|c|d|e");
+    nds_array_free(a);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("strings_vlen");
     TCase *tc = tcase_create("strings_vlen");
@@ -387,6 +443,8 @@ int main(void) {
     tcase_add_test(tc, damaged_chunks);
     tcase_add_test(tc, resize_resets_to_fill);
     tcase_add_test(tc, zarr3_strings);
+    tcase_add_test(tc, concurrent_writers_of_one_chunk);
+    tcase_add_test(tc, conflict_is_retried);
     tcase_add_test(tc, zarr3_bytes_and_refusals);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
