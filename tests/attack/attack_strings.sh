@@ -151,4 +151,16 @@ nds write "$T/ok" -i "$T/four.jsonl"; succeeded "a good write"
 nds read "$T/ok" -o "$T/back.jsonl"; succeeded "read back"
 check 'cmp -s "$T/four.jsonl" "$T/back.jsonl"' "read back equals what was written"
 
+# cp of string arrays: zarr v2 -> zarr v3 -> zarr v2, and fixed width zarr v2 -> zarr v3
+nds cp "$T/ok" "file://$T/ok3|zarr3:"; succeeded "cp a zarr v2 string array to zarr v3"
+nds read "file://$T/ok3|zarr3:" -o "$T/back3.jsonl"; succeeded "read the zarr v3 copy"
+check 'cmp -s "$T/four.jsonl" "$T/back3.jsonl"' "the zarr v3 copy holds the same elements"
+nds cp "file://$T/ok3|zarr3:" "$T/ok2.zarr"; succeeded "cp it back to zarr v2"
+nds read "$T/ok2.zarr" -o "$T/back2.jsonl"; succeeded "read the zarr v2 copy"
+check 'cmp -s "$T/four.jsonl" "$T/back2.jsonl"' "the zarr v2 copy holds the same elements"
+nds cp "$T/s.zarr" "file://$T/s3|zarr3:"; succeeded "cp |S5 to zarr v3 (null_terminated_bytes)"
+nds read "file://$T/s3|zarr3:" -o "$T/s3.npy"; succeeded "read the |S5 copy"
+check 'cmp -s "$T/s.npy" "$T/s3.npy"' "the |S5 copy's .npy equals the source's"
+nds cp "$T/ok" "file://$T/okn5|n5:"; refused "cp of strings to n5" "n5"
+
 finish
