@@ -7,7 +7,8 @@
 //   3. ndstore reads every array of tests/fixtures/zarr3_zarrita/data.zarr (written by
 //      zarrita's Python ancestor, sharded ones included) equal to expected/<array>.npy;
 //   4. `ndstore cp` of a zarr v2 array into a sharded zarr v3 array that zarrita then reads;
-//   5. zarrita reads string arrays ndstore wrote (data_type "string", vlen-utf8; zarrita cannot
+//   5. zarrita reads string arrays ndstore wrote (data_type "string", vlen-utf8, and zarr v2 "|O"
+//      object arrays with the vlen-utf8 filter; zarrita cannot
 //      encode vlen-utf8, so the other direction rests on registry-layout vectors in
 //      tests/unit/test_strings_vlen.c).
 // Usage: node tests/interop/zarr3_interop.mjs path/to/ndstore [path/to/fixtures]
@@ -472,6 +473,18 @@ for (const [name, codec] of [["vlen-utf8 + zstd", "zstd:3"], ["vlen-utf8 alone",
     expectEqual(cOrder(got), want, name);
   });
 }
+
+await check("zarr v2 object array (|O, vlen-utf8, zstd): ndstore writes, zarrita reads", async () => {
+  const dir = path.join(work, "strings", "v2");
+  run("create", dir, "--shape", "5", "--chunks", "3", "--dtype", "string", "--codec", "zstd:1");
+  const values = STRINGS.slice(0, 4);
+  fs.writeFileSync(`${dir}.jsonl`, values.map((v) => JSON.stringify(v)).join("\n") + "\n");
+  run("write", dir, "--region", "[0:4]", "-i", `${dir}.jsonl`);
+  const arr = await zarr.open.v2(new FileSystemStore(dir), { kind: "array" });
+  if (arr.dtype !== "v2:object") throw new Error(`dtype ${arr.dtype}`);
+  const got = await zarr.get(arr, null);
+  expectEqual(Array.from(got.data), [...values, ""], "v2 object array");
+});
 
 fs.rmSync(work, { recursive: true, force: true });
 console.log(`${passed} passed, ${failed} failed`);
