@@ -43,7 +43,7 @@ def _fill_json(value):
     """A fill value as the JSON the formats take (NaN and infinities as the strings zarr writes)."""
     if isinstance(value, (np.datetime64, np.timedelta64)):  # as the int64 count of its unit; NaT as "NaT"
         return "NaT" if np.isnat(value) else int(value.astype("i8"))
-    if isinstance(value, str) and value == "NaT":
+    if isinstance(value, str):  # "NaT", or a string array's fill element (issue 20)
         return value
     if isinstance(value, np.generic):
         value = value.item()
@@ -60,7 +60,7 @@ def _fill_json(value):
         return v
     if isinstance(value, numbers.Complex):
         return [_fill_json(value.real), _fill_json(value.imag)]
-    raise TypeError("fill_value: expected a number, bool or None, got %r" % (value,))
+    raise TypeError("fill_value: expected a number, bool, str or None, got %r" % (value,))
 
 
 def _load(spec_or_url):

@@ -152,6 +152,14 @@ def test_vlen_refusals(url):
     t.abort()
 
 
+@pytest.mark.parametrize("fmt", ["zarr", "zarr3"])
+def test_vlen_string_fill(url, fmt):
+    a = ndstore.open(url("f", fmt), create=True, shape=(3,), dtype=str, fill_value="-")
+    assert a.fill_value == "-" and a[:].tolist() == ["-"] * 3
+    a[1] = "x"
+    assert a[:].tolist() == ["-", "x", "-"]
+
+
 def test_vlen_open_checks_dtype(url):
     ndstore.open(url("c"), create=True, shape=(2,), dtype=str).close()
     ndstore.open(url("c"), dtype=str).close()
