@@ -116,8 +116,14 @@ double cli_now(void);
 int cli_require_spec(const char *what, const char *text);
 /** Opens an array (mode 0 = from the spec) in ctx (NULL = default). 0 or CLI_FAIL (printed). */
 int cli_open_array(const char *spec, nds_context *ctx, unsigned mode, nds_array **out);
-/** Sets *box from region text (NULL = the whole array). 0, or CLI_FAIL (printed). */
-int cli_parse_region(nds_array *a, const char *region, nds_box *box);
+/** Sets *box from region text (NULL = the whole array) in the array's domain coordinates, or with
+ *  units ("nm"; NULL = none) in physical coordinates (cli_region_from_units). 0, or CLI_FAIL (printed). */
+int cli_parse_region(nds_array *a, const char *region, const char *units, nds_box *box);
+/** Region text in physical units (unit: "nm", "um", ...) as region text in domain coordinates:
+ *  starts and indices round down, stops up, steps must be whole voxels; dimensions without a unit
+ *  are left as they are. *out is malloc'd. CLI_OK or CLI_FAIL (printed). */
+int cli_region_from_units(nds_array *a, const char *region, const char *unit, char **out);
+#define CLI_OPT_UNITS 0x0417
 /** The shape of box with dropped dimensions removed (what a .npy file holds); returns its rank. */
 size_t cli_box_out_shape(const nds_box *box, uint64_t *shape);
 /** Number of elements of box, or CLI_FAIL (printed) when the count overflows; 0 for an empty box. */

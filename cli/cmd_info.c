@@ -66,6 +66,7 @@ typedef struct info {
     size_t rank;
     uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK];
     int64_t origin[NDS_MAX_RANK]; /* the domain is [origin, origin + shape) */
+    nds_unit units[NDS_MAX_RANK]; /* physical size of an index step (size 0: none) */
     uint64_t inner[NDS_MAX_RANK]; /* read chunks: differ from chunks only for sharded arrays */
     bool sharded;
     bool no_stats; /* stored counts unknown: the store cannot list, or the format cannot see
@@ -90,6 +91,7 @@ static int gather(nds_array *a, info *in) {
     in->rank = nds_array_rank(a);
     nds_array_shape(a, in->shape);
     nds_array_origin(a, in->origin);
+    nds_array_units(a, in->units);
     nds_array_chunk_shape(a, in->chunks);
     nds_array_read_chunk_shape(a, in->inner);
     in->sharded = memcmp(in->chunks, in->inner, in->rank * sizeof in->inner[0]) != 0;
@@ -168,6 +170,17 @@ static void print_json(nds_array *a, const info *in, FILE *out) {
     for (size_t d = 0; d < in->rank; d++)
         json_object_array_add(origin, json_object_new_int64(in->origin[d]));
     json_object_object_add(o, "origin", origin);
+    json_object *units = json_object_new_array();
+    for (size_t d = 0; d < in->rank; d++) {
+        json_object *u = NULL;
+        if (in->units[d].size > 0) {
+            u = json_object_new_object();
+            json_object_object_add(u, "size", json_object_new_double(in->units[d].size));
+            json_object_object_add(u, "unit", json_object_new_string(in->units[d].name));
+        }
+        json_object_array_add(units, u);
+    }
+    json_object_object_add(o, "units", units);
     json_object_object_add(o, "dtype", json_object_new_string(in->dtype_label));
     json_object_object_add(o, "chunks", u64_array(in->rank, in->inner));
     if (in->sharded) {
@@ -191,13 +204,34 @@ static void print_json(nds_array *a, const info *in, FILE *out) {
     json_object_put(o);
 }
 
-/* "domain:      [1984, 2048) x [0, 64) x ...": the coordinates regions are given in. */
+/* "domain:      [1984, 2048) x [0, 64) x ...": the coordinates regions are given in; where the
+ * format gives physical units, the domain's physical bounds and the voxel size too. */
 static void print_domain(const info *in, FILE *out) {
     fprintf(out, "domain:      ");
     for (size_t d = 0; d < in->rank; d++)
         fprintf(out, "%s[%" PRId64 ", %" PRId64 ")", d ? " x " : "", in->origin[d],
                 in->origin[d] + (int64_t)in->shape[d]);
     fprintf(out, "%s\n", in->rank ? "" : "[] (a scalar)");
+    bool physical = false;
+    for (size_t d = 0; d < in->rank; d++) physical |= in->units[d].size > 0;
+    if (!physical) return;
+    fprintf(out, "physical:    ");
+    for (size_t d = 0; d < in->rank; d++) {
+        const nds_unit *u = &in->units[d];
+        if (u->size > 0)
+            fprintf(out, "%s[%.10g, %.10g) %s", d ? " x " : "", (double)in->origin[d] * u->size,
+                    (double)(in->origin[d] + (int64_t)in->shape[d]) * u->size, u->name);
+        else
+            fprintf(out, "%s-", d ? " x " : "");
+    }
+    fprintf(out, "\nvoxel:       ");
+    for (size_t d = 0; d < in->rank; d++) {
+        if (in->units[d].size > 0)
+            fprintf(out, "%s%.10g %s", d ? " x " : "", in->units[d].size, in->units[d].name);
+        else
+            fprintf(out, "%s-", d ? " x " : "");
+    }
+    fprintf(out, "\n");
 }
 
 static void print_text(nds_array *a, const info *in, FILE *out) {

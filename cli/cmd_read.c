@@ -20,11 +20,12 @@
 #include "strings_io.h"
 
 static const char usage[] =
-    "ndstore read SPEC [--region R] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw] [--jobs N] [--scale S]";
+    "ndstore read SPEC [--region R [--units U]] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw] [--jobs N]\n"
+    "                  [--scale S]";
 
 static const char help[] =
-    "usage: ndstore read SPEC [--region R] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw] [--jobs N]\n"
-    "                         [--memory-budget BYTES] [--scale S]\n"
+    "usage: ndstore read SPEC [--region R [--units U]] [-o OUT.npy|OUT.png|OUT.tif|-] [--raw]\n"
+    "                         [--jobs N] [--memory-budget BYTES] [--scale S]\n"
     "\n"
     "Read a region of an array. With -o, write a .npy file (- = stdout), a PNG or a TIFF image, by the\n"
     "file's extension; with no -o, print regions of up to 1000 elements as text, as NumPy prints arrays.\n"
@@ -43,6 +44,8 @@ static const char help[] =
     "      --raw               write raw bytes (C order, host byte order) instead of .npy\n"
     "  -j, --jobs N            threads for decoding (default: the number of cores)\n"
     "      --memory-budget B   bytes read per step (default 256M)\n"
+    "      --units U           the region's numbers are physical coordinates in U (nm, um, mm, ...)\n"
+    "                          where the array has units (precomputed: its resolution, nm)\n"
     CLI_SCALE_HELP
     "  -h, --help              show this help\n"
     "\n"
@@ -58,6 +61,7 @@ static const struct option options[] = {
     {"jobs", required_argument, NULL, 'j'},
     {"memory-budget", required_argument, NULL, OPT_BUDGET},
     CLI_SCALE_OPTION,
+    {"units", required_argument, NULL, CLI_OPT_UNITS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -65,6 +69,7 @@ static const struct option options[] = {
 typedef struct read_args {
     const char *spec, *region, *output;
     const char *scale; /* --scale, or NULL */
+    const char *units; /* --units, or NULL */
     bool raw, rgb;
     long jobs;
     uint64_t budget;
@@ -84,6 +89,7 @@ static int parse_args(int argc, char **argv, read_args *ra) {
         case OPT_RAW: ra->raw = true; break;
         case OPT_RGB: ra->rgb = true; break;
         case CLI_OPT_SCALE: ra->scale = optarg; break;
+        case CLI_OPT_UNITS: ra->units = optarg; break;
         case 'j':
             if (cli_parse_long(optarg, 1, 1024, &ra->jobs) != 0)
                 return cli_usage(usage, "--jobs: expected 1..1024, got '%s'", optarg);
@@ -241,7 +247,7 @@ int cli_cmd_read(int argc, char **argv) {
     if (rc == CLI_OK)
         rc = cli_open_array(scaled ? scaled : ra.spec, NULL, 0, &a);
     if (rc == CLI_OK)
-        rc = cli_parse_region(a, ra.region, &box);
+        rc = cli_parse_region(a, ra.region, ra.units, &box);
     if (rc == CLI_OK)
         rc = cli_box_count(&box, nds_array_dtype_size(a), &count, &bytes);
     nds_io_options io = NDS_IO_OPTIONS_INIT;

@@ -20,11 +20,11 @@
 
 static const char usage[] =
     "ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic | --prepare]\n"
-    "                   [--jobs N] [--scale S]";
+    "                   [--jobs N] [--scale S] [--units U]";
 
 static const char help[] =
     "usage: ndstore write SPEC [--region R -i IN.npy|-]... [--raw] [--txn isolated|atomic | --prepare]\n"
-    "                         [--jobs N] [--memory-budget BYTES] [--scale S]\n"
+    "                         [--jobs N] [--memory-budget BYTES] [--scale S] [--units U]\n"
     "\n"
     "Write .npy files (or raw bytes) into regions of an existing array. Each region's shape (without\n"
     "dimensions selected by an integer index) must equal its file's shape, and the dtypes must match.\n"
@@ -43,6 +43,8 @@ static const char help[] =
     "                          publishes the parts of many processes as one version\n"
     "  -j, --jobs N            threads for encoding (default: the number of cores)\n"
     "      --memory-budget B   bytes written per step (default 256M)\n"
+    "      --units U           the region's numbers are physical coordinates in U (nm, um, mm, ...)\n"
+    "                          where the array has units (precomputed: its resolution, nm)\n"
     CLI_SCALE_HELP
     "  -h, --help              show this help\n"
     "\n"
@@ -61,6 +63,7 @@ static const struct option options[] = {
     {"txn", required_argument, NULL, OPT_TXN},
     {"prepare", no_argument, NULL, OPT_PREPARE},
     CLI_SCALE_OPTION,
+    {"units", required_argument, NULL, CLI_OPT_UNITS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -68,6 +71,7 @@ static const struct option options[] = {
 typedef struct write_args {
     const char *spec;
     const char *scale; /* --scale, or NULL */
+    const char *units; /* --units, or NULL */
     const char *regions[MAX_PAIRS], *inputs[MAX_PAIRS];
     size_t nregions, ninputs;
     bool raw;
@@ -117,6 +121,7 @@ static int parse_args(int argc, char **argv, write_args *wa) {
             break;
         case OPT_PREPARE: wa->prepare = true; break;
         case CLI_OPT_SCALE: wa->scale = optarg; break;
+        case CLI_OPT_UNITS: wa->units = optarg; break;
         case OPT_RAW: wa->raw = true; break;
         case 'j':
             if (cli_parse_long(optarg, 1, 1024, &wa->jobs) != 0)
@@ -283,7 +288,7 @@ static int run(write_job *w, const write_args *wa, const char *input) {
 
 /* Writes one --region/-i pair. */
 static int write_pair(write_job *w, const write_args *wa, size_t i) {
-    int rc = cli_parse_region(w->a, wa->regions[i], &w->box);
+    int rc = cli_parse_region(w->a, wa->regions[i], wa->units, &w->box);
     if (rc == CLI_OK)
         rc = cli_box_count(&w->box, w->elem, &w->count, &w->bytes);
     return rc == CLI_OK ? run(w, wa, wa->inputs[i]) : rc;

@@ -349,7 +349,7 @@ int cli_open_array(const char *spec, nds_context *ctx, unsigned mode, nds_array 
     return CLI_OK;
 }
 
-int cli_parse_region(nds_array *a, const char *region, nds_box *box) {
+int cli_parse_region(nds_array *a, const char *region, const char *units, nds_box *box) {
     size_t rank = nds_array_rank(a);
     uint64_t shape[NDS_MAX_RANK];
     int64_t origin[NDS_MAX_RANK];
@@ -359,8 +359,12 @@ int cli_parse_region(nds_array *a, const char *region, nds_box *box) {
         nds_box_full(box, rank, shape);
         return CLI_OK;
     }
+    char *converted = NULL;
+    if (units && cli_region_from_units(a, region, units, &converted) != CLI_OK)
+        return CLI_FAIL;
     nds_error_clear();
-    int rc = nds_box_parse_domain(box, region, rank, origin, shape);
+    int rc = nds_box_parse_domain(box, converted ? converted : region, rank, origin, shape);
+    free(converted);
     if (rc != 0)
         return cli_fail_nds(rc, "region");
     return CLI_OK;

@@ -374,6 +374,7 @@ static void fill_meta(const precomputed *p, nds_array_meta *meta) {
     for (int d = 0; d < 3; d++) {
         meta->shape[d] = p->s.size[d];
         meta->origin[d] = p->s.voxel_offset[d];
+        meta->units[d] = (nds_unit){p->s.resolution[d], "nm"};
         meta->chunk_shape[d] = p->layout == SHARD_BOX ? p->chunk[d] << p->box[d] : p->chunk[d];
         if (p->layout != UNSHARDED) meta->read_chunk_shape[d] = p->chunk[d];
     }

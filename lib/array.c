@@ -360,6 +360,13 @@ void nds_array_origin(const nds_array *a, int64_t *origin) {
     pthread_rwlock_unlock(&m->meta_lock);
 }
 
+void nds_array_units(const nds_array *a, nds_unit *units) {
+    nds_array *m = (nds_array *)a;
+    pthread_rwlock_rdlock(&m->meta_lock);
+    memcpy(units, a->meta.units, a->meta.rank * sizeof *units);
+    pthread_rwlock_unlock(&m->meta_lock);
+}
+
 void nds_array_chunk_shape(const nds_array *a, uint64_t *chunks) {
     memcpy(chunks, a->meta.chunk_shape, a->meta.rank * sizeof *chunks);
 }

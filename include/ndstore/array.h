@@ -79,6 +79,10 @@ NDS_API void nds_array_shape(const nds_array *a, uint64_t *shape);
  *  array calls are relative to it (box index 0 is domain coordinate origin); nds_box_parse_domain
  *  reads regions given in domain coordinates. */
 NDS_API void nds_array_origin(const nds_array *a, int64_t *origin);
+/** units[0..rank): the physical size of one index step in each dimension and its unit ("nm"), as the
+ *  format's metadata says (precomputed: the scale's resolution, in nm, for x, y and z); size 0 where
+ *  none is known. */
+NDS_API void nds_array_units(const nds_array *a, nds_unit *units);
 /** Copies the chunk shape (rank entries) into chunks. */
 NDS_API void nds_array_chunk_shape(const nds_array *a, uint64_t *chunks);
 /** Copies the read chunk shape (rank entries) into chunks: for a sharded array (zarr v3 sharding_indexed,

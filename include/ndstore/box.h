@@ -27,6 +27,12 @@ typedef struct nds_box {
     uint64_t dropped; /**< bit d set: dimension d was selected by an integer index */
 } nds_box;
 
+/** The physical size of one index step along a dimension: `size` `name`s (8 "nm"); size 0 = unknown. */
+typedef struct nds_unit {
+    double size;
+    char name[8];
+} nds_unit;
+
 /** Sets *box to the whole of shape. rank <= NDS_MAX_RANK. */
 NDS_API void nds_box_full(nds_box *box, size_t rank, const uint64_t *shape);
 /**

@@ -215,6 +215,12 @@ class Array:
         return self._call(lambda a: a.origin())
 
     @property
+    def units(self):
+        """Per dimension, (size, unit) of one index step, e.g. (8.0, "nm") for a precomputed scale's
+        x at resolution 8; None where the format gives no physical unit."""
+        return self._call(lambda a: a.units())
+
+    @property
     def ndim(self):
         return self._a.rank
 

@@ -367,6 +367,24 @@ static PyObject *array_origin(nds_py_array *self, PyObject *noargs) {
     return t;
 }
 
+static PyObject *array_units(nds_py_array *self, PyObject *noargs) {
+    if (!open_array(self)) return NULL;
+    nds_unit units[NDS_MAX_RANK];
+    nds_array_units(self->a, units);
+    size_t rank = nds_array_rank(self->a);
+    PyObject *t = PyTuple_New((Py_ssize_t)rank);
+    for (size_t d = 0; t && d < rank; d++) {
+        PyObject *v = units[d].size > 0 ? Py_BuildValue("(ds)", units[d].size, units[d].name)
+                                        : (Py_INCREF(Py_None), Py_None);
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)d, v);
+    }
+    return t;
+}
+
 static PyObject *array_dtype_name(nds_py_array *self, PyObject *noargs) {
     if (!open_array(self)) return NULL;
     return PyUnicode_FromString(nds_dtype_name(nds_array_dtype(self->a)));
@@ -472,6 +490,8 @@ static PyMethodDef array_methods[] = {
     {"shape", (PyCFunction)array_shape, METH_NOARGS, "The current shape."},
     {"origin", (PyCFunction)array_origin, METH_NOARGS,
      "Where the domain starts per dimension (nds_array_origin: precomputed voxel_offset)."},
+    {"units", (PyCFunction)array_units, METH_NOARGS,
+     "Per dimension (size, unit) of one index step, or None (nds_array_units)."},
     {"chunks", (PyCFunction)array_chunks, METH_NOARGS, "The chunk (or shard) shape."},
     {"read_chunks", (PyCFunction)array_read_chunks, METH_NOARGS, "The read chunk shape (inner chunk)."},
     {"dtype_name", (PyCFunction)array_dtype_name, METH_NOARGS, "The element type's name."},

@@ -316,7 +316,9 @@ def test_origin_of_a_precomputed_volume(tmp_path):
                                "encoding": "raw", "chunk_size": [8, 4, 2]}}
     a = ndstore.open(spec, create=True)
     assert a.origin == (100, -3, 0, 0)
+    assert a.units == ((8.0, "nm"), (8.0, "nm"), (40.0, "nm"), None)
     a[1, 2, 1, 0] = 7
     assert ndstore.open("file://%s/pv/" % tmp_path)[1, 2, 1, 0] == 7
     b = ndstore.open("file://%s/z|zarr:" % tmp_path, create=True, shape=(3,), dtype="uint8")
     assert b.origin == (0,)
+    assert b.units == (None,)

@@ -73,6 +73,11 @@ typedef struct nds_array_meta {
      * whose domains start at 0. Shown and parsed by the command line; the core's boxes stay 0-based.
      */
     int64_t origin[NDS_MAX_RANK];
+    /**
+     * The physical size of one index step per dimension, and its unit (precomputed: the scale's
+     * resolution in "nm" for x, y, z); size 0 (the default) = none known.
+     */
+    nds_unit units[NDS_MAX_RANK];
 } nds_array_meta;
 
 /** One chunk change of a grouped write (nds_format.group_encode). */

@@ -1,0 +1,150 @@
+/* Regions in physical units (`--units nm`): every number of a region in a dimension that has a
+ * physical unit (nds_array_units: a precomputed scale's resolution, in nm) is a coordinate in the
+ * given unit, turned into the domain coordinate (index) it falls in: a slice's start and an index
+ * round down, a slice's stop rounds up (the voxels the interval touches), a step must be a whole
+ * number of voxels. Dimensions without a unit (a precomputed volume's channel) keep plain indices.
+ * The result is region text for nds_box_parse_domain. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+/* Metres per unit; 0 when the name is not a unit of length ndstore knows. */
+static double metres(const char *name) {
+    static const struct {
+        const char *name;
+        double m;
+    } table[] = {{"pm", 1e-12}, {"nm", 1e-9}, {"um", 1e-6}, {"\xc2\xb5m", 1e-6}, {"mm", 1e-3},
+                 {"cm", 1e-2},  {"m", 1.0}};
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (strcmp(name, table[i].name) == 0) return table[i].m;
+    return 0;
+}
+
+/* One number of an item: part 0 a start (or an index when alone), 1 a stop, 2 a step. */
+static int convert_number(const char *text, size_t len, int part, bool alone, double per_voxel,
+                          size_t d, char *out, size_t cap) {
+    char tmp[64];
+    if (len >= sizeof tmp) return cli_fail("region dimension %zu: number too long", d);
+    memcpy(tmp, text, len);
+    tmp[len] = '\0';
+    char *end;
+    double v = strtod(tmp, &end);
+    if (*end != '\0' || end == tmp || !isfinite(v))
+        return cli_fail("region dimension %zu: \"%s\" is not a number", d, tmp);
+    double voxels = v / per_voxel, r;
+    if (part == 2) {
+        r = nearbyint(voxels);
+        if (r < 1 || fabs(voxels - r) > 1e-9 * fmax(1.0, r))
+            return cli_fail("region dimension %zu: step %s is not a whole number of voxels (%g)",
+                            d, tmp, voxels);
+    } else {
+        r = part == 1 && !alone ? ceil(voxels - 1e-9) : floor(voxels + 1e-9);
+    }
+    if (!(fabs(r) < 9.2e18))
+        return cli_fail("region dimension %zu: %s is out of range", d, tmp);
+    snprintf(out, cap, "%lld", (long long)r);
+    return CLI_OK;
+}
+
+/* Converts one item (between commas) of dimension d into out (appended). */
+static int convert_item(const char *p, size_t n, double per_voxel, size_t d, char *out,
+                        size_t cap) {
+    size_t colons = 0;
+    for (size_t i = 0; i < n; i++) colons += p[i] == ':';
+    int part = 0;
+    const char *s = p;
+    for (const char *q = p; q <= p + n; q++) {
+        if (q < p + n && *q != ':') continue;
+        const char *a = s, *b = q;
+        while (a < b && isspace((unsigned char)*a)) a++;
+        while (b > a && isspace((unsigned char)b[-1])) b--;
+        char num[32] = "";
+        if (b > a) {
+            int rc = convert_number(a, (size_t)(b - a), part, colons == 0, per_voxel, d, num,
+                                    sizeof num);
+            if (rc != CLI_OK) return rc;
+        }
+        size_t used = strlen(out);
+        snprintf(out + used, cap - used, "%s%s", num, q < p + n ? ":" : "");
+        part++;
+        s = q + 1;
+    }
+    return CLI_OK;
+}
+
+/* The voxel size of dimension d in `unit`s; 0 when d has no physical unit. */
+static int voxel_size(const nds_unit *u, const char *unit, size_t d, double *out) {
+    *out = 0;
+    if (u->size <= 0) return CLI_OK;
+    double from = metres(u->name), to = metres(unit);
+    if (from == 0)
+        return cli_fail("region dimension %zu: the array's unit \"%s\" is not a length ndstore "
+                        "converts", d, u->name);
+    *out = u->size * from / to;
+    return CLI_OK;
+}
+
+int cli_region_from_units(nds_array *a, const char *region, const char *unit, char **out) {
+    if (metres(unit) == 0)
+        return cli_fail("--units %s: expected pm, nm, um, mm, cm or m", unit);
+    size_t rank = nds_array_rank(a);
+    nds_unit units[NDS_MAX_RANK];
+    nds_array_units(a, units);
+    bool any = false;
+    for (size_t d = 0; d < rank; d++) any |= units[d].size > 0;
+    if (!any)
+        return cli_fail("--units %s: %s has no physical units (a neuroglancer precomputed "
+                        "volume's are its resolution)", unit, nds_kvstore_url(nds_array_kvstore(a)));
+    const char *s = region, *e = region + strlen(region);
+    while (s < e && isspace((unsigned char)*s)) s++;
+    while (e > s && isspace((unsigned char)e[-1])) e--;
+    if (s < e && *s == '[' && e[-1] == ']') s++, e--;
+    size_t items = 0, ellipsis = SIZE_MAX;
+    for (const char *q = s, *p = s; q <= e; q++)
+        if (q == e || *q == ',') {
+            const char *a0 = p, *b0 = q;
+            while (a0 < b0 && isspace((unsigned char)*a0)) a0++;
+            while (b0 > a0 && isspace((unsigned char)b0[-1])) b0--;
+            if (b0 - a0 == 3 && memcmp(a0, "...", 3) == 0) ellipsis = items;
+            items++;
+            p = q + 1;
+        }
+    size_t cap = strlen(region) + 64 * (items + 1) + 16;
+    char *text = calloc(1, cap);
+    if (!text) return cli_fail("out of memory");
+    strcat(text, "[");
+    int rc = CLI_OK;
+    size_t i = 0;
+    for (const char *q = s, *p = s; rc == CLI_OK && q <= e; q++) {
+        if (q < e && *q != ',') continue;
+        /* items after "..." belong to the last dimensions */
+        size_t d = ellipsis != SIZE_MAX && i > ellipsis ? rank - (items - i) : i;
+        if (i) strcat(text, ",");
+        if (i == ellipsis) {
+            strcat(text, "...");
+        } else if (d >= rank) {
+            rc = cli_fail("region \"%s\" has more dimensions than the array (%zu)", region, rank);
+        } else {
+            double per_voxel;
+            rc = voxel_size(&units[d], unit, d, &per_voxel);
+            if (rc == CLI_OK && per_voxel > 0) {
+                rc = convert_item(p, (size_t)(q - p), per_voxel, d, text, cap);
+            } else if (rc == CLI_OK) {
+                size_t used = strlen(text);
+                snprintf(text + used, cap - used, "%.*s", (int)(q - p), p);
+            }
+        }
+        i++;
+        p = q + 1;
+    }
+    strcat(text, "]");
+    if (rc != CLI_OK) {
+        free(text);
+        return rc;
+    }
+    *out = text;
+    return CLI_OK;
+}
