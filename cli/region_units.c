@@ -108,7 +108,11 @@ int cli_region_from_units(nds_array *a, const char *region, const char *unit, ch
             const char *a0 = p, *b0 = q;
             while (a0 < b0 && isspace((unsigned char)*a0)) a0++;
             while (b0 > a0 && isspace((unsigned char)b0[-1])) b0--;
-            if (b0 - a0 == 3 && memcmp(a0, "...", 3) == 0) ellipsis = items;
+            if (b0 - a0 == 3 && memcmp(a0, "...", 3) == 0) {
+                if (ellipsis != SIZE_MAX)
+                    return cli_fail("region \"%s\": more than one '...'", region);
+                ellipsis = items;
+            }
             items++;
             p = q + 1;
         }
