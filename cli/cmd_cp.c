@@ -386,43 +386,79 @@ static int dst_open_failed(int st, const char *spec, const cp_args *ca, const ui
     return cli_fail_nds(st, spec);
 }
 
-/* Keeps the source's domain origin (precomputed voxel_offset) in a precomputed destination (schema
- * domain.inclusive_min, unless the spec gives one); other formats' domains start at 0, which is
- * said on stderr rather than left for the user to find in shifted coordinates. */
-static int carry_origin(nds_array *src, char **spec) {
+/* schema[member] of the destination's spec, made when absent. */
+static json_object *schema_child(json_object *spec, const char *member) {
+    json_object *schema, *child;
+    if (!json_object_object_get_ex(spec, "schema", &schema)) {
+        schema = json_object_new_object();
+        json_object_object_add(spec, "schema", schema);
+    }
+    if (!member || json_object_object_get_ex(schema, member, &child)) return member ? child : schema;
+    child = json_object_new_object();
+    json_object_object_add(schema, member, child);
+    return child;
+}
+
+/* The source's domain origin (precomputed voxel_offset) into a precomputed destination (schema
+ * domain.inclusive_min, unless the spec gives one). */
+static void carry_origin(nds_array *src, json_object *spec, bool precomputed, const char *format) {
     int64_t origin[NDS_MAX_RANK];
     size_t rank = nds_array_rank(src);
     nds_array_origin(src, origin);
     bool any = false;
     for (size_t d = 0; d < rank; d++) any |= origin[d] != 0;
-    if (!any) return CLI_OK;
-    json_object *o = json_tokener_parse(*spec), *driver = NULL, *schema, *domain;
-    if (!o) return cli_fail("out of memory");
-    json_object_object_get_ex(o, "driver", &driver);
-    bool precomputed = driver && strcmp(json_object_get_string(driver), "neuroglancer_precomputed") == 0;
+    if (!any) return;
     char list[NDS_MAX_RANK * 24] = "";
     for (size_t d = 0, n = 0; d < rank; d++)
         n += (size_t)snprintf(list + n, sizeof list - n, "%s%" PRId64, d ? ", " : "", origin[d]);
     if (!precomputed) {
         fprintf(stderr, "ndstore cp: note: the source's domain starts at [%s]; the destination's "
                         "starts at 0 (%s cannot store an origin): its index i is the source's "
-                        "origin + i\n", list, driver ? json_object_get_string(driver) : "its format");
-        json_object_put(o);
-        return CLI_OK;
+                        "origin + i\n", list, format);
+        return;
     }
-    if (!json_object_object_get_ex(o, "schema", &schema)) {
-        schema = json_object_new_object();
-        json_object_object_add(o, "schema", schema);
+    json_object *domain = schema_child(spec, "domain");
+    if (json_object_object_get_ex(domain, "inclusive_min", NULL)) return;
+    json_object *min = json_object_new_array();
+    for (size_t d = 0; d < rank; d++) json_object_array_add(min, json_object_new_int64(origin[d]));
+    json_object_object_add(domain, "inclusive_min", min);
+}
+
+/* The source's physical units (schema dimension_units: "8nm") into a precomputed or N5
+ * destination, unless the spec gives them; other formats cannot keep them: said on stderr. */
+static void carry_units(nds_array *src, json_object *spec, bool keeps, const char *format) {
+    nds_unit units[NDS_MAX_RANK];
+    size_t rank = nds_array_rank(src);
+    nds_array_units(src, units);
+    bool any = false;
+    for (size_t d = 0; d < rank; d++) any |= units[d].size > 0;
+    if (!any) return;
+    if (!keeps) {
+        fprintf(stderr, "ndstore cp: note: the source's physical units (resolution) are not kept: "
+                        "%s cannot store them\n", format);
+        return;
     }
-    if (!json_object_object_get_ex(schema, "domain", &domain)) {
-        domain = json_object_new_object();
-        json_object_object_add(schema, "domain", domain);
+    json_object *schema = schema_child(spec, NULL);
+    if (json_object_object_get_ex(schema, "dimension_units", NULL)) return;
+    json_object *list = json_object_new_array();
+    for (size_t d = 0; d < rank; d++) {
+        char text[32];
+        snprintf(text, sizeof text, "%.15g%s", units[d].size, units[d].name);
+        json_object_array_add(list, units[d].size > 0 ? json_object_new_string(text) : NULL);
     }
-    if (!json_object_object_get_ex(domain, "inclusive_min", NULL)) {
-        json_object *min = json_object_new_array();
-        for (size_t d = 0; d < rank; d++) json_object_array_add(min, json_object_new_int64(origin[d]));
-        json_object_object_add(domain, "inclusive_min", min);
-    }
+    json_object_object_add(schema, "dimension_units", list);
+}
+
+/* Keeps the source's domain (origin, units) in a destination whose format can hold it, and says on
+ * stderr what one that cannot loses, rather than leave the user to find shifted coordinates. */
+static int carry_domain(nds_array *src, char **spec) {
+    json_object *o = json_tokener_parse(*spec), *driver = NULL;
+    if (!o) return cli_fail("out of memory");
+    json_object_object_get_ex(o, "driver", &driver);
+    const char *format = driver ? json_object_get_string(driver) : "its format";
+    bool precomputed = strcmp(format, "neuroglancer_precomputed") == 0;
+    carry_origin(src, o, precomputed, format);
+    carry_units(src, o, precomputed || strcmp(format, "n5") == 0, format);
     char *text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
                                                               JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
@@ -468,7 +504,7 @@ static int open_dst(nds_array *src, const cp_args *ca, nds_context *ctx, nds_arr
     int rc = cli_spec_build(ca->dst, &ca->over, &def, ca->delete_existing, spec);
     json_object_put(def.fill);
     if (rc == CLI_OK)
-        rc = carry_origin(src, spec);
+        rc = carry_domain(src, spec);
     if (rc == CLI_OK)
         rc = check_no_overlap(src, *spec);
     if (rc == CLI_OK) {

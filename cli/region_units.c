@@ -11,18 +11,6 @@
 #include <string.h>
 #include "cli.h"
 
-/* Metres per unit; 0 when the name is not a unit of length ndstore knows. */
-static double metres(const char *name) {
-    static const struct {
-        const char *name;
-        double m;
-    } table[] = {{"pm", 1e-12}, {"nm", 1e-9}, {"um", 1e-6}, {"\xc2\xb5m", 1e-6}, {"mm", 1e-3},
-                 {"cm", 1e-2},  {"m", 1.0}};
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (strcmp(name, table[i].name) == 0) return table[i].m;
-    return 0;
-}
-
 /* One number of an item: part 0 a start (or an index when alone), 1 a stop, 2 a step. */
 static int convert_number(const char *text, size_t len, int part, bool alone, double per_voxel,
                           size_t d, char *out, size_t cap) {
@@ -79,7 +67,7 @@ static int convert_item(const char *p, size_t n, double per_voxel, size_t d, cha
 static int voxel_size(const nds_unit *u, const char *unit, size_t d, double *out) {
     *out = 0;
     if (u->size <= 0) return CLI_OK;
-    double from = metres(u->name), to = metres(unit);
+    double from = nds_unit_metres(u->name), to = nds_unit_metres(unit);
     if (from == 0)
         return cli_fail("region dimension %zu: the array's unit \"%s\" is not a length ndstore "
                         "converts", d, u->name);
@@ -88,7 +76,7 @@ static int voxel_size(const nds_unit *u, const char *unit, size_t d, double *out
 }
 
 int cli_region_from_units(nds_array *a, const char *region, const char *unit, char **out) {
-    if (metres(unit) == 0)
+    if (nds_unit_metres(unit) == 0)
         return cli_fail("--units %s: expected pm, nm, um, mm, cm or m", unit);
     size_t rank = nds_array_rank(a);
     nds_unit units[NDS_MAX_RANK];

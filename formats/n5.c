@@ -94,6 +94,7 @@ static void n5_fill_meta(const n5 *z, nds_array_meta *meta) {
     memcpy(meta->shape, z->m.shape, sizeof meta->shape);
     memcpy(meta->chunk_shape, z->m.block, sizeof meta->chunk_shape);
     meta->dtype = z->m.dtype;
+    memcpy(meta->units, z->m.units, sizeof meta->units);
 }
 
 /* Reads and parses attributes.json; *doc is NULL when it is missing. */

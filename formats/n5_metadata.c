@@ -20,6 +20,7 @@
 #include "ndstore/errors.h"
 #include "internal/codec_spec.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/json_util.h"
 #include "internal/util.h"
 
@@ -266,6 +267,54 @@ static int check_sizes(const char *doc, nds_n5_meta *m) {
     return 0;
 }
 
+/* rank positive finite numbers of a member; false when absent or anything else. */
+static bool unit_sizes(const json_object *v, size_t rank, double *out) {
+    if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) != rank)
+        return false;
+    for (size_t d = 0; d < rank; d++) {
+        json_object *e = json_object_array_get_idx(v, d);
+        if (!json_object_is_type(e, json_type_double) && !json_object_is_type(e, json_type_int))
+            return false;
+        out[d] = json_object_get_double(e);
+        if (!(out[d] > 0) || out[d] > 1e300) return false;
+    }
+    return true;
+}
+
+/* The physical units the conventions of other N5 tools write: "resolution" + "units" (TensorStore,
+ * BigDataViewer) or "pixelResolution": {"dimensions", "unit"} (n5-viewer). They are attributes, not
+ * N5 itself: one that does not fit (wrong length, a name over 7 bytes) leaves the units unknown. */
+static void parse_units(const json_object *doc, nds_n5_meta *m) {
+    double size[NDS_MAX_RANK];
+    json_object *res, *names, *pr, *unit;
+    const char *one = NULL;
+    if (json_object_object_get_ex(doc, "resolution", &res) &&
+        json_object_object_get_ex(doc, "units", &names)) {
+        if (!unit_sizes(res, m->rank, size) || !json_object_is_type(names, json_type_array) ||
+            json_object_array_length(names) != m->rank)
+            return;
+    } else if (json_object_object_get_ex(doc, "pixelResolution", &pr) &&
+               json_object_object_get_ex(pr, "dimensions", &res) &&
+               json_object_object_get_ex(pr, "unit", &unit) &&
+               json_object_is_type(unit, json_type_string) && unit_sizes(res, m->rank, size)) {
+        names = NULL;
+        one = json_object_get_string(unit);
+    } else {
+        return;
+    }
+    nds_unit u[NDS_MAX_RANK];
+    for (size_t d = 0; d < m->rank; d++) {
+        json_object *e = names ? json_object_array_get_idx(names, d) : NULL;
+        const char *name = names ? (json_object_is_type(e, json_type_string)
+                                        ? json_object_get_string(e) : NULL)
+                                 : one;
+        if (!name || strlen(name) >= sizeof u[d].name) return;
+        u[d].size = name[0] ? size[d] : 0; /* "": dimensionless, no physical unit */
+        snprintf(u[d].name, sizeof u[d].name, "%s", name);
+    }
+    memcpy(m->units, u, m->rank * sizeof *u);
+}
+
 int nds_n5_meta_parse(const json_object *doc_json, const char *doc, nds_n5_meta *m) {
     memset(m, 0, sizeof *m);
     if (!json_object_is_type(doc_json, json_type_object))
@@ -279,6 +328,7 @@ int nds_n5_meta_parse(const json_object *doc_json, const char *doc, nds_n5_meta 
     if (rc == 0) rc = parse_dtype(doc_json, doc, m);
     if (rc == 0) rc = check_sizes(doc, m);
     if (rc == 0) rc = parse_compression(doc_json, doc, m);
+    if (rc == 0) parse_units(doc_json, m);
     if (rc) nds_n5_meta_dispose(m);
     return rc;
 }
@@ -415,8 +465,43 @@ static int schema_codec(json_object *req, const json_object *v, const char *wher
     return 0;
 }
 
+/* schema "dimension_units" ["4nm", ...] as TensorStore writes them: "resolution" + "units". */
+static int schema_units(json_object *req, const json_object *v, const char *where) {
+    char what[600];
+    snprintf(what, sizeof what, "n5: spec for %s: schema dimension_units", where);
+    if (!json_object_is_type(v, json_type_array))
+        return nds_err(NDS_EINVAL, "%s: expected an array", what);
+    json_object *res = json_object_new_array(), *names = json_object_new_array();
+    int rc = 0;
+    for (size_t i = 0; !rc && i < json_object_array_length(v); i++) {
+        json_object *e = json_object_array_get_idx(v, i);
+        nds_unit u = {1, ""}; /* null: dimensionless ("units" has an entry for every dimension) */
+        if (e && !json_object_is_type(e, json_type_string))
+            rc = nds_err(NDS_EINVAL, "%s[%zu]: expected a string or null", what, i);
+        else if (e)
+            rc = nds_unit_parse(json_object_get_string(e), what, &u);
+        if (!rc) {
+            {
+            char text[32]; /* 15 digits: 0.04 stays 0.04, 0.04 um is 40 nm, not 40.000000000000006 */
+            double value = u.size;
+            snprintf(text, sizeof text, "%.15g", value);
+            json_object_array_add(res, json_object_new_double_s(strtod(text, NULL), text));
+        }
+            json_object_array_add(names, json_object_new_string(u.name));
+        }
+    }
+    if (!rc) {
+        put_member(req, "resolution", res, true);
+        put_member(req, "units", names, true);
+    } else {
+        json_object_put(res), json_object_put(names);
+    }
+    return rc;
+}
+
 static int schema_member(json_object *req, const char *key, const json_object *v,
                          const char *where) {
+    if (strcmp(key, "dimension_units") == 0) return schema_units(req, v, where);
     if (strcmp(key, "dtype") == 0) return schema_dtype(req, v, where);
     if (strcmp(key, "domain") == 0) return schema_shape(req, v, "domain", "dimensions", where);
     if (strcmp(key, "chunk_layout") == 0) return schema_chunk_layout(req, v, where);

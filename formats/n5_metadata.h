@@ -32,6 +32,8 @@ typedef struct nds_n5_meta {
     size_t block_nbytes;          /**< bytes of a full block, <= NDS_N5_MAX_BLOCK_BYTES */
     json_object *compression;     /**< owned: "compression" normalised (every member, defaults in) */
     json_object *codec_config;    /**< owned: the ndstore codec config, NULL for "raw" */
+    nds_unit units[NDS_MAX_RANK]; /**< "resolution" + "units" (TensorStore, BigDataViewer) or
+                                       "pixelResolution" {"dimensions", "unit"}; size 0: none */
 } nds_n5_meta;
 
 /** 1 when doc (an attributes.json object) describes a dataset ("dimensions" or "dataType"). */

@@ -2,14 +2,17 @@
  * "metadata", "multiscale_metadata", "scale_metadata", "scale_index" and "schema" members turned
  * into partial multiscale and scale members in the info's own spelling, so that matching
  * (precomputed_match.c) and creation (precomputed_create.c) read one shape of request.
- * Omits: schema "dimension_units" (use scale "resolution").
+ * Schema "dimension_units" ([x, y, z, channel]: lengths, then null or "") sets the scale's
+ * "resolution" (in nm).
  * Threading: reentrant. Ownership: a request belongs to its caller (nds_pc_request_dispose).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "precomputed_members.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 
 static const char *const multiscale_names[] = {"@type", "type", "data_type", "num_channels"};
 const char *const nds_pc_scale_names[10] = {
@@ -266,6 +269,42 @@ static int schema_fill(const json_object *v, const char *where) {
                           where, json_object_to_json_string((json_object *)v));
 }
 
+/* schema "dimension_units": x, y and z lengths (converted to nm: the scale's resolution), the
+ * channel null or dimensionless. */
+static int schema_units(nds_pc_request *r, const json_object *v, const char *where) {
+    char what[600];
+    snprintf(what, sizeof what, "neuroglancer_precomputed: spec for %s: schema dimension_units",
+             where);
+    if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) != 4)
+        return nds_err(NDS_EINVAL, "%s: expected 4 entries [x, y, z, channel]", what);
+    json_object *res = json_object_new_array();
+    int rc = 0;
+    for (size_t i = 0; !rc && i < 4; i++) {
+        json_object *e = json_object_array_get_idx(v, i);
+        nds_unit u = {0, ""};
+        if (e && !json_object_is_type(e, json_type_string))
+            rc = nds_err(NDS_EINVAL, "%s[%zu]: expected a string or null", what, i);
+        else if (e)
+            rc = nds_unit_parse(json_object_get_string(e), what, &u);
+        double metres = u.size > 0 ? nds_unit_metres(u.name) : 0;
+        if (!rc && i < 3 && metres == 0)
+            rc = nds_err(NDS_EINVAL, "%s[%zu]: x, y and z need a length (e.g. \"8nm\"), not %s",
+                         what, i, e ? json_object_get_string(e) : "null");
+        else if (!rc && i == 3 && u.name[0])
+            rc = nds_err(NDS_EINVAL, "%s[3]: the channel has no unit (null or \"\")", what);
+        else if (!rc && i < 3)
+            {
+            char text[32]; /* 15 digits: 0.04 stays 0.04, 0.04 um is 40 nm, not 40.000000000000006 */
+            double value = u.size * metres / 1e-9;
+            snprintf(text, sizeof text, "%.15g", value);
+            json_object_array_add(res, json_object_new_double_s(strtod(text, NULL), text));
+        }
+    }
+    if (rc) json_object_put(res);
+    else put(r->scale, "resolution", res);
+    return rc;
+}
+
 static int schema_member(nds_pc_request *r, const char *key, const json_object *v,
                          const char *where) {
     int64_t rank;
@@ -274,6 +313,7 @@ static int schema_member(nds_pc_request *r, const char *key, const json_object *
     if (strcmp(key, "chunk_layout") == 0) return schema_chunk_layout(r, v, where);
     if (strcmp(key, "codec") == 0) return schema_codec(r, v, where);
     if (strcmp(key, "fill_value") == 0) return schema_fill(v, where);
+    if (strcmp(key, "dimension_units") == 0) return schema_units(r, v, where);
     if (strcmp(key, "rank") == 0)
         return nds_pc_as_int(v, &rank) && rank == 4
                    ? 0

@@ -7,6 +7,7 @@
 
 #include "ndstore/box.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/util.h"
 
 void nds_box_full(nds_box *box, size_t rank, const uint64_t *shape) {
@@ -259,4 +260,31 @@ int nds_box_parse_domain(nds_box *box, const char *region, size_t rank, const in
 
 int nds_box_parse(nds_box *box, const char *region, size_t rank, const uint64_t *shape) {
     return nds_box_parse_domain(box, region, rank, NULL, shape);
+}
+
+double nds_unit_metres(const char *name) {
+    static const struct {
+        const char *name;
+        double m;
+    } table[] = {{"pm", 1e-12}, {"nm", 1e-9}, {"um", 1e-6}, {"\xc2\xb5m", 1e-6}, {"mm", 1e-3},
+                 {"cm", 1e-2},  {"m", 1.0}};
+    for (size_t i = 0; name && i < sizeof table / sizeof *table; i++)
+        if (strcmp(name, table[i].name) == 0) return table[i].m;
+    return 0;
+}
+
+int nds_unit_parse(const char *text, const char *what, nds_unit *out) {
+    memset(out, 0, sizeof *out);
+    char *end;
+    errno = 0;
+    double size = strtod(text, &end);
+    if (end == text) size = 1; /* "nm": one nm */
+    size_t n = strlen(end);
+    if (errno || !(size > 0) || size > 1e300 || n >= sizeof out->name)
+        return nds_err(NDS_EINVAL, "%s: \"%.40s\" is not a unit (a positive number and a unit "
+                                   "name of at most %zu bytes, e.g. \"8nm\")",
+                       what, text, sizeof out->name - 1);
+    out->size = size;
+    memcpy(out->name, end, n + 1);
+    return 0;
 }

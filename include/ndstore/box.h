@@ -33,6 +33,9 @@ typedef struct nds_unit {
     char name[8];
 } nds_unit;
 
+/** Metres per `name` ("pm", "nm", "um" or "\u00b5m", "mm", "cm", "m"); 0 for any other name. */
+NDS_API double nds_unit_metres(const char *name);
+
 /** Sets *box to the whole of shape. rank <= NDS_MAX_RANK. */
 NDS_API void nds_box_full(nds_box *box, size_t rank, const uint64_t *shape);
 /**

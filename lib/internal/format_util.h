@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include "ndstore/box.h"
 #include "ndstore/kvstore.h"
 #include "ndstore/sys/buf.h"
 #include "ndstore/sys/codec.h"
@@ -134,5 +135,9 @@ nds_buf *nds_scratch_reserve(int slot, size_t n);
 /** Frees the slot's storage when it holds more than is worth keeping (64 MiB), after a huge chunk.
  */
 void nds_scratch_trim(int slot);
+
+/** Parses a unit as TensorStore writes dimension_units: "8nm" (size 8, name "nm"), "nm" (size 1),
+ *  "" (dimensionless). NDS_EINVAL naming what otherwise. */
+int nds_unit_parse(const char *text, const char *what, nds_unit *out);
 
 #endif

@@ -410,8 +410,19 @@ expect_rc 0 "cp precomputed to precomputed"
 nds info "file://$T/pv2/";        expect_out "domain:      [1984, 2048) x [-16, 16) x [100, 108)" "cp keeps the origin"
 nds read "file://$T/pv2/" --region "[2000:2003, -16, 100:102, 0]" -o pv2_cut.npy
 py "cp: the same voxels at the same coordinates" "np.testing.assert_array_equal(np.load('pv2_cut.npy'), np.load('pv_cut.npy'))"
+nds info "file://$T/pv2/";        expect_out "voxel:       8 nm x 8 nm x 40 nm x -" "cp keeps the resolution"
 nds cp "file://$T/pv/" "file://$T/pvz/|zarr3:"
 expect_rc 0 "cp precomputed to zarr3"; expect_err "the destination's starts at 0" "cp says the origin is not kept"
+expect_err "physical units (resolution) are not kept: zarr3" "cp says the units are not kept"
+nds cp "file://$T/pv/" "file://$T/pvn/|n5:"; expect_rc 0 "cp precomputed to N5"
+nds info "file://$T/pvn/";        expect_out "voxel:       8 nm x 8 nm x 40 nm x -" "N5 keeps the units (resolution + units)"
+py "N5 attributes as TensorStore writes them" "
+a = json.load(open('pvn/attributes.json')); assert a['resolution'] == [8, 8, 40, 1] and a['units'] == ['nm', 'nm', 'nm', ''], a"
+nds cp "file://$T/pvn/" "file://$T/pvp/|neuroglancer_precomputed:"; expect_rc 0 "cp N5 to precomputed"
+nds info "file://$T/pvp/";        expect_out "scale 8_8_40" "the resolution comes back from N5"
+printf '{"dimensions":[4,4],"blockSize":[4,4],"dataType":"uint8","compression":{"type":"raw"},"pixelResolution":{"dimensions":[0.5,0.25],"unit":"um"}}' >pr_attrs.json
+mkdir -p pr.n5 && mv pr_attrs.json pr.n5/attributes.json
+nds info "file://$T/pr.n5/|n5:";  expect_out "voxel:       0.5 um x 0.25 um" "N5 pixelResolution (n5-viewer) is read"
 
 # ---- demo ------------------------------------------------------------------------------------------
 nds demo --dir "$T/demo" --writers 3
