@@ -328,7 +328,21 @@ static void pc_sharding_text(text *t, json_object *sh) {
 }
 
 /* The columns of one scale's row in info's table. */
-enum { PC_COLS = 8 };
+enum { PC_COLS = 9 };
+
+/* "nm [15872, 16384) x [-128, 128) x [4000, 4320)": a scale's bounds in physical units. */
+static void pc_physical(text *t, json_object *s) {
+    json_object *size = get(s, "size"), *off = get(s, "voxel_offset"), *res = get(s, "resolution");
+    if (!size || !res || arr_len(size) != 3 || arr_len(res) != 3 || (off && arr_len(off) != 3))
+        return;
+    put(t, "nm");
+    for (size_t d = 0; d < 3; d++) {
+        double r = json_object_get_double(json_object_array_get_idx(res, d));
+        double o = off ? (double)json_object_get_int64(json_object_array_get_idx(off, d)) : 0;
+        double n = (double)json_object_get_int64(json_object_array_get_idx(size, d));
+        put(t, "%s[%.10g, %.10g)", d ? " x " : " ", o * r, (o + n) * r);
+    }
+}
 
 static void pc_row(json_object *s, size_t index, char cols[PC_COLS][512]) {
     text t[PC_COLS];
@@ -356,6 +370,7 @@ static void pc_row(json_object *s, size_t index, char cols[PC_COLS][512]) {
         render(&t[6], get(s, "compressed_segmentation_block_size"));
     }
     pc_sharding_text(&t[7], get(s, "sharding"));
+    pc_physical(&t[8], s);
 }
 
 static void pc_print(json_object *d, FILE *out) {
