@@ -508,6 +508,12 @@ void cli_details_summary(nds_array *a, json_object *d, char *buf, size_t cap) {
     }
     cli_format_list(list, sizeof list, rank, shape);
     put(&t, "%s %s", nds_dtype_name(nds_array_dtype(a)), list);
+    int64_t origin[NDS_MAX_RANK];
+    nds_array_origin(a, origin);
+    bool offset = false;
+    for (size_t d = 0; d < rank; d++) offset |= origin[d] != 0;
+    for (size_t d = 0; offset && d < rank; d++) /* " at [1984, -16, 100, 0]": the domain's start */
+        put(&t, "%s%" PRId64 "%s", d ? ", " : " at [", origin[d], d + 1 == rank ? "]" : "");
     cli_format_list(list, sizeof list, rank, inner);
     put(&t, ", chunks %s", list);
     json_object *pc_sharding = get(pc_open_scale(d), "sharding");
