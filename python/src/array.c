@@ -350,14 +350,12 @@ static PyObject *array_read_chunks(nds_py_array *self, PyObject *noargs) {
     return u64_property(self, nds_array_read_chunk_shape);
 }
 
-static PyObject *array_origin(nds_py_array *self, PyObject *noargs) {
-    if (!open_array(self)) return NULL;
-    int64_t origin[NDS_MAX_RANK];
-    nds_array_origin(self->a, origin);
-    size_t rank = nds_array_rank(self->a);
+/* A tuple of one item per dimension, item(values, d) making each (a new reference or NULL). */
+static PyObject *per_dimension(size_t rank, PyObject *(*item)(const void *, size_t),
+                               const void *values) {
     PyObject *t = PyTuple_New((Py_ssize_t)rank);
     for (size_t d = 0; t && d < rank; d++) {
-        PyObject *v = PyLong_FromLongLong(origin[d]);
+        PyObject *v = item(values, d);
         if (!v) {
             Py_DECREF(t);
             return NULL;
@@ -367,22 +365,28 @@ static PyObject *array_origin(nds_py_array *self, PyObject *noargs) {
     return t;
 }
 
+static PyObject *origin_item(const void *values, size_t d) {
+    return PyLong_FromLongLong(((const int64_t *)values)[d]);
+}
+
+static PyObject *unit_item(const void *values, size_t d) {
+    const nds_unit *u = (const nds_unit *)values + d;
+    if (u->size > 0) return Py_BuildValue("(ds)", u->size, u->name);
+    Py_RETURN_NONE;
+}
+
+static PyObject *array_origin(nds_py_array *self, PyObject *noargs) {
+    if (!open_array(self)) return NULL;
+    int64_t origin[NDS_MAX_RANK];
+    nds_array_origin(self->a, origin);
+    return per_dimension(nds_array_rank(self->a), origin_item, origin);
+}
+
 static PyObject *array_units(nds_py_array *self, PyObject *noargs) {
     if (!open_array(self)) return NULL;
     nds_unit units[NDS_MAX_RANK];
     nds_array_units(self->a, units);
-    size_t rank = nds_array_rank(self->a);
-    PyObject *t = PyTuple_New((Py_ssize_t)rank);
-    for (size_t d = 0; t && d < rank; d++) {
-        PyObject *v = units[d].size > 0 ? Py_BuildValue("(ds)", units[d].size, units[d].name)
-                                        : (Py_INCREF(Py_None), Py_None);
-        if (!v) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, (Py_ssize_t)d, v);
-    }
-    return t;
+    return per_dimension(nds_array_rank(self->a), unit_item, units);
 }
 
 static PyObject *array_dtype_name(nds_py_array *self, PyObject *noargs) {
