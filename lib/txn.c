@@ -253,20 +253,38 @@ bool nds_txn_touches(nds_txn *t, const nds_array *a) {
     return hit;
 }
 
+/* Calls fn(ctx, start, stop) for each run [start, stop) of mask bytes equal to value (0 or 1). */
+static void mask_runs(const uint8_t *mask, size_t n, int value,
+                      void (*fn)(void *ctx, size_t start, size_t stop), void *ctx) {
+    for (size_t i = 0; i < n;) {
+        const uint8_t *first = memchr(mask + i, value, n - i);
+        if (!first) return;
+        size_t start = (size_t)(first - mask);
+        const uint8_t *stop = memchr(first, !value, n - start);
+        i = stop ? (size_t)(stop - mask) : n;
+        fn(ctx, start, i);
+    }
+}
+
+typedef struct overlay_call {
+    const nds_txn_chunk *c;
+    uint8_t *chunk;
+    size_t elem;
+} overlay_call;
+
+static void copy_run(void *ctx, size_t start, size_t stop) {
+    const overlay_call *o = ctx;
+    memcpy(o->chunk + start * o->elem, o->c->data + start * o->elem, (stop - start) * o->elem);
+}
+
 /* Copies runs of written elements (mask bytes are 0 or 1): a chunk written whole is one memcpy. */
 void nds_txn_overlay(const nds_txn_chunk *c, uint8_t *chunk, size_t elems, size_t elem) {
     if (c->ref) {
         memcpy(chunk, c->ref, elems * elem);
         return;
     }
-    for (size_t i = 0; i < elems;) {
-        const uint8_t *first = memchr(c->mask + i, 1, elems - i);
-        if (!first) return;
-        size_t s = (size_t)(first - c->mask);
-        const uint8_t *stop = memchr(first, 0, elems - s);
-        i = stop ? (size_t)(stop - c->mask) : elems;
-        memcpy(chunk + s * elem, c->data + s * elem, (i - s) * elem);
-    }
+    overlay_call o = {c, chunk, elem};
+    mask_runs(c->mask, elems, 1, copy_run, &o);
 }
 
 static size_t key_hash(const char *id) {
@@ -379,20 +397,17 @@ static nds_txn_chunk **chunk_list(nds_txn *t) {
     return v;
 }
 
+static void fill_run(void *ctx, size_t start, size_t stop) {
+    nds_txn_chunk *c = ctx;
+    const nds_array *a = c->a;
+    nds_fill_elements(c->data + start * a->elem, stop - start, a->elem, a->meta.fill_value);
+}
+
 /* Sets the elements of c the mask marks unwritten to the fill value (staged chunks are not filled
  * when created). */
 static void fill_unwritten(nds_txn_chunk *c) {
-    const nds_array *a = c->a;
     if (c->ref) return; /* every element written */
-    size_t elems = a->chunk_elems;
-    for (size_t i = 0; i < elems;) {
-        const uint8_t *first = memchr(c->mask + i, 0, elems - i);
-        if (!first) return;
-        size_t s = (size_t)(first - c->mask);
-        const uint8_t *stop = memchr(first, 1, elems - s);
-        i = stop ? (size_t)(stop - c->mask) : elems;
-        nds_fill_elements(c->data + s * a->elem, i - s, a->elem, a->meta.fill_value);
-    }
+    mask_runs(c->mask, c->a->chunk_elems, 0, fill_run, c);
 }
 
 static bool all_marked(const uint8_t *mask, size_t n) {
