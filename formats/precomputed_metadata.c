@@ -35,7 +35,6 @@ static const struct {
 
 const char *const nds_pc_encodings[4] = {"raw", "jpeg", "png", "compressed_segmentation"};
 
-const char *nds_pc_encoding_name(nds_pc_encoding e) { return nds_pc_encodings[e]; }
 
 const char *nds_pc_dtype_name(nds_dtype t) {
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)

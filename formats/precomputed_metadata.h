@@ -71,8 +71,6 @@ typedef struct nds_pc_info {
 int nds_pc_info_parse(const json_object *info, const char *doc, nds_pc_info *m);
 void nds_pc_info_dispose(nds_pc_info *m);
 
-/** Lower-case name of an encoding ("compressed_segmentation"). */
-const char *nds_pc_encoding_name(nds_pc_encoding e);
 /** The info spelling of a data type ("uint8"); NULL when precomputed has no such type. */
 const char *nds_pc_dtype_name(nds_dtype t);
 

@@ -186,7 +186,6 @@ void nds_cache_release(nds_chunk_cache *c, nds_cache_entry *e) {
 }
 
 const uint8_t *nds_cache_data(const nds_cache_entry *e) { return e->data; }
-size_t nds_cache_size(const nds_cache_entry *e) { return e->len; }
 const nds_generation *nds_cache_generation(const nds_cache_entry *e) { return &e->gen; }
 
 void nds_cache_forget(nds_chunk_cache *c, const char *url) {

@@ -129,7 +129,6 @@ void nds_pool_free(nds_pool *p) {
     free(p);
 }
 
-int nds_pool_threads(const nds_pool *p) { return p ? p->threads : 0; }
 
 int nds_pool_for(nds_pool *p, size_t n, size_t max_parallel, nds_task_fn fn, void *ctx) {
     if (n == 0) return 0;

@@ -23,7 +23,6 @@ nds_cache_entry *nds_cache_get(nds_chunk_cache *c, const char *url);
 void nds_cache_release(nds_chunk_cache *c, nds_cache_entry *e);
 /** The entry's decoded bytes and the generation they came from. */
 const uint8_t *nds_cache_data(const nds_cache_entry *e);
-size_t nds_cache_size(const nds_cache_entry *e);
 const nds_generation *nds_cache_generation(const nds_cache_entry *e);
 /** Stores a copy of data[0..len) for url at generation gen (replacing any entry); best effort: a
  * chunk larger than half a shard (1/32 of the capacity), or an allocation failure, just leaves it

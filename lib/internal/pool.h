@@ -11,7 +11,6 @@ typedef struct nds_pool nds_pool;
 int nds_pool_new(nds_pool **out, int threads);
 /** Joins the workers and frees. Accepts NULL. */
 void nds_pool_free(nds_pool *p);
-int nds_pool_threads(const nds_pool *p);
 
 /** One task of a parallel-for: index i of n. Returns 0 or an NDS_E* code (with the last error set).
  */
