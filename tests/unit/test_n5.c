@@ -654,8 +654,8 @@ START_TEST(spec_errors) {
          NDS_EINVAL, "\"codec\""},
         {"\"schema\":{\"dtype\":\"uint8\",\"domain\":{\"shape\":[4],\"inclusive_min\":[0]}}",
          NDS_EUNSUPPORTED, "\"domain.inclusive_min\" is not supported"},
-        {"\"schema\":{\"dimension_units\":[\"nm\"]}", NDS_EUNSUPPORTED,
-         "schema member \"dimension_units\" is not supported"},
+        {"\"schema\":{\"dtype\":\"uint8\",\"domain\":{\"shape\":[4]},\"dimension_units\":"
+         "[\"8 nanometres\"]}", NDS_EINVAL, "dimension_units: \"8 nanometres\" is not a unit"},
         {"\"metadata\":{\"dimensions\":[4],\"dataType\":\"uint8\",\"compression\":{\"type\":"
          "\"gzip\",\"lvl\":3}}", NDS_EFORMAT, "\"lvl\" is not a parameter of compression \"gzip\""},
         {"\"metadata\":{\"dimensions\":[4],\"dataType\":\"uint8\",\"compression\":{\"type\":"
