@@ -25,6 +25,7 @@
 #include "zarr3_codecs.h"
 #include "zarr3_shard.h"
 #include "codecs/array_codecs.h"
+#include "codecs/packbits3.h"
 #include "ndstore/sys/codec.h"
 #include "internal/codec_spec.h"
 #include "internal/dtype_util.h"
@@ -40,7 +41,8 @@
 #define PATH_MAX_LEN 256
 
 /* AB_VLEN: vlen-utf8 / vlen-bytes, whose element lists the core builds (lib/array_vlen.c). */
-typedef enum { AB_BYTES, AB_SHARDING, AB_VLEN } ab_kind;
+/* AB_PACKBITS: the zarr-extensions packbits codec (codecs/packbits3.c). */
+typedef enum { AB_BYTES, AB_SHARDING, AB_VLEN, AB_PACKBITS } ab_kind;
 
 /* A bytes-to-bytes codec: a registry codec instance and its normalised zarr v3 JSON. */
 typedef struct bb_codec {
@@ -65,6 +67,7 @@ struct nds_z3_chain {
     bool big_endian;              /* bytes: "endian" is "big" */
     bool swap;                    /* bytes: stored byte order differs from the host's */
     nds_z3_shard *shard;          /* sharding_indexed, owned */
+    nds_packbits3 pb;             /* packbits */
     size_t n_bb;
     bb_codec bb[NDS_Z3_MAX_BB];
     uint64_t bound[NDS_Z3_MAX_BB + 1]; /* bound[k]: largest input of bb[k]; bound[n_bb]: output */
@@ -223,6 +226,17 @@ static int parse_bytes(nds_z3_chain *c, const json_object *config, const char *d
     c->big_endian = endian && endian[0] == 'b';
     c->swap = nds_dtype_swap_unit(c->tarr.dtype) > 1 && c->big_endian != nds_host_is_big_endian();
     return 0;
+}
+
+/* packbits over what the array codecs before it produce (tarr). */
+static int parse_packbits(nds_z3_chain *c, const json_object *config, const char *dp) {
+    c->ab = AB_PACKBITS;
+    return nds_packbits3_parse(config, c->tarr.dtype, dp, &c->pb);
+}
+
+/* The packed size of the array-to-bytes codec's input. */
+static uint64_t packed_size(const nds_z3_chain *c) {
+    return nds_packbits3_encoded_size(&c->pb, c->nbytes / c->elem);
 }
 
 /* vlen-utf8 (data_type string) / vlen-bytes (bytes): the element list is the core's, so the
@@ -532,13 +546,14 @@ static int entry_apply(nds_z3_chain *c, const char *name, const json_object *cfg
                                          "(\"%s\" is not supported for it)", dp,
                        nds_dtype_name(c->arr.dtype),
                        c->arr.dtype == NDS_STRING ? "vlen-utf8" : "vlen-bytes", name);
-    if (name_is(name, "bytes") || name_is(name, "sharding_indexed")) {
+    if (name_is(name, "bytes") || name_is(name, "sharding_indexed") || name_is(name, "packbits")) {
         if (*stage != STAGE_AA)
             return nds_err(NDS_EFORMAT, "%s: a second array-to-bytes codec (\"%s\")", dp, name);
         *stage = STAGE_BB;
         int rc = aa_build(c, dp, name_is(name, "sharding_indexed"));
         if (rc) return rc;
         if (name_is(name, "bytes")) return parse_bytes(c, cfg, dp, false);
+        if (name_is(name, "packbits")) return parse_packbits(c, cfg, dp);
         c->ab = AB_SHARDING;
         char sub[PATH_MAX_LEN];
         NDS_Z3_PRINT(sub, "%s.configuration", path);
@@ -561,6 +576,8 @@ static void compute_bounds(nds_z3_chain *c) {
         c->bound[0] = NDS_Z3_MAX_CHUNK_BYTES; /* element lists: only bounded */
     } else if (c->ab == AB_BYTES) {
         c->bound[0] = c->nbytes;
+    } else if (c->ab == AB_PACKBITS) {
+        c->bound[0] = packed_size(c);
     } else {
         const nds_z3_shard *s = c->shard;
         uint64_t inner = s->inner->bound[s->inner->n_bb];
@@ -648,8 +665,8 @@ int nds_z3_chain_is_identity(const nds_z3_chain *c) {
 }
 
 int nds_z3_chain_fixed_size(const nds_z3_chain *c, uint64_t *size) {
-    if (c->ab != AB_BYTES) return 0;
-    uint64_t n = c->nbytes;
+    if (c->ab != AB_BYTES && c->ab != AB_PACKBITS) return 0;
+    uint64_t n = c->ab == AB_PACKBITS ? packed_size(c) : c->nbytes;
     for (size_t k = 0; k < c->n_bb; k++) {
         if (!c->bb[k].crc) return 0;
         n += 4;
@@ -695,6 +712,8 @@ static int decode_exact(const nds_z3_chain *c, const uint8_t *in, size_t len, ui
 static int decode_ab(const nds_z3_chain *c, const uint8_t *cur, size_t len, bool in_place,
                      uint8_t *dst) {
     if (c->ab == AB_SHARDING) return nds_z3_shard_decode(c->shard, cur, len, dst);
+    if (c->ab == AB_PACKBITS)
+        return nds_packbits3_decode(&c->pb, cur, len, c->nbytes / c->elem, dst);
     if (!in_place) {
         if (len != c->nbytes)
             return nds_err(NDS_ECORRUPT, "bytes: expected %zu bytes, found %zu", c->nbytes, len);
@@ -874,6 +893,14 @@ int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *ou
         rc = nds_z3_shard_encode(c->shard, data, dst);
         cur = dst->data;
         curlen = dst->len;
+    } else if (rc == 0 && c->ab == AB_PACKBITS) {
+        nds_buf *dst = c->n_bb ? &t[1] : out;
+        size_t packed = (size_t)packed_size(c);
+        rc = nds_buf_reserve(dst, packed ? packed : 1);
+        if (rc == 0) nds_packbits3_encode(&c->pb, data, c->nbytes / c->elem, dst->data);
+        dst->len = packed;
+        cur = dst->data;
+        curlen = packed;
     } else if (rc == 0 && c->n_bb == 0) {
         rc = nds_buf_reserve(out, c->nbytes ? c->nbytes : 1);
         if (rc == 0 && c->nbytes) memcpy(out->data, data, c->nbytes);
@@ -909,6 +936,8 @@ static int ab_json(const nds_z3_chain *c, json_object **out) {
     if (c->ab == AB_VLEN) { /* as zarr-python 3 writes it: an empty configuration */
         *out = new_codec_json(c->arr.dtype == NDS_STRING ? "vlen-utf8" : "vlen-bytes",
                               json_object_new_object());
+    } else if (c->ab == AB_PACKBITS) {
+        *out = new_codec_json("packbits", nds_packbits3_config_json(&c->pb));
     } else if (c->ab == AB_SHARDING) {
         int rc = nds_z3_shard_config_json(c->shard, &cfg);
         if (rc) return rc;
