@@ -293,8 +293,24 @@ static uint64_t quantize_one(const stage *s, uint64_t bits, double scale) {
     return from_double(s->out, round_to(d, a / round_to(d, scale)));
 }
 
+/* The zarr v3 bitround extension on integers: keepbits bits from the most significant set bit of
+ * the element's bits (two's complement for signed types, so a negative value's is the sign bit),
+ * rounded half to even like the floats, saturating at all ones (as zarrs, the extension's
+ * maintainer's implementation, does; the text says only "rounds the remaining bits to zero"). */
+static uint64_t bitround_int(const stage *s, uint64_t bits) {
+    uint64_t all = size_mask(s->in.size);
+    bits &= all;
+    unsigned maxbits = bits ? 64 - (unsigned)__builtin_clzll(bits) : 0;
+    if ((uint64_t)s->keepbits >= maxbits) return bits;
+    unsigned maskbits = maxbits - (unsigned)s->keepbits;
+    uint64_t add = ((bits >> maskbits) & 1) + ((UINT64_C(1) << (maskbits - 1)) - 1);
+    uint64_t sum = bits > all - add ? all : bits + add;
+    return sum & ~((UINT64_C(1) << maskbits) - 1);
+}
+
 /* numcodecs BitRound: keep keepbits mantissa bits, rounding half to even, on the integer view. */
 static uint64_t bitround_one(const stage *s, uint64_t bits) {
+    if (s->in.kind != 'f') return bitround_int(s, bits);
     unsigned mant = s->in.size == 2 ? 10 : s->in.size == 4 ? 23 : 52;
     unsigned maskbits = mant - (unsigned)s->keepbits;
     if (maskbits == 0) return bits;
@@ -507,12 +523,18 @@ static int parse_stage(stage *s, const json_object *cfg, nds_np_dtype in, size_t
     if (strcmp(id, "bitround") == 0) {
         s->kind = ST_BITROUND;
         rc = check_keys(cfg, br_keys, dp);
-        if (!rc && in.kind != 'f')
-            rc = nds_err(NDS_EUNSUPPORTED, "%s: bitround needs float16/32/64 data", dp);
+        /* Integers: the zarr v3 extension's (host order); numcodecs (zarr v2) has floats only. */
+        bool ints = host && (in.kind == 'i' || in.kind == 'u');
+        if (!rc && in.kind != 'f' && !ints)
+            rc = nds_err(NDS_EUNSUPPORTED,
+                         host ? "%s: bitround needs integer or float16/32/64 data"
+                              : "%s: bitround needs float16/32/64 data",
+                         dp);
         if (!rc && in.big) /* numcodecs fails on them (its table knows only native names) */
             rc = nds_err(NDS_EUNSUPPORTED, "%s: bitround of big-endian data is not supported", dp);
-        unsigned mant = in.size == 2 ? 10 : in.size == 4 ? 23 : 52;
-        if (!rc) rc = nds_json_get_int(cfg, "keepbits", false, 0, mant, dp, &s->keepbits);
+        unsigned mant = ints ? 8u * in.size : in.size == 2 ? 10 : in.size == 4 ? 23 : 52;
+        if (!rc) /* the extension wants at least 1 for integers; numcodecs allows 0 for floats */
+            rc = nds_json_get_int(cfg, "keepbits", false, ints ? 1 : 0, mant, dp, &s->keepbits);
     } else if (strcmp(id, "packbits") == 0) {
         s->kind = ST_PACKBITS;
         rc = check_keys(cfg, none, dp);

@@ -6,7 +6,7 @@
  * 0.11 and kept here); round trips through nds_array; what the bytes codec sees (the array codecs'
  * output type: endianness applies to it); corrupt adler32/fletcher32 chunks refused naming the
  * chunk and the codec; refusals (transpose together with them, sharding after them, bitround on
- * ints).
+ * bools).
  */
 #include <check.h>
 #include <stdint.h>
@@ -145,10 +145,10 @@ START_TEST(refusals) {
                                           "\"order\":[1,0]}},{\"name\":\"numcodecs.delta\","
                                           "\"configuration\":{\"dtype\":\"<i4\"}}," BYTES_LE "]")),
                NDS_EUNSUPPORTED, "together with transpose");
-    EXPECT_ERR(create_doc("ac/r2", zarr3_array_doc("[4]", "int32", "[4]", "0",
+    EXPECT_ERR(create_doc("ac/r2", zarr3_array_doc("[4]", "bool", "[4]", "false",
                                                    "[{\"name\":\"bitround\",\"configuration\":{"
-                                                   "\"keepbits\":3}}," BYTES_LE "]")),
-               NDS_EUNSUPPORTED, "bitround needs float16/32/64 data");
+                                                   "\"keepbits\":3}},\"bytes\"]")),
+               NDS_EUNSUPPORTED, "bitround needs integer or float16/32/64 data");
     EXPECT_ERR(
         create_doc("ac/r3",
                    zarr3_array_doc("[4]", "int32", "[4]", "0",

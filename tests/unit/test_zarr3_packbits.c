@@ -8,6 +8,7 @@
  * int4, uint2, float4_e2m1fn, int16 with first_bit/last_bit (sign extension), uint16 and complex64
  * whole; the three padding encodings; inside sharding_indexed; a short, a long, a wrong padding
  * byte and non-zero padding bits refused (NDS_ECORRUPT naming the chunk); bad configurations.
+ * bitround on uint32, uint8 and int8 (values worked out from the extension's text).
  */
 #include <check.h>
 #include <stdint.h>
@@ -169,6 +170,54 @@ START_TEST(corrupt_payloads) {
 }
 END_TEST
 
+/* bitround on integers (zarr v3 extension): keepbits bits from the most significant set bit,
+ * rounded half to even, saturating. Worked out from the extension's text: uint32 keepbits 3:
+ * 1664 = 0b110_10000000 -> 0b110 << 8 = 1536 (below half); 1685 = 0b110_10010101 -> 0b111 << 8 =
+ * 1792 (above half); 1280 = 0b101_00000000 stays; 0xffffffff would carry past 32 bits and
+ * saturates to 0b111 << 29. uint8 keepbits 3: 15 = 0b1111 -> 0b1000_0 = 16 (a tie, rounded to the
+ * even 0b100); 89 = 0b1011001 -> 0b110 << 4 = 96. int8 keepbits 3: -3 = 0xfd, whose most
+ * significant set bit is the sign bit -> 0xe0 = -32; 5 -> 5 (3 bits). Decoding is the identity. */
+START_TEST(bitround_integers) {
+    nds_array *a = zarr3_in_memory(
+        "br/u32",
+        zarr3_array_doc("[6]", "uint32", "[6]", "0",
+                        "[{\"name\":\"bitround\",\"configuration\":{\"keepbits\":3}},"
+                        "{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}}]"));
+    const uint32_t in[6] = {0, 1024, 1280, 1664, 1685, 4294967295u},
+                   want[6] = {0, 1024, 1280, 1536, 1792, 3758096384u};
+    uint32_t out[6];
+    write_all(a, in);
+    read_all(a, out);
+    ck_assert_mem_eq(out, want, sizeof want);
+    size_t len = 0;
+    uint8_t *raw = get_raw("memory://br/u32/", "c/0", &len);
+    ck_assert_uint_eq(len, sizeof want);
+    ck_assert_mem_eq(raw + 12, "\x00\x06\x00\x00", 4); /* 1536 little-endian */
+    free(raw);
+    nds_array_free(a);
+
+    a = zarr3_in_memory("br/u8", zarr3_array_doc("[5]", "uint8", "[5]", "0",
+                                                 "[{\"name\":\"numcodecs.bitround\","
+                                                 "\"configuration\":{\"keepbits\":3}}]"));
+    const uint8_t u8[5] = {7, 15, 89, 128, 255}, u8_want[5] = {7, 16, 96, 128, 224};
+    uint8_t u8_out[5];
+    write_all(a, u8);
+    read_all(a, u8_out);
+    ck_assert_mem_eq(u8_out, u8_want, 5);
+    nds_array_free(a);
+
+    a = zarr3_in_memory("br/i8", zarr3_array_doc("[3]", "int8", "[3]", "0",
+                                                 "[{\"name\":\"bitround\","
+                                                 "\"configuration\":{\"keepbits\":3}}]"));
+    const int8_t i8[3] = {-3, 5, -128}, i8_want[3] = {-32, 5, -128};
+    int8_t i8_out[3];
+    write_all(a, i8);
+    read_all(a, i8_out);
+    ck_assert_mem_eq(i8_out, i8_want, 3);
+    nds_array_free(a);
+}
+END_TEST
+
 static int create_doc(const char *path, const char *doc) {
     nds_array *a = NULL;
     int rc = open_spec(&a,
@@ -194,6 +243,14 @@ START_TEST(bad_configurations) {
     EXPECT_ERR(create_doc("pb/r5", zarr3_array_doc("[4]", "bool", "[4]", "false",
                                                    pb("{\"bit_order\":\"msb\"}"))),
                NDS_EFORMAT, "unknown configuration member \"bit_order\"");
+    EXPECT_ERR(create_doc("br/r1", zarr3_array_doc("[4]", "int16", "[4]", "0",
+                                                   "[{\"name\":\"bitround\",\"configuration\":"
+                                                   "{\"keepbits\":0}}]")),
+               NDS_EFORMAT, "keepbits");
+    EXPECT_ERR(create_doc("br/r2", zarr3_array_doc("[4]", "int16", "[4]", "0",
+                                                   "[{\"name\":\"bitround\",\"configuration\":"
+                                                   "{\"keepbits\":17}}]")),
+               NDS_EFORMAT, "keepbits");
     EXPECT_ERR(create_doc("pb/r6", zarr3_array_doc("[4]", "bool", "[4]", "false",
                                                    "[{\"name\":\"packbits\"},\"bytes\"]")),
                NDS_EFORMAT, "a second array-to-bytes codec");
@@ -209,6 +266,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, with_transpose_and_zstd);
     tcase_add_test(tc, corrupt_payloads);
     tcase_add_test(tc, bad_configurations);
+    tcase_add_test(tc, bitround_integers);
     suite_add_tcase(s, tc);
     return s;
 }
