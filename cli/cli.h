@@ -104,6 +104,10 @@ void cli_format_list(char *buf, size_t cap, size_t rank, const uint64_t *v);
 void cli_format_tuple(char *buf, size_t cap, size_t rank, const uint64_t *v);
 /** Parses JSON text, rejecting trailing garbage. what names it in the message. 0 or CLI_FAIL (printed). */
 int cli_json_parse(const char *text, const char *what, json_object **out);
+/** Compact JSON text from the library (attributes, metadata), parsed for printing; NULL when it
+ *  does not parse. json-c clamps integers beyond 64 bits, which the library keeps digit for digit:
+ *  when printing the parsed value would not give text back, the value prints as text itself. */
+json_object *cli_json_parse_exact(const char *text);
 /** Reads a whole file (at most max bytes) into a malloc'd NUL-terminated buffer. 0 or CLI_FAIL. */
 int cli_read_file(const char *path, size_t max, char **out, size_t *len);
 /** Seconds since an arbitrary fixed point (monotonic). */

@@ -25,24 +25,22 @@ static const struct option options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* The new attributes as compact JSON object text (malloc'd). */
+/* The new attributes: the JSON object text as given (malloc'd), checked to parse as an object.
+ * The text itself goes to the library, which keeps integers beyond 64 bits that a json-c
+ * round trip here would clamp. */
 static int load_attrs(const char *arg, char **out) {
     char *file_text = NULL;
     if (arg[0] == '@' && cli_read_file(arg + 1, (size_t)16 << 20, &file_text, NULL) != CLI_OK)
         return CLI_FAIL;
     json_object *obj = NULL;
     int rc = cli_json_parse(file_text ? file_text : arg, "--set", &obj);
+    if (rc == CLI_OK && !json_object_is_type(obj, json_type_object))
+        rc = cli_fail("--set: attributes must be a JSON object");
+    json_object_put(obj);
+    *out = rc == CLI_OK ? strdup(file_text ? file_text : arg) : NULL;
     free(file_text);
     if (rc != CLI_OK)
         return rc;
-    if (!json_object_is_type(obj, json_type_object)) {
-        json_object_put(obj);
-        return cli_fail("--set: attributes must be a JSON object");
-    }
-    const char *text = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
-                                                               JSON_C_TO_STRING_NOSLASHESCAPE);
-    *out = text ? strdup(text) : NULL;
-    json_object_put(obj);
     return *out ? CLI_OK : cli_fail("out of memory");
 }
 
@@ -52,7 +50,7 @@ static int print_attrs(nds_array *a) {
     int st = nds_array_get_attributes(a, &text);
     if (st != 0)
         return cli_fail_nds(st, "attributes");
-    json_object *obj = json_tokener_parse(text);
+    json_object *obj = cli_json_parse_exact(text);
     if (obj && json_object_is_type(obj, json_type_object) && json_object_object_length(obj) == 0)
         printf("{}\n");
     else

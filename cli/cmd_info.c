@@ -142,9 +142,10 @@ static void info_dispose(info *in) {
     json_object_put(in->vlen_fill);
 }
 
-/* Parsed JSON text, or the text as a string when it does not parse (never expected). */
+/* Parsed JSON text (big integers kept: cli_json_parse_exact), or the text as a string when it
+ * does not parse (never expected). */
 static json_object *json_or_string(const char *text) {
-    json_object *o = text ? json_tokener_parse(text) : NULL;
+    json_object *o = cli_json_parse_exact(text);
     return o ? o : json_object_new_string(text ? text : "");
 }
 
@@ -265,7 +266,7 @@ static void print_text(nds_array *a, const info *in, FILE *out) {
         fprintf(out, "stored:      %" PRIu64 " of %" PRIu64 " %s, %" PRIu64 " bytes\n",
                 in->stats.chunks_stored, in->stats.chunks_total, in->sharded ? "shards" : "chunks",
                 in->stats.bytes_stored);
-    json_object *attrs = in->attrs ? json_tokener_parse(in->attrs) : NULL;
+    json_object *attrs = cli_json_parse_exact(in->attrs);
     bool empty = !attrs || (json_object_is_type(attrs, json_type_object) &&
                             json_object_object_length(attrs) == 0);
     fprintf(out, "attributes:  %s\n",

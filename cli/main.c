@@ -286,6 +286,29 @@ int cli_json_parse(const char *text, const char *what, json_object **out) {
     return CLI_OK;
 }
 
+static void free_text(json_object *v, void *text) {
+    (void)v;
+    free(text);
+}
+
+json_object *cli_json_parse_exact(const char *text) {
+    json_object *o = text ? json_tokener_parse(text) : NULL;
+    if (!o)
+        return NULL;
+    /* The library writes this compact form: the same text back means nothing was clamped. */
+    const char *again =
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (again && strcmp(again, text) == 0)
+        return o;
+    char *copy = strdup(text);
+    if (!copy) {
+        json_object_put(o);
+        return NULL;
+    }
+    json_object_set_serializer(o, json_object_userdata_to_json_string, copy, free_text);
+    return o;
+}
+
 int cli_read_file(const char *path, size_t max, char **out, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f)

@@ -14,8 +14,11 @@
 /* ---- integers beyond 64 bits ----------------------------------------------------------------
  * json-c clamps an integer literal outside int64/uint64 to the nearest bound without a trace in the
  * parsed value, so 2^64 reads as 2^64-1. nds_json_parse finds such literals in the text and marks
- * the parsed values they became (their userdata holds the literal), so readers refuse them naming
- * the member instead of using the clamped number. */
+ * the parsed values they became: their userdata holds the literal, so readers of numbers refuse
+ * them naming the member instead of using the clamped number, and their serializer prints the
+ * literal, so a document passed through (user attributes, members ndstore does not interpret, a
+ * zarr.json rewritten by a resize) keeps the number exactly as written. json-c's deep copy keeps
+ * both (it copies a userdata-printing serializer with its text). */
 
 /* 1 when text[0..n) is an integer literal (no fraction or exponent) outside int64 and uint64. */
 static bool literal_overflows(const char *text, size_t n) {
@@ -69,6 +72,7 @@ typedef struct literal_list {
     size_t *len;
     bool *over;
     size_t n, cap;
+    bool oom; /* a literal could not be copied: the parse fails rather than leave a clamp */
 } literal_list;
 
 static void collect_literal(const char *text, size_t n, bool overflows, void *ctx) {
@@ -97,14 +101,14 @@ static void free_literal(json_object *v, void *userdata) {
 
 /* Visits the integer values of v in document order (json-c keeps members in insertion order),
  * marking those whose literal overflowed; *next counts integers seen. */
-static void mark_ints(json_object *v, const literal_list *l, size_t *next) {
+static void mark_ints(json_object *v, literal_list *l, size_t *next) {
     switch (json_object_get_type(v)) {
     case json_type_int:
-        if (*next < l->n && l->over[*next])
-        {
-            /* Out of memory still marks the value (with a fixed text): never left clamped. */
+        if (*next < l->n && l->over[*next]) {
             char *c = copy_literal(l->text[*next], l->len[*next]);
-            json_object_set_userdata(v, c ? c : (void *)"(an integer)", c ? free_literal : NULL);
+            if (c)
+                json_object_set_serializer(v, json_object_userdata_to_json_string, c, free_literal);
+            l->oom = l->oom || !c;
         }
         (*next)++;
         break;
@@ -142,7 +146,9 @@ static int mark_overflows(json_object *obj, const char *text, size_t len, const 
         scan_int_literals(text, len, collect_literal, &l);
         size_t seen = 0;
         mark_ints(obj, &l, &seen);
-        if (seen != l.n)
+        if (l.oom)
+            rc = nds_err(NDS_ENOMEM, "%s: out of memory", doc);
+        else if (seen != l.n)
             rc = nds_err(NDS_EFORMAT, "%s: an integer does not fit 64 bits (and a member given "
                                       "twice or a comment hides which one)", doc);
     }

@@ -10,7 +10,10 @@
 #include "ndstore/sys/buf.h"
 
 /** Parses text[0..len) (need not be NUL-terminated) into *out. NDS_EFORMAT "doc: invalid json: ..."
- */
+ *  An integer literal beyond int64/uint64 (which json-c clamps) is marked: nds_json_int_overflowed
+ *  is 1 for it (readers of numbers refuse it), and serialising it (json_object_to_json_string*,
+ *  nds_json_print, after json_object_deep_copy too) writes the literal as it was, digit for digit,
+ *  so documents passed through never change such numbers. */
 int nds_json_parse(const char *text, size_t len, const char *doc, json_object **out);
 /** 1 when v is an integer whose literal in the parsed text did not fit 64 bits (json-c clamped it);
  *  only values from nds_json_parse are marked. */

@@ -2,6 +2,8 @@
 # Hostile zarr v3 packbits chunks and configurations (issue 20): payloads cut short, grown, with a
 # wrong padding count or non-zero padding bits, inside and outside a shard, and bad configurations.
 # Each must be a clear error naming the chunk or the member, never a crash, a hang or wrong data.
+# Then attributes holding integers beyond 64 bits (which json-c clamps): attrs, info, info --json
+# and attrs --set must show and store them digit for digit.
 source "$(dirname "$0")/attack_lib.sh"
 
 # z3 DIR DTYPE SHAPE FILL CODECS: a one-chunk zarr v3 array whose zarr.json has CODECS.
@@ -64,5 +66,29 @@ z3 bad4 float16 '[4]' 0 '[{"name":"packbits"}]'
 nds info "$T/bad4"; refused "float16 packbits" 'packbits does not support data type "float16"'
 z3 bad5 bool '[4]' false '[{"name":"packbits","configuration":[]}]'
 nds info "$T/bad5"; refused "configuration not an object" "configuration"
+
+# ---- integers beyond 64 bits in attributes -------------------------------------------------------
+BIG='{"id": 18446744073709551617, "neg": -9223372036854775809, "deep": {"l": [123456789012345678901234567890]}}'
+mkdir -p "$T/big"
+printf '{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"<u1","compressor":null,"fill_value":0,"order":"C","filters":null}' >"$T/big/.zarray"
+printf '%s' "$BIG" >"$T/big/.zattrs"
+has_all() { [[ "$1" == *18446744073709551617* && "$1" == *-9223372036854775809* && "$1" == *123456789012345678901234567890* ]]; }
+nds attrs "$T/big"; succeeded "attrs with 2^64+1"
+check 'has_all "$OUT"' "attrs prints the big integers exactly (got: $OUT)"
+nds info "$T/big"; succeeded "info with 2^64+1 in attributes"
+check 'has_all "$OUT"' "info prints the big integers exactly"
+nds info --json "$T/big"; succeeded "info --json with 2^64+1 in attributes"
+check 'has_all "$OUT"' "info --json keeps the big integers exactly"
+check 'python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d[\"attributes\"][\"id\"] == 2**64+1" "$OUT"' \
+    "info --json is valid JSON with attributes.id == 2^64+1"
+z3 big3 uint8 '[4]' 0 '[{"name":"bytes"}]'
+nds attrs "$T/big3" --set "$BIG"; succeeded "attrs --set with 2^64+1"
+check 'has_all "$(cat "$T/big3/zarr.json")"' "attrs --set stores the big integers exactly"
+nds attrs "$T/big3"; succeeded "attrs after --set"
+check 'has_all "$OUT"' "attrs reads back what --set stored"
+printf '%s' "$BIG" >"$T/big.json"
+nds attrs "$T/big3" --set "@$T/big.json"; succeeded "attrs --set @file with 2^64+1"
+check 'has_all "$(cat "$T/big3/zarr.json")"' "attrs --set @file stores the big integers exactly"
+nds attrs "$T/big3" --set '{"x": 1} trailing'; refused "attrs --set with trailing text" "invalid JSON"
 
 finish

@@ -18,6 +18,9 @@ Runs with Debian's zarr-python 2.13, numcodecs and numpy (python3-zarr); nothing
       arrays whose own .zarray/.zattrs were removed read through it ("consolidated": true); the
       .zmetadata `ndstore group consolidate` writes equals zarr-python's and zarr.open_consolidated
       reads the hierarchy through it alone.
+  (f) attributes holding integers beyond 64 bits (Python ints are unbounded; json-c clamps them):
+      what zarr-python writes, `ndstore attrs` and `ndstore info --json` show digit for digit, and
+      what `ndstore attrs --set` stores, zarr-python reads back equal.
 Comparisons are exact: bit for bit, except that any NaN equals any NaN (payloads need not survive).
 Prints one line per case ("ok NAME" or "FAIL NAME REASON") and then "N passed, N failed"; exits 1 on
 any failure. Everything is written under one temporary directory, removed at the end.
@@ -1088,6 +1091,38 @@ def d_consolidated_cases():
     case('d/consolidated/ndstore-writes', d_ndstore_writes)
 
 
+# ---- (f) attributes with integers beyond 64 bits -------------------------------------------------
+
+BIG_ATTRS = {'id': 2**64 + 1, 'neg': -2**63 - 1, 'max': 2**64 - 1,
+             'nested': {'list': [10**30, -10**30, 1], 'ok': 'm'}}
+
+
+def f_zarr_python_writes():
+    path = os.path.join(newdir('fbig'), 'a.zarr')
+    z = zarr.open(path, mode='w', shape=(4,), chunks=(4,), dtype='<u1')
+    z.attrs.update(BIG_ATTRS)
+    got = json.loads(nds_ok('attrs', path).stdout)
+    if got != BIG_ATTRS:
+        raise CaseFail('ndstore attrs: %s, zarr-python wrote %s' % (got, BIG_ATTRS))
+    info = json.loads(nds_ok('info', '--json', path).stdout)
+    if info['attributes'] != BIG_ATTRS:
+        raise CaseFail('ndstore info --json: %s' % info['attributes'])
+
+
+def f_ndstore_writes():
+    path = os.path.join(newdir('fbigw'), 'a.zarr')
+    zarr.open(path, mode='w', shape=(4,), chunks=(4,), dtype='<u1')
+    nds_ok('attrs', path, '--set', json.dumps(BIG_ATTRS))
+    got = dict(zarr.open(path, mode='r').attrs)
+    if got != BIG_ATTRS:
+        raise CaseFail('zarr-python reads %s after ndstore attrs --set %s' % (got, BIG_ATTRS))
+
+
+def f_big_attribute_cases():
+    case('f/attributes/big-integers/zarr-python-writes', f_zarr_python_writes)
+    case('f/attributes/big-integers/ndstore-writes', f_ndstore_writes)
+
+
 # ---- main ---------------------------------------------------------------------------------------
 
 def run_cases(fixtures):
@@ -1109,6 +1144,7 @@ def run_cases(fixtures):
     c_fixture_cases(fixtures)
     d_consolidated_cases()
     vlen_cases()
+    f_big_attribute_cases()
 
 
 def main(argv):
