@@ -7,7 +7,8 @@
  * match) or fail with NDS_ECORRUPT, never crash or write past the chunk. The payload, cut or
  * zero-padded to the chunk, is then encoded and decoded back: lossless chains must give it back,
  * lossy ones must give back what encoding it again gives (bitround and quantize are idempotent;
- * fixedscaleoffset of floats is not and is only decoded). The registry codecs also decode the
+ * fixedscaleoffset of floats is not and is only decoded; bitround on integers, a zarr v3 codec, is
+ * parsed as v3 array codecs are, in host order). The registry codecs also decode the
  * payload directly under the same contract.
  * Run: fuzz_filters fuzz/corpus/fuzz_filters/ ; replayed in CI by replay_main.c.
  */
@@ -26,10 +27,12 @@
 
 typedef enum { LOSSLESS, IDEMPOTENT, LOSSY } kind;
 
-static const struct {
+typedef struct {
     const char *dtype, *filters;
     kind k;
-} chains[] = {
+} chain_case;
+
+static const chain_case chains[] = {
     {"<i4", "[{\"id\":\"delta\",\"dtype\":\"<i4\"}]", LOSSLESS},
     {">i2", "[{\"id\":\"delta\",\"dtype\":\">i2\",\"astype\":\"|i1\"}]", LOSSY},
     {"<f8", "[{\"id\":\"delta\",\"dtype\":\"<f8\"}]", LOSSY},
@@ -59,7 +62,14 @@ static const struct {
      "{\"id\":\"fletcher32\"}]",
      LOSSLESS},
 };
-#define N_CHAINS (sizeof chains / sizeof chains[0])
+/* zarr v3 array codecs (host byte order): bitround on integers, which zarr v2 does not have. */
+static const chain_case host_chains[] = {
+    {"<u4", "[{\"id\":\"bitround\",\"keepbits\":3}]", IDEMPOTENT},
+    {"<i8", "[{\"id\":\"bitround\",\"keepbits\":1}]", IDEMPOTENT},
+    {"|u1", "[{\"id\":\"bitround\",\"keepbits\":7}]", IDEMPOTENT},
+};
+#define N_V2 (sizeof chains / sizeof chains[0])
+#define N_CHAINS (N_V2 + sizeof host_chains / sizeof host_chains[0])
 
 static void check(int ok) {
     if (!ok) __builtin_trap();
@@ -79,12 +89,14 @@ static void encode_decode(const nds_filter_chain *c, const uint8_t *in, size_t n
 }
 
 static void fuzz_chain(size_t ci, size_t count, const uint8_t *p, size_t len) {
+    bool host = ci >= N_V2;
+    const chain_case *cc = host ? &host_chains[ci - N_V2] : &chains[ci];
     nds_np_dtype t;
-    check(nds_np_dtype_parse(chains[ci].dtype, "fuzz", "dtype", &t) == 0);
+    check(nds_np_dtype_parse(cc->dtype, "fuzz", "dtype", &t) == 0);
     size_t n = count * t.size;
-    json_object *list = json_tokener_parse(chains[ci].filters);
+    json_object *list = json_tokener_parse(cc->filters);
     nds_filter_chain *c = NULL;
-    check(list && nds_filter_chain_parse(list, t, n, false, "fuzz", "filters", &c) == 0);
+    check(list && nds_filter_chain_parse(list, t, n, host, "fuzz", "filters", &c) == 0);
     json_object_put(list);
     uint8_t *out = malloc(n + GUARD), *in = calloc(1, n + 1), *again = malloc(n + GUARD);
     check(out && in && again);
@@ -98,8 +110,8 @@ static void fuzz_chain(size_t ci, size_t count, const uint8_t *p, size_t len) {
     memset(out, 0xA5, n + GUARD);
     encode_decode(c, in, n, out);
     check_guard(out, n);
-    if (chains[ci].k == LOSSLESS) check(n == 0 || memcmp(out, in, n) == 0);
-    if (chains[ci].k == IDEMPOTENT) {
+    if (cc->k == LOSSLESS) check(n == 0 || memcmp(out, in, n) == 0);
+    if (cc->k == IDEMPOTENT) {
         memset(again, 0xA5, n + GUARD);
         encode_decode(c, out, n, again);
         check_guard(again, n);
