@@ -25,6 +25,7 @@
 #include <string.h>
 #include "cli.h"
 #include "downsample_kernel.h"
+#include "ome.h"
 
 static const char usage[] =
     "ndstore downsample SRC DST --factors F,.. [--levels N] [--method mean|mode|min|max|stride] "
@@ -236,41 +237,19 @@ static double triple_at(json_object *o, const char *key, size_t i, double dflt) 
     return e ? json_object_get_double(e) : dflt;
 }
 
-/* Level 0's voxel size and the axes' names: a precomputed SRC's resolution (nm) on x, y, z;
- * otherwise 1 and the zarr v3 dimension names, or OME's t, c, z, y, x from the right. */
+/* Level 0's voxel size and the axes' names (cli_ome_axis_names): a precomputed SRC's resolution
+ * (nm) on x, y, z; otherwise 1. */
 static void describe_axes(nds_array *src, pyramid *p) {
-    static const char *const defaults[] = {"t", "c", "z", "y", "x"};
-    static const char *const pc[] = {"x", "y", "z", "c"};
     p->rank = nds_array_rank(src);
+    cli_ome_axis_names(src, p->names);
     for (size_t d = 0; d < p->rank; d++) {
         p->scale[d] = 1.0;
-        p->axis_names[d] = p->rank <= 5 ? defaults[5 - p->rank + d] : "";
+        p->axis_names[d] = p->names[d];
     }
     if (p->src_scale) {
         p->nanometers = true;
-        for (size_t d = 0; d < 4; d++) {
-            p->axis_names[d] = pc[d];
-            p->scale[d] = d < 3 ? triple_at(p->src_scale, "resolution", d, 1.0) : 1.0;
-        }
-        return;
+        for (size_t d = 0; d < 3; d++) p->scale[d] = triple_at(p->src_scale, "resolution", d, 1.0);
     }
-    char *meta = NULL;
-    json_object *doc = NULL, *names = NULL;
-    if (strcmp(nds_array_format(src), "zarr3") == 0 && nds_array_metadata(src, &meta) == 0)
-        doc = json_tokener_parse(meta);
-    nds_free(meta);
-    if (json_object_object_get_ex(doc, "dimension_names", &names) &&
-        json_object_is_type(names, json_type_array) && json_object_array_length(names) == p->rank) {
-        bool all = true;
-        for (size_t d = 0; d < p->rank; d++)
-            all = all && json_object_is_type(json_object_array_get_idx(names, d), json_type_string);
-        for (size_t d = 0; all && d < p->rank; d++) {
-            snprintf(p->names[d], sizeof p->names[d], "%s",
-                     json_object_get_string(json_object_array_get_idx(names, d)));
-            p->axis_names[d] = p->names[d];
-        }
-    }
-    json_object_put(doc);
 }
 
 /* Default levels: until every factored dimension of the last level fits in one of SRC's chunks. */
@@ -647,46 +626,24 @@ static int open_dst_dir(const pyramid *p, nds_context *ctx, nds_kvstore **out) {
     return st;
 }
 
-/* ---- OME-Zarr ---- */
+/* ---- OME-Zarr (ome.c writes the group) ---- */
 
-static const char *axis_type(const char *name) {
-    if (strcmp(name, "t") == 0) return "time";
-    if (strcmp(name, "c") == 0) return "channel";
-    if (strcmp(name, "x") == 0 || strcmp(name, "y") == 0 || strcmp(name, "z") == 0) return "space";
-    return NULL;
-}
-
-/* attributes.ome of the group: version 0.5, one multiscales entry with the axes and, per level, its
- * path and scale (level 0's voxel size times the factors to the level's power). */
-static json_object *ome_attributes(const pyramid *p) {
-    json_object *axes = json_object_new_array(), *datasets = json_object_new_array();
-    for (size_t d = 0; d < p->rank; d++) {
-        json_object *ax = json_object_new_object();
-        const char *type = axis_type(p->axis_names[d]);
-        json_object_object_add(ax, "name", json_object_new_string(p->axis_names[d]));
-        if (type) json_object_object_add(ax, "type", json_object_new_string(type));
-        if (type && strcmp(type, "space") == 0 && p->nanometers)
-            json_object_object_add(ax, "unit", json_object_new_string("nanometer"));
-        json_object_array_add(axes, ax);
-    }
+/* The group's multiscale: the axes and, per level, its path and scale (level 0's voxel size times
+ * the factors to the level's power). */
+static json_object *ome_multiscale(const pyramid *p) {
+    const char *units[NDS_MAX_RANK] = {NULL};
+    for (size_t d = 0; d < p->rank; d++)
+        units[d] = p->nanometers && d < 3 ? "nm" : NULL; /* precomputed: x, y, z in nm */
+    json_object *ms = cli_ome_multiscale_new(p->rank, (char (*)[64])p->names, units);
     double scale[NDS_MAX_RANK];
     memcpy(scale, p->scale, sizeof scale);
     for (int k = 0; k <= p->levels; k++) {
-        json_object *ds = json_object_new_object(), *ct = json_object_new_array(),
-                    *sc = json_object_new_object();
         char path[16];
         snprintf(path, sizeof path, "%d", k);
-        json_object_object_add(sc, "type", json_object_new_string("scale"));
-        json_object_object_add(sc, "scale", f64_json(p->rank, scale));
-        json_object_array_add(ct, sc);
-        json_object_object_add(ds, "path", json_object_new_string(path));
-        json_object_object_add(ds, "coordinateTransformations", ct);
-        json_object_array_add(datasets, ds);
+        cli_ome_add_dataset(ms, path, p->rank, scale, NULL);
         for (size_t d = 0; d < p->rank; d++) scale[d] *= (double)p->factors[d];
     }
-    json_object *ms = json_object_new_object(), *meta = json_object_new_object();
-    json_object_object_add(ms, "axes", axes);
-    json_object_object_add(ms, "datasets", datasets);
+    json_object *meta = json_object_new_object();
     json_object_object_add(ms, "type", json_object_new_string(cli_ds_method_name(p->method)));
     json_object_object_add(
         meta, "description",
@@ -696,79 +653,12 @@ static json_object *ome_attributes(const pyramid *p) {
     if (p->method == CLI_DS_MODE)
         json_object_object_add(meta, "sparse", json_object_new_boolean(p->sparse));
     json_object_object_add(ms, "metadata", meta);
-    json_object *list = json_object_new_array(), *ome = json_object_new_object();
-    json_object_array_add(list, ms);
-    json_object_object_add(ome, "version", json_object_new_string("0.5"));
-    json_object_object_add(ome, "multiscales", list);
-    return ome;
-}
-
-/* Writes DST's group zarr.json with attributes.ome, keeping a group's other attributes; an array
- * there is refused. */
-/* DST's group zarr.json: *doc the stored group's document, or a new one when there is none; an
- * array's (or anything else) is refused. kv receives DST's kvstore (free it). */
-static int read_group(const pyramid *p, nds_context *ctx, nds_kvstore **kv, json_object **doc) {
-    *doc = NULL;
-    int st = open_dst_dir(p, ctx, kv);
-    if (st != 0) return cli_fail_nds(st, p->kv);
-    nds_read_result r;
-    memset(&r, 0, sizeof r);
-    int rc = CLI_OK;
-    st = nds_kvstore_read(*kv, "zarr.json", NULL, &r);
-    if (st == 0 && r.state == NDS_READ_VALUE) {
-        json_tokener *tok = json_tokener_new();
-        *doc =
-            tok ? json_tokener_parse_ex(tok, (const char *)r.value.data, (int)r.value.len) : NULL;
-        json_tokener_free(tok);
-        if (!json_object_is_type(*doc, json_type_object) ||
-            strcmp(member_string(*doc, "node_type"), "group") != 0)
-            rc = cli_fail("%s: zarr.json is not a zarr v3 group's: an OME-Zarr pyramid is a group "
-                          "(refused, nothing written)",
-                          nds_kvstore_url(*kv));
-    } else if (st != 0) {
-        rc = cli_fail_nds(st, "zarr.json");
-    }
-    nds_read_result_dispose(&r);
-    if (rc == CLI_OK && !*doc) {
-        *doc = json_object_new_object();
-        json_object_object_add(*doc, "zarr_format", json_object_new_int(3));
-        json_object_object_add(*doc, "node_type", json_object_new_string("group"));
-    }
-    return rc;
-}
-
-/* Writes DST's group zarr.json with attributes.ome, keeping a group's other attributes. */
-static int write_ome_group(const pyramid *p, nds_context *ctx) {
-    nds_kvstore *kv = NULL;
-    json_object *doc = NULL, *attrs = NULL;
-    int rc = read_group(p, ctx, &kv, &doc);
-    if (rc == CLI_OK) {
-        if (!json_object_object_get_ex(doc, "attributes", &attrs) ||
-            !json_object_is_type(attrs, json_type_object)) {
-            attrs = json_object_new_object();
-            json_object_object_add(doc, "attributes", attrs);
-        }
-        json_object_object_add(attrs, "ome", ome_attributes(p));
-        const char *text =
-            json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
-        int st = nds_kvstore_write(kv, "zarr.json", text, strlen(text), NULL, NULL);
-        if (st != 0) rc = cli_fail_nds(st, "zarr.json");
-    }
-    json_object_put(doc);
-    nds_kvstore_free(kv);
-    return rc;
+    return ms;
 }
 
 /* Before anything is written: an OME-Zarr DST must be a group or nothing. */
 static int check_group(const pyramid *p, nds_context *ctx) {
-    if (p->kind != DST_ZARR3) return CLI_OK;
-    nds_kvstore *kv = NULL;
-    json_object *doc = NULL;
-    int rc = read_group(p, ctx, &kv, &doc);
-    json_object_put(doc);
-    nds_kvstore_free(kv);
-    return rc;
+    return p->kind == DST_ZARR3 ? cli_ome_check_group(p->kv, ctx) : CLI_OK;
 }
 
 /* ---- the command ---- */
@@ -829,7 +719,7 @@ static int build(const pyramid *p, const ds_args *a, nds_context *ctx) {
         parent = level;
     }
     nds_array_free(parent);
-    if (rc == CLI_OK && p->kind == DST_ZARR3) rc = write_ome_group(p, ctx);
+    if (rc == CLI_OK && p->kind == DST_ZARR3) rc = cli_ome_write_group(p->kv, ctx, ome_multiscale(p));
     return rc;
 }
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "ome.h"
 #include "strings_io.h"
 #include "npy.h"
 
@@ -67,6 +68,8 @@ typedef struct info {
     uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK];
     int64_t origin[NDS_MAX_RANK]; /* the domain is [origin, origin + shape) */
     nds_unit units[NDS_MAX_RANK]; /* physical size of an index step (size 0: none) */
+    double at[NDS_MAX_RANK];      /* where index 0 is, in units[d] (an OME-Zarr translation) */
+    bool units_from_ome;          /* the units are the OME-Zarr group's */
     uint64_t inner[NDS_MAX_RANK]; /* read chunks: differ from chunks only for sharded arrays */
     bool sharded;
     bool no_stats; /* stored counts unknown: the store cannot list, or the format cannot see
@@ -91,7 +94,11 @@ static int gather(nds_array *a, info *in) {
     in->rank = nds_array_rank(a);
     nds_array_shape(a, in->shape);
     nds_array_origin(a, in->origin);
-    nds_array_units(a, in->units);
+    cli_physical phys; /* the array's own units, else its OME-Zarr group's */
+    cli_physical_of(a, &phys);
+    memcpy(in->units, phys.units, sizeof in->units);
+    memcpy(in->at, phys.offset, sizeof in->at);
+    in->units_from_ome = phys.from_ome;
     nds_array_chunk_shape(a, in->chunks);
     nds_array_read_chunk_shape(a, in->inner);
     in->sharded = memcmp(in->chunks, in->inner, in->rank * sizeof in->inner[0]) != 0;
@@ -178,10 +185,14 @@ static void print_json(nds_array *a, const info *in, FILE *out) {
             u = json_object_new_object();
             json_object_object_add(u, "size", json_object_new_double(in->units[d].size));
             json_object_object_add(u, "unit", json_object_new_string(in->units[d].name));
+            if (in->at[d] != 0)
+                json_object_object_add(u, "offset", json_object_new_double(in->at[d]));
         }
         json_object_array_add(units, u);
     }
     json_object_object_add(o, "units", units);
+    if (in->units_from_ome)
+        json_object_object_add(o, "units_from", json_object_new_string("ome-zarr group"));
     json_object_object_add(o, "dtype", json_object_new_string(in->dtype_label));
     json_object_object_add(o, "chunks", u64_array(in->rank, in->inner));
     if (in->sharded) {
@@ -220,8 +231,10 @@ static void print_domain(const info *in, FILE *out) {
     for (size_t d = 0; d < in->rank; d++) {
         const nds_unit *u = &in->units[d];
         if (u->size > 0)
-            fprintf(out, "%s[%.10g, %.10g) %s", d ? " x " : "", (double)in->origin[d] * u->size,
-                    (double)(in->origin[d] + (int64_t)in->shape[d]) * u->size, u->name);
+            fprintf(out, "%s[%.10g, %.10g) %s", d ? " x " : "",
+                    in->at[d] + (double)in->origin[d] * u->size,
+                    in->at[d] + (double)(in->origin[d] + (int64_t)in->shape[d]) * u->size,
+                    u->name);
         else
             fprintf(out, "%s-", d ? " x " : "");
     }
@@ -232,7 +245,7 @@ static void print_domain(const info *in, FILE *out) {
         else
             fprintf(out, "%s-", d ? " x " : "");
     }
-    fprintf(out, "\n");
+    fprintf(out, "%s\n", in->units_from_ome ? " (from the OME-Zarr group)" : "");
 }
 
 static void print_text(nds_array *a, const info *in, FILE *out) {

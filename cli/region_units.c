@@ -1,5 +1,6 @@
 /* Regions in physical units (`--units nm`): every number of a region in a dimension that has a
- * physical unit (nds_array_units: a precomputed scale's resolution, in nm) is a coordinate in the
+ * physical unit (cli_physical_of: a precomputed scale's resolution, in nm, an N5 array's units, or
+ * the OME-Zarr group's axes units, scale and translation of a dataset) is a coordinate in the
  * given unit, turned into the domain coordinate (index) it falls in: a slice's start and an index
  * round down, a slice's stop rounds up (the voxels the interval touches), a step must be a whole
  * number of voxels. Dimensions without a unit (a precomputed volume's channel) keep plain indices.
@@ -10,10 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "ome.h"
 
 /* One number of an item: part 0 a start (or an index when alone), 1 a stop, 2 a step. */
 static int convert_number(const char *text, size_t len, int part, bool alone, double per_voxel,
-                          size_t d, char *out, size_t cap) {
+                          double offset, size_t d, char *out, size_t cap) {
     char tmp[64];
     if (len >= sizeof tmp) return cli_fail("region dimension %zu: number too long", d);
     memcpy(tmp, text, len);
@@ -22,7 +24,8 @@ static int convert_number(const char *text, size_t len, int part, bool alone, do
     double v = strtod(tmp, &end);
     if (*end != '\0' || end == tmp || !isfinite(v))
         return cli_fail("region dimension %zu: \"%s\" is not a number", d, tmp);
-    double voxels = v / per_voxel, r;
+    /* a step is a length; a start or stop a place, measured from where index 0 is */
+    double voxels = (part == 2 ? v : v - offset) / per_voxel, r;
     if (part == 2) {
         r = nearbyint(voxels);
         if (r < 1 || fabs(voxels - r) > 1e-9 * fmax(1.0, r))
@@ -38,8 +41,8 @@ static int convert_number(const char *text, size_t len, int part, bool alone, do
 }
 
 /* Converts one item (between commas) of dimension d into out (appended). */
-static int convert_item(const char *p, size_t n, double per_voxel, size_t d, char *out,
-                        size_t cap) {
+static int convert_item(const char *p, size_t n, double per_voxel, double offset, size_t d,
+                        char *out, size_t cap) {
     size_t colons = 0;
     for (size_t i = 0; i < n; i++) colons += p[i] == ':';
     int part = 0;
@@ -51,8 +54,8 @@ static int convert_item(const char *p, size_t n, double per_voxel, size_t d, cha
         while (b > a && isspace((unsigned char)b[-1])) b--;
         char num[32] = "";
         if (b > a) {
-            int rc = convert_number(a, (size_t)(b - a), part, colons == 0, per_voxel, d, num,
-                                    sizeof num);
+            int rc = convert_number(a, (size_t)(b - a), part, colons == 0, per_voxel, offset, d,
+                                    num, sizeof num);
             if (rc != CLI_OK) return rc;
         }
         size_t used = strlen(out);
@@ -63,15 +66,18 @@ static int convert_item(const char *p, size_t n, double per_voxel, size_t d, cha
     return CLI_OK;
 }
 
-/* The voxel size of dimension d in `unit`s; 0 when d has no physical unit. */
-static int voxel_size(const nds_unit *u, const char *unit, size_t d, double *out) {
-    *out = 0;
+/* The voxel size of dimension d in `unit`s (0 when d has no physical unit), and where its index
+ * 0 is in `unit`s. */
+static int voxel_size(const nds_unit *u, double at, const char *unit, size_t d, double *out,
+                      double *offset) {
+    *out = *offset = 0;
     if (u->size <= 0) return CLI_OK;
     double from = nds_unit_metres(u->name), to = nds_unit_metres(unit);
     if (from == 0)
         return cli_fail("region dimension %zu: the array's unit \"%s\" is not a length ndstore "
                         "converts", d, u->name);
     *out = u->size * from / to;
+    *offset = at * from / to;
     return CLI_OK;
 }
 
@@ -79,13 +85,16 @@ int cli_region_from_units(nds_array *a, const char *region, const char *unit, ch
     if (nds_unit_metres(unit) == 0)
         return cli_fail("--units %s: expected pm, nm, um, mm, cm or m", unit);
     size_t rank = nds_array_rank(a);
-    nds_unit units[NDS_MAX_RANK];
-    nds_array_units(a, units);
+    cli_physical phys;
+    cli_physical_of(a, &phys);
+    const nds_unit *units = phys.units;
     bool any = false;
     for (size_t d = 0; d < rank; d++) any |= units[d].size > 0;
     if (!any)
         return cli_fail("--units %s: %s has no physical units (a neuroglancer precomputed "
-                        "volume's are its resolution)", unit, nds_kvstore_url(nds_array_kvstore(a)));
+                        "volume's are its resolution; an N5 array's its resolution and units; an "
+                        "OME-Zarr dataset's its group's axes units and scale)",
+                        unit, nds_kvstore_url(nds_array_kvstore(a)));
     const char *s = region, *e = region + strlen(region);
     while (s < e && isspace((unsigned char)*s)) s++;
     while (e > s && isspace((unsigned char)e[-1])) e--;
@@ -120,10 +129,10 @@ int cli_region_from_units(nds_array *a, const char *region, const char *unit, ch
         } else if (d >= rank) {
             rc = cli_fail("region \"%s\" has more dimensions than the array (%zu)", region, rank);
         } else {
-            double per_voxel;
-            rc = voxel_size(&units[d], unit, d, &per_voxel);
+            double per_voxel, offset;
+            rc = voxel_size(&units[d], phys.offset[d], unit, d, &per_voxel, &offset);
             if (rc == CLI_OK && per_voxel > 0) {
-                rc = convert_item(p, (size_t)(q - p), per_voxel, d, text, cap);
+                rc = convert_item(p, (size_t)(q - p), per_voxel, offset, d, text, cap);
             } else if (rc == CLI_OK) {
                 size_t used = strlen(text);
                 snprintf(text + used, cap - used, "%.*s", (int)(q - p), p);

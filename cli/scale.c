@@ -8,8 +8,10 @@
  *   "multiscales", under "ome" in OME-Zarr 0.5): the first multiscale's datasets are the scales
  *   (KEY: a dataset's "path"; RESOLUTION: its "scale" transformation, every axis in the stored
  *   order), and the spec is the group's kvstore with the dataset's path.
- * Any other array is refused. Omits: OME-Zarr groups given as JSON specs, multiscales after the
- * first, transformations other than a dataset's own "scale".
+ * Any other array is refused. The group's documents are read by ome.c (shared with info's and
+ * --units' physical frame and with the groups downsample and cp --ome write). Omits: OME-Zarr
+ * groups given as JSON specs, multiscales after the first, transformations other than a dataset's
+ * own "scale" (for choosing by resolution).
  * Threading: none. Ownership: the spec returned is malloc'd (free).
  */
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "ome.h"
 
 #define PRECOMPUTED "neuroglancer_precomputed"
 
@@ -210,56 +213,6 @@ static int spec_of_scale(nds_array *a, const char *text, char **out) {
 
 /* ---- OME-Zarr multiscale groups ---- */
 
-#define GROUP_DOC_MAX ((int64_t)16 << 20) /* a group's metadata is small; bounds a hostile one */
-
-/* The JSON document at key of kv, or NULL when it is missing or not JSON. */
-static json_object *read_json(nds_kvstore *kv, const char *key) {
-    nds_read_options o = NDS_READ_OPTIONS_INIT;
-    o.byte_length = GROUP_DOC_MAX;
-    nds_read_result r;
-    if (nds_kvstore_read(kv, key, &o, &r) != 0)
-        return NULL;
-    json_object *doc = NULL;
-    if (r.state == NDS_READ_VALUE && r.value.len < (size_t)GROUP_DOC_MAX) {
-        json_tokener *tok = json_tokener_new();
-        doc = tok ? json_tokener_parse_ex(tok, (const char *)r.value.data, (int)r.value.len)
-                  : NULL;
-        json_tokener_free(tok);
-    }
-    nds_read_result_dispose(&r);
-    return doc;
-}
-
-/* The first multiscale's "datasets" of a group's attributes (OME-Zarr 0.5 under "ome"), or NULL. */
-static json_object *ome_datasets(json_object *attrs) {
-    json_object *ome = NULL, *ms = NULL, *ds = NULL;
-    if (json_object_object_get_ex(attrs, "ome", &ome) && json_object_is_type(ome, json_type_object))
-        attrs = ome;
-    if (!json_object_object_get_ex(attrs, "multiscales", &ms) ||
-        !json_object_is_type(ms, json_type_array) || json_object_array_length(ms) == 0 ||
-        !json_object_object_get_ex(json_object_array_get_idx(ms, 0), "datasets", &ds) ||
-        !json_object_is_type(ds, json_type_array))
-        return NULL;
-    return ds;
-}
-
-/* The group document under kv that has OME-Zarr datasets (zarr.json attributes, then zarr v2
- * .zattrs): *doc (put by the caller), *datasets in it, *format the zarr version's format name. */
-static void find_ome_group(nds_kvstore *kv, json_object **doc, json_object **datasets,
-                           const char **format) {
-    json_object *attrs = NULL;
-    *datasets = NULL;
-    if ((*doc = read_json(kv, "zarr.json")) && json_object_object_get_ex(*doc, "attributes", &attrs))
-        *datasets = ome_datasets(attrs);
-    *format = "zarr3";
-    if (*datasets)
-        return;
-    json_object_put(*doc);
-    *doc = read_json(kv, ".zattrs");
-    *datasets = *doc ? ome_datasets(*doc) : NULL;
-    *format = "zarr";
-}
-
 /* {"driver": format, "kvstore": kvurl, "path": path} as text into *out. */
 static int dataset_spec(const char *kvurl, const char *format, const char *path, char **out) {
     json_object *spec = json_object_new_object();
@@ -288,10 +241,11 @@ static int ome_scale_spec(const char *url, const char *text, bool *is_group, cha
     dir = malloc(n + 2);
     if (dir)
         snprintf(dir, n + 2, "%s%s", kvurl, n && kvurl[n - 1] == '/' ? "" : "/");
-    json_object *doc = NULL, *datasets = NULL;
+    json_object *doc = NULL, *ms = NULL, *datasets = NULL;
     const char *zarr = NULL;
     if (dir && nds_kvstore_open(&kv, dir, NULL) == 0)
-        find_ome_group(kv, &doc, &datasets, &zarr);
+        cli_ome_find_group(kv, &doc, &ms, &zarr);
+    json_object_object_get_ex(ms, "datasets", &datasets);
     int rc = CLI_OK;
     bool other_format = format && strcmp(format, "zarr") != 0 && strcmp(format, "zarr3") != 0;
     if (datasets && !other_format) {

@@ -58,6 +58,7 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
   stage "images out (png, tif)" bash tests/integration/images_test.sh "$root/build/ndstore"
 [ -f tests/integration/downsample_test.sh ] &&
   stage "downsample (pyramids)" bash tests/integration/downsample_test.sh "$root/build/ndstore"
+[ -f tests/integration/ome_test.sh ] && stage "OME-Zarr metadata" bash tests/integration/ome_test.sh "$root/build/ndstore"
 [ -f tests/integration/cp_matrix_test.sh ] &&
   stage "cp between formats" bash tests/integration/cp_matrix_test.sh "$root/build"
 [ -f tests/integration/versioned_test.sh ] &&
