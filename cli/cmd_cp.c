@@ -17,6 +17,9 @@
  * the shard's size; when one task and one chunk exceed the budget, the copy still runs, on one
  * thread. Threading: one thread here; the library's pool does the chunk work.
  * A destination overlapping the source is refused before it is opened (see "overlap" below).
+ * Physical metadata: the source's origin and units (its own, or an OME-Zarr dataset's group's:
+ * cli_physical_of) go into a destination that holds them (carry_domain); with --ome, DST is an
+ * OME-Zarr 0.5 group whose dataset "0" is the copy and whose multiscales keep them (carry_ome).
  * Omits: dtype conversion, resuming an interrupted copy.
  */
 #include <getopt.h>
@@ -28,10 +31,11 @@
 #include "cli.h"
 #include "strings_io.h"
 #include "npy.h"
+#include "ome.h"
 
 static const char usage[] =
     "ndstore cp SRC DST [--jobs N] [--chunks N,..] [--codec C] [--fill V] [--memory-budget BYTES] "
-    "[--delete-existing] [--scale S]";
+    "[--delete-existing] [--scale S] [--ome]";
 
 static const char help[] =
     "usage: ndstore cp SRC DST [options]\n"
@@ -55,11 +59,14 @@ static const char help[] =
     "      --delete-existing   replace an array already at DST\n"
     "      --scale S           the scale of SRC, a precomputed volume: its index in scales\n"
     "                          (0), its key (8_8_40) or its resolution (8,8,40)\n"
+    "      --ome               DST (a zarr v3 URL) is an OME-Zarr 0.5 group: the array is its\n"
+    "                          dataset \"0\", and the group's multiscales keep SRC's axes, units,\n"
+    "                          voxel size (scale) and place (translation)\n"
     "  -h, --help              show this help\n"
     "\n"
     "Example: ndstore cp /data/a.zarr 'file:///data/b.zarr|zarr:' --chunks 128,128 --codec zstd:5 -j 8\n";
 
-enum { OPT_CHUNKS = 256, OPT_CODEC, OPT_FILL, OPT_BUDGET, OPT_DELETE };
+enum { OPT_CHUNKS = 256, OPT_CODEC, OPT_FILL, OPT_BUDGET, OPT_DELETE, OPT_OME };
 
 static const struct option options[] = {
     {"jobs", required_argument, NULL, 'j'},
@@ -68,6 +75,7 @@ static const struct option options[] = {
     {"fill", required_argument, NULL, OPT_FILL},
     {"memory-budget", required_argument, NULL, OPT_BUDGET},
     {"delete-existing", no_argument, NULL, OPT_DELETE},
+    {"ome", no_argument, NULL, OPT_OME},
     CLI_SCALE_OPTION,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -81,6 +89,9 @@ typedef struct cp_args {
     uint64_t budget;
     bool delete_existing;
     cli_schema over;   /* --chunks, --codec, --fill */
+    bool ome;          /* --ome: dst is the group's dataset 0 */
+    char *ome_group;   /* --ome: the group's kvstore URL (owned) */
+    char *ome_dst;     /* --ome: the URL of dataset 0, which dst then points at (owned) */
 } cp_args;
 
 static int parse_option(int c, char **argv, cp_args *ca) {
@@ -107,10 +118,32 @@ static int parse_option(int c, char **argv, cp_args *ca) {
             return cli_usage(usage, "--memory-budget: not a size: '%s'", optarg);
         return CLI_OK;
     case OPT_DELETE: ca->delete_existing = true; return CLI_OK;
+    case OPT_OME: ca->ome = true; return CLI_OK;
     case CLI_OPT_SCALE: ca->scale = optarg; return CLI_OK;
     case 'h': return -1;
     default: return cli_bad_option(usage, argv, c);
     }
+}
+
+/* --ome: DST (a zarr v3 URL, or a path) names the group; the array is its dataset "0". */
+static int ome_destination(cp_args *ca) {
+    char kv[4096], format[64];
+    if (ca->dst[strspn(ca->dst, " \t\r\n")] == '{')
+        return cli_usage(usage, "--ome: give DST as a URL ending in |zarr3: (the OME-Zarr group), "
+                                "not a JSON spec");
+    if (cli_kvstore_url(ca->dst, kv, sizeof kv, format, sizeof format) != CLI_OK)
+        return CLI_FAIL;
+    if (format[0] && strcmp(format, "zarr3") != 0)
+        return cli_usage(usage, "--ome: DST %s is a %s URL: an OME-Zarr 0.5 group is zarr v3 "
+                                "(end it in |zarr3:)", ca->dst, format);
+    size_t n = strlen(kv);
+    while (n > 1 && kv[n - 1] == '/') kv[--n] = '\0';
+    ca->ome_group = strdup(kv);
+    ca->ome_dst = malloc(n + 16);
+    if (!ca->ome_group || !ca->ome_dst) return cli_fail("out of memory");
+    snprintf(ca->ome_dst, n + 16, "%s/0|zarr3:", kv);
+    ca->dst = ca->ome_dst;
+    return CLI_OK;
 }
 
 /* Parses argv; returns CLI_OK, CLI_USAGE (printed), or -1 for --help. */
@@ -133,6 +166,8 @@ static int parse_args(int argc, char **argv, cp_args *ca) {
         rc2 = cli_scale_spec(ca->src, ca->scale, &ca->scaled_src);
     if (rc2 == CLI_OK && ca->scaled_src)
         ca->src = ca->scaled_src;
+    if (rc2 == CLI_OK && ca->ome)
+        rc2 = ome_destination(ca);
     return rc2;
 }
 
@@ -399,12 +434,30 @@ static json_object *schema_child(json_object *spec, const char *member) {
     return child;
 }
 
-/* The source's domain origin (precomputed voxel_offset) into a precomputed destination (schema
- * domain.inclusive_min, unless the spec gives one). */
-static void carry_origin(nds_array *src, json_object *spec, bool precomputed, const char *format) {
-    int64_t origin[NDS_MAX_RANK];
-    size_t rank = nds_array_rank(src);
-    nds_array_origin(src, origin);
+/* Where the destination's domain starts: the source's origin, plus (an OME-Zarr source) its
+ * translation where that is a whole number of voxels; one that is not is said on stderr. */
+static void domain_start(nds_array *src, const cli_physical *ph, int64_t *start) {
+    nds_array_origin(src, start);
+    for (size_t d = 0; d < ph->rank; d++) {
+        if (ph->units[d].size <= 0 || ph->offset[d] == 0) continue;
+        double voxels = ph->offset[d] / ph->units[d].size, whole = nearbyint(voxels);
+        if (fabs(voxels - whole) <= 1e-9 * fmax(1.0, fabs(whole)) && fabs(whole) < 9e15) {
+            start[d] += (int64_t)whole;
+        } else if (fabs(voxels) < 9e15) {
+            start[d] += (int64_t)floor(voxels); /* the voxel the translation falls in */
+            fprintf(stderr, "ndstore cp: note: the source's translation in dimension %zu (%.15g %s) "
+                            "is not a whole number of voxels (%.15g): the destination starts at "
+                            "voxel %" PRId64 " there, and the shift of a part of a voxel is not "
+                            "kept\n", d, ph->offset[d], ph->units[d].name, voxels, start[d]);
+        }
+    }
+}
+
+/* The source's domain origin (precomputed voxel_offset, an OME-Zarr dataset's translation in whole
+ * voxels) into a precomputed destination (schema domain.inclusive_min, unless the spec gives one);
+ * other destinations start at 0 (said). */
+static void carry_origin(const int64_t *origin, size_t rank, json_object *spec, bool precomputed,
+                         const char *format) {
     bool any = false;
     for (size_t d = 0; d < rank; d++) any |= origin[d] != 0;
     if (!any) return;
@@ -413,8 +466,10 @@ static void carry_origin(nds_array *src, json_object *spec, bool precomputed, co
         n += (size_t)snprintf(list + n, sizeof list - n, "%s%" PRId64, d ? ", " : "", origin[d]);
     if (!precomputed) {
         fprintf(stderr, "ndstore cp: note: the source's domain starts at [%s]; the destination's "
-                        "starts at 0 (%s cannot store an origin): its index i is the source's "
-                        "origin + i\n", list, format);
+                        "starts at 0 (%s cannot store an origin%s): its index i is the source's "
+                        "origin + i\n", list, format,
+                strcmp(format, "zarr3") == 0 ? "; cp --ome writes an OME-Zarr group that keeps "
+                                               "it" : "");
         return;
     }
     json_object *domain = schema_child(spec, "domain");
@@ -424,41 +479,48 @@ static void carry_origin(nds_array *src, json_object *spec, bool precomputed, co
     json_object_object_add(domain, "inclusive_min", min);
 }
 
-/* The source's physical units (schema dimension_units: "8nm") into a precomputed or N5
- * destination, unless the spec gives them; other formats cannot keep them: said on stderr. */
-static void carry_units(nds_array *src, json_object *spec, bool keeps, const char *format) {
-    nds_unit units[NDS_MAX_RANK];
-    size_t rank = nds_array_rank(src);
-    nds_array_units(src, units);
+/* The source's physical units (its own, or its OME-Zarr group's) into a precomputed or N5
+ * destination (schema dimension_units: "8nm"), unless the spec gives them; an OME-Zarr group (cp
+ * --ome) keeps them in its multiscales; other formats cannot keep them: said on stderr. */
+static void carry_units(const cli_physical *ph, json_object *spec, bool keeps, bool ome,
+                        const char *format) {
     bool any = false;
-    for (size_t d = 0; d < rank; d++) any |= units[d].size > 0;
-    if (!any) return;
+    for (size_t d = 0; d < ph->rank; d++) any |= ph->units[d].size > 0;
+    if (!any || ome) return;
     if (!keeps) {
         fprintf(stderr, "ndstore cp: note: the source's physical units (resolution) are not kept: "
-                        "%s cannot store them\n", format);
+                        "%s cannot store them%s\n", format,
+                strcmp(format, "zarr3") == 0 ? " (cp --ome writes an OME-Zarr group that does)"
+                                             : "");
         return;
     }
     json_object *schema = schema_child(spec, NULL);
     if (json_object_object_get_ex(schema, "dimension_units", NULL)) return;
     json_object *list = json_object_new_array();
-    for (size_t d = 0; d < rank; d++) {
-        char text[32];
-        snprintf(text, sizeof text, "%.15g%s", units[d].size, units[d].name);
-        json_object_array_add(list, units[d].size > 0 ? json_object_new_string(text) : NULL);
+    for (size_t d = 0; d < ph->rank; d++) {
+        char text[40];
+        snprintf(text, sizeof text, "%.15g%s", ph->units[d].size, ph->units[d].name);
+        json_object_array_add(list, ph->units[d].size > 0 ? json_object_new_string(text) : NULL);
     }
     json_object_object_add(schema, "dimension_units", list);
 }
 
 /* Keeps the source's domain (origin, units) in a destination whose format can hold it, and says on
  * stderr what one that cannot loses, rather than leave the user to find shifted coordinates. */
-static int carry_domain(nds_array *src, char **spec) {
+static int carry_domain(nds_array *src, bool ome, char **spec) {
     json_object *o = json_tokener_parse(*spec), *driver = NULL;
     if (!o) return cli_fail("out of memory");
     json_object_object_get_ex(o, "driver", &driver);
     const char *format = driver ? json_object_get_string(driver) : "its format";
     bool precomputed = strcmp(format, "neuroglancer_precomputed") == 0;
-    carry_origin(src, o, precomputed, format);
-    carry_units(src, o, precomputed || strcmp(format, "n5") == 0, format);
+    cli_physical ph;
+    int64_t start[NDS_MAX_RANK];
+    cli_physical_of(src, &ph);
+    if (!ome) { /* an OME-Zarr group keeps the origin and translation as they are (carry_ome) */
+        domain_start(src, &ph, start);
+        carry_origin(start, ph.rank, o, precomputed, format);
+    }
+    carry_units(&ph, o, precomputed || strcmp(format, "n5") == 0, ome, format);
     char *text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
                                                               JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
@@ -466,6 +528,31 @@ static int carry_domain(nds_array *src, char **spec) {
     free(*spec);
     *spec = text;
     return CLI_OK;
+}
+
+/* cp --ome, after the copy: the group's zarr.json gets an OME-Zarr 0.5 multiscale of one dataset,
+ * "0": SRC's axes (cli_ome_axis_names), units, voxel size as its scale (1 where SRC has no unit) and
+ * the place of its first voxel as its translation (origin x voxel size + SRC's own translation). */
+static int carry_ome(nds_array *src, const cp_args *ca, nds_context *ctx) {
+    cli_physical ph;
+    cli_physical_of(src, &ph);
+    char names[NDS_MAX_RANK][64];
+    cli_ome_axis_names(src, names);
+    int64_t origin[NDS_MAX_RANK];
+    nds_array_origin(src, origin);
+    const char *units[NDS_MAX_RANK] = {NULL};
+    double scale[NDS_MAX_RANK], translation[NDS_MAX_RANK];
+    bool moved = false;
+    for (size_t d = 0; d < ph.rank; d++) {
+        bool has = ph.units[d].size > 0;
+        units[d] = has ? ph.units[d].name : NULL;
+        scale[d] = has ? ph.units[d].size : 1;
+        translation[d] = (has ? ph.offset[d] : 0) + (double)origin[d] * scale[d];
+        moved |= translation[d] != 0;
+    }
+    json_object *ms = cli_ome_multiscale_new(ph.rank, names, units);
+    cli_ome_add_dataset(ms, "0", ph.rank, scale, moved ? translation : NULL);
+    return cli_ome_write_group(ca->ome_group, ctx, ms);
 }
 
 /* The source's fill value as the destination's spec takes it. Strings: a string element is the
@@ -504,7 +591,7 @@ static int open_dst(nds_array *src, const cp_args *ca, nds_context *ctx, nds_arr
     int rc = cli_spec_build(ca->dst, &ca->over, &def, ca->delete_existing, spec);
     json_object_put(def.fill);
     if (rc == CLI_OK)
-        rc = carry_domain(src, spec);
+        rc = carry_domain(src, ca->ome, spec);
     if (rc == CLI_OK)
         rc = check_no_overlap(src, *spec);
     if (rc == CLI_OK) {
@@ -766,6 +853,8 @@ int cli_cmd_cp(int argc, char **argv) {
     if (rc != CLI_OK) {
         json_object_put(ca.over.fill);
         free(ca.scaled_src);
+        free(ca.ome_group);
+        free(ca.ome_dst);
         return rc == -1 ? cli_help(help) : rc;
     }
     nds_context *ctx = NULL;
@@ -773,7 +862,9 @@ int cli_cmd_cp(int argc, char **argv) {
     char *dst_spec = NULL;
     cp_plan plan;
     memset(&plan, 0, sizeof plan); /* (set by plan_copy; string arrays copy without one) */
-    rc = open_arrays(&ca, &ctx, &src, &dst, &dst_spec);
+    rc = ca.ome ? cli_ome_check_group(ca.ome_group, NULL) : CLI_OK; /* before anything is written */
+    if (rc == CLI_OK)
+        rc = open_arrays(&ca, &ctx, &src, &dst, &dst_spec);
     if (rc == CLI_OK && nds_dtype_is_vlen(nds_array_dtype(src))) {
         rc = copy_strings(src, dst, (int)ca.jobs);
     } else if (rc == CLI_OK) {
@@ -783,11 +874,15 @@ int cli_cmd_cp(int argc, char **argv) {
     }
     if (rc == CLI_OK && !nds_dtype_is_vlen(nds_array_dtype(src)))
         rc = copy_slabs(src, dst, &plan);
+    if (rc == CLI_OK && ca.ome)
+        rc = carry_ome(src, &ca, ctx);
     nds_array_free(dst);
     nds_array_free(src);
     nds_context_free(ctx);
     free(dst_spec);
     free(ca.scaled_src);
+    free(ca.ome_group);
+    free(ca.ome_dst);
     json_object_put(ca.over.fill);
     return rc;
 }

@@ -94,5 +94,96 @@ printf '{"zarr_format": 3, "node_type": "group", "attributes": {"ome": ' >g/zarr
 nds info "file://$T/g/s0|zarr3:"; expect_rc 0 "a truncated group zarr.json: info still works"
 group_json g "$OME05"
 
+# ---- 2. cp --ome: precomputed -> OME-Zarr -> precomputed keeps resolution and voxel_offset -------------
+"$PY" -c "import numpy as np; np.save('pc.npy', np.random.default_rng(5).integers(0, 255, (16, 12, 6, 1), dtype=np.uint8))"
+nds create "{\"driver\":\"neuroglancer_precomputed\",\"kvstore\":\"file://$T/pc/\",\"multiscale_metadata\":{\"data_type\":\"uint8\",\"num_channels\":1,\"type\":\"image\"},\"scale_metadata\":{\"size\":[16,12,6],\"chunk_size\":[8,8,4],\"resolution\":[4,6,40],\"voxel_offset\":[10,-2,3],\"encoding\":\"raw\"}}"
+expect_rc 0 "create a precomputed volume at voxel_offset [10, -2, 3]"
+nds write "file://$T/pc/|neuroglancer-precomputed:" -i pc.npy; expect_rc 0 "write it"
+PC="file://$T/pc/|neuroglancer-precomputed:"
+
+nds cp "$PC" "file://$T/o1|zarr3:"
+expect_rc 0 "cp into zarr3 without --ome"
+expect_err "cp --ome writes an OME-Zarr group that does" "cp into plain zarr3: the note points at --ome"
+nds cp "$PC" "file://$T/o1|zarr3:" --ome
+expect_rc 1 "cp --ome onto a zarr3 array (not a group) is refused"
+expect_err "is not a zarr v3 group's" "the refusal says why"
+nds cp "$PC" "file://$T/o2|zarr:" --ome; expect_rc 2 "cp --ome into zarr v2 is bad usage"
+expect_err "an OME-Zarr 0.5 group is zarr v3" "the usage message names zarr v3"
+nds cp "$PC" "{\"driver\":\"zarr3\",\"kvstore\":\"file://$T/o2/\"}" --ome; expect_rc 2 "cp --ome with a JSON DST is bad usage"
+
+nds cp "$PC" "file://$T/ome|zarr3:" --ome
+expect_rc 0 "cp --ome from precomputed"
+check '[[ "$ERR" != *"not kept"* && "$ERR" != *"starts at 0"* ]]' "cp --ome says nothing is lost"
+"$PY" - "$T/ome/zarr.json" <<'EOF2'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ome = doc["attributes"]["ome"]
+assert doc["node_type"] == "group" and ome["version"] == "0.5", doc
+ms = ome["multiscales"][0]
+assert [a["name"] for a in ms["axes"]] == ["x", "y", "z", "c"], ms["axes"]
+assert [a.get("unit") for a in ms["axes"]] == ["nanometer"] * 3 + [None], ms["axes"]
+assert [a.get("type") for a in ms["axes"]] == ["space"] * 3 + ["channel"], ms["axes"]
+ds = ms["datasets"]
+assert len(ds) == 1 and ds[0]["path"] == "0", ds
+ct = ds[0]["coordinateTransformations"]
+assert ct[0] == {"type": "scale", "scale": [4, 6, 40, 1]}, ct
+assert ct[1] == {"type": "translation", "translation": [40, -12, 120, 0]}, ct
+EOF2
+check '[ $? -eq 0 ]' "the group's multiscales: axes x/y/z/c in nanometer, scale = resolution, translation = voxel_offset x resolution"
+nds read "file://$T/ome/0|zarr3:" -o ome0.npy
+check 'same ome0.npy pc.npy' "dataset 0 holds the volume"
+nds info "file://$T/ome/0|zarr3:"
+expect_out "physical:    [40, 104) nm x [-12, 60) nm x [120, 360) nm x -" "info of dataset 0: the precomputed volume's physical bounds"
+nds info "$PC"
+expect_out "physical:    [40, 104) nm x [-12, 60) nm x [120, 360) nm x -" "(the precomputed volume's own bounds, the same)"
+nds read "file://$T/ome/0|zarr3:" --units nm --region "48:64, -12:0, 160" -o omeu.npy
+nds read "$PC" --units nm --region "48:64, -12:0, 160" -o pcu.npy
+check 'same omeu.npy pcu.npy' "the same --units nm region reads the same voxels from both"
+slice_of pc.npy "2:6, 0:2, 1" want3.npy
+check 'same omeu.npy want3.npy' "and they are pc[2:6, 0:2, 1] (NumPy)"
+
+nds cp "file://$T/ome/0|zarr3:" "file://$T/back|neuroglancer-precomputed:"
+expect_rc 0 "cp the OME dataset back into precomputed"
+"$PY" - "$T/back/info" <<'EOF2'
+import json, sys
+s = json.load(open(sys.argv[1]))["scales"][0]
+assert s["resolution"] == [4, 6, 40] and s["voxel_offset"] == [10, -2, 3] and s["size"] == [16, 12, 6], s
+EOF2
+check '[ $? -eq 0 ]' "precomputed -> OME-Zarr -> precomputed keeps resolution [4, 6, 40] and voxel_offset [10, -2, 3]"
+nds read "file://$T/back/|neuroglancer-precomputed:" -o back.npy
+check 'same back.npy pc.npy' "and the voxels"
+nds cp "$T/ome" "file://$T/back2|neuroglancer-precomputed:" --scale 0
+expect_rc 0 "cp --scale 0 of the group into precomputed"
+check 'grep -q "\"voxel_offset\":\[10,-2,3\]" "$T/back2/info" && grep -q "\"resolution\":\[4,6,40\]" "$T/back2/info"' "through --scale too"
+
+# OME -> N5: the units go into resolution + units; the origin cannot (said)
+nds cp "file://$T/ome/0|zarr3:" "file://$T/n5|n5:"
+expect_rc 0 "cp the OME dataset into N5"
+expect_err "cannot store an origin" "N5 cannot keep the translation: said"
+nds info "file://$T/n5|n5:"
+expect_out "voxel:       4 nm x 6 nm x 40 nm x -" "N5 keeps the voxel size"
+# N5 -> OME: the N5 axes' names
+"$PY" -c "import json; d=json.load(open('n5/attributes.json')); d['axes']=['i','j','k','ch']; json.dump(d, open('n5/attributes.json','w'))"
+nds cp "file://$T/n5|n5:" "file://$T/ome_n5|zarr3:" --ome
+expect_rc 0 "cp --ome from N5"
+check 'grep -q "\"name\": \"i\"" ome_n5/zarr.json && grep -q "\"name\": \"ch\"" ome_n5/zarr.json' "the axes are the N5 ones"
+nds info "file://$T/ome_n5/0|zarr3:"
+expect_out "voxel:       4 nm x 6 nm x 40 nm x -" "and the units are N5's"
+
+# a translation that is not a whole number of voxels: kept to the voxel, said
+mkdir -p frac
+nds create "file://$T/frac/s0|zarr3:" --shape 6,12,16 --chunks 4,8,8 --dtype uint16
+nds write "file://$T/frac/s0|zarr3:" -i vol.npy
+group_json frac "{'ome': {'version': '0.5', 'multiscales': [{'axes': $AX3, 'datasets': [{'path': 's0', 'coordinateTransformations': [{'type': 'scale', 'scale': [40, 4, 4]}, {'type': 'translation', 'translation': [80, 6, -8]}]}]}]}}"
+nds cp "file://$T/frac/s0|zarr3:" "file://$T/frac_n5|n5:"
+expect_rc 0 "cp a dataset with a part-voxel translation"
+expect_err "dimension 1 (6 nm) is not a whole number of voxels (1.5)" "the part-voxel translation is named"
+nds cp "file://$T/frac/s0|zarr3:" "file://$T/frac_z|zarr3:" --ome
+expect_rc 0 "cp --ome from a dataset with a part-voxel translation"
+check '[[ "$ERR" != *"not a whole number"* ]]' "cp --ome has nothing to say about it"
+check '"$PY" -c "import json,sys; ct=json.load(open(\"frac_z/zarr.json\"))[\"attributes\"][\"ome\"][\"multiscales\"][0][\"datasets\"][0][\"coordinateTransformations\"]; sys.exit(ct[1][\"translation\"] != [80, 6, -8])"' "cp --ome keeps a part-voxel translation exactly"
+nds info "file://$T/frac_z/0|zarr3:"
+expect_out "physical:    [80, 320) nm x [6, 54) nm x [-8, 56) nm" "and the physical bounds"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
