@@ -18,9 +18,9 @@ static const struct {
     const char *ome, *name;
     double factor;
 } unit_table[] = {
-    {"picometer", "pm", 1},   {"angstrom", "pm", 100},  {"nanometer", "nm", 1},
-    {"micrometer", "um", 1},  {"millimeter", "mm", 1},  {"centimeter", "cm", 1},
-    {"decimeter", "cm", 10},  {"meter", "m", 1},        {"kilometer", "m", 1000},
+    {"picometer", "pm", 1},  {"angstrom", "pm", 100}, {"nanometer", "nm", 1},
+    {"micrometer", "um", 1}, {"millimeter", "mm", 1}, {"centimeter", "cm", 1},
+    {"decimeter", "cm", 10}, {"meter", "m", 1},       {"kilometer", "m", 1000},
 };
 #define N_UNITS (sizeof unit_table / sizeof unit_table[0])
 
@@ -53,8 +53,7 @@ json_object *cli_ome_read_json(nds_kvstore *kv, const char *key) {
     json_object *doc = NULL;
     if (r.state == NDS_READ_VALUE && r.value.len < (size_t)GROUP_DOC_MAX) {
         json_tokener *tok = json_tokener_new();
-        doc = tok ? json_tokener_parse_ex(tok, (const char *)r.value.data, (int)r.value.len)
-                  : NULL;
+        doc = tok ? json_tokener_parse_ex(tok, (const char *)r.value.data, (int)r.value.len) : NULL;
         json_tokener_free(tok);
     }
     nds_read_result_dispose(&r);
@@ -112,8 +111,7 @@ static void note(const ome_source *s, const char *what) {
 static bool numbers(const ome_source *s, json_object *list, const char *what, bool positive,
                     double *out) {
     char msg[256];
-    if (!json_object_is_type(list, json_type_array) ||
-        json_object_array_length(list) != s->rank) {
+    if (!json_object_is_type(list, json_type_array) || json_object_array_length(list) != s->rank) {
         snprintf(msg, sizeof msg, "%s is not a list of %zu numbers (one per dimension): ignored",
                  what, s->rank);
         note(s, msg);
@@ -121,8 +119,8 @@ static bool numbers(const ome_source *s, json_object *list, const char *what, bo
     }
     for (size_t d = 0; d < s->rank; d++) {
         json_object *v = json_object_array_get_idx(list, d);
-        bool number = json_object_is_type(v, json_type_double) ||
-                      json_object_is_type(v, json_type_int);
+        bool number =
+            json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int);
         out[d] = number ? json_object_get_double(v) : NAN;
         if (!isfinite(out[d]) || (positive && !(out[d] > 0)) || fabs(out[d]) > 1e300) {
             snprintf(msg, sizeof msg, "%s[%zu] is not a %snumber: %s ignored", what, d,
@@ -150,7 +148,8 @@ static bool transforms(const ome_source *s, bool present, json_object *list, con
         json_object *t = json_object_array_get_idx(list, k), *type = NULL, *v = NULL;
         const char *name = json_object_object_get_ex(t, "type", &type) &&
                                    json_object_is_type(type, json_type_string)
-                               ? json_object_get_string(type) : "";
+                               ? json_object_get_string(type)
+                               : "";
         char what[96];
         snprintf(what, sizeof what, "%s %s", where, name);
         if (strcmp(name, "scale") == 0 || strcmp(name, "translation") == 0) {
@@ -159,13 +158,17 @@ static bool transforms(const ome_source *s, bool present, json_object *list, con
             if (!json_object_object_get_ex(t, name, &v) || !numbers(s, v, what, is_scale, tmp))
                 return false;
             for (size_t d = 0; d < s->rank; d++) {
-                if (is_scale) scale[d] *= tmp[d], translation[d] *= tmp[d];
-                else translation[d] += tmp[d];
+                if (is_scale)
+                    scale[d] *= tmp[d], translation[d] *= tmp[d];
+                else
+                    translation[d] += tmp[d];
             }
         } else if (strcmp(name, "identity") != 0) {
             char msg[200];
-            snprintf(msg, sizeof msg, "%s transformation \"%.40s\" is not scale or translation: "
-                                      "the physical frame is ignored", where, name);
+            snprintf(msg, sizeof msg,
+                     "%s transformation \"%.40s\" is not scale or translation: "
+                     "the physical frame is ignored",
+                     where, name);
             note(s, msg);
             return false;
         }
@@ -178,10 +181,12 @@ static bool transforms(const ome_source *s, bool present, json_object *list, con
 static bool axis_units(const ome_source *s, json_object *ms, nds_unit *units, double *factor) {
     json_object *axes = NULL;
     char msg[256];
-    if (!json_object_object_get_ex(ms, "axes", &axes) || !json_object_is_type(axes, json_type_array) ||
-        json_object_array_length(axes) != s->rank) {
-        snprintf(msg, sizeof msg, "its multiscale's axes are not a list of %zu axes (one per "
-                                  "dimension): no physical units", s->rank);
+    if (!json_object_object_get_ex(ms, "axes", &axes) ||
+        !json_object_is_type(axes, json_type_array) || json_object_array_length(axes) != s->rank) {
+        snprintf(msg, sizeof msg,
+                 "its multiscale's axes are not a list of %zu axes (one per "
+                 "dimension): no physical units",
+                 s->rank);
         note(s, msg);
         return false;
     }
@@ -192,12 +197,15 @@ static bool axis_units(const ome_source *s, json_object *ms, nds_unit *units, do
         factor[d] = 1;
         if (!json_object_object_get_ex(ax, "unit", &u) || json_object_is_type(u, json_type_null))
             continue; /* an axis without a unit (a channel) */
-        const char *name = json_object_is_type(u, json_type_string) ? json_object_get_string(u) : NULL;
+        const char *name =
+            json_object_is_type(u, json_type_string) ? json_object_get_string(u) : NULL;
         const char *shrt = cli_ome_unit_short(name, &factor[d]);
         if (!shrt) {
-            snprintf(msg, sizeof msg, "axis %zu's unit %.60s is not a length ndstore converts "
-                                      "(nanometer, micrometer, ...): that axis has no physical "
-                                      "unit", d, name ? name : json_object_to_json_string(u));
+            snprintf(msg, sizeof msg,
+                     "axis %zu's unit %.60s is not a length ndstore converts "
+                     "(nanometer, micrometer, ...): that axis has no physical "
+                     "unit",
+                     d, name ? name : json_object_to_json_string(u));
             note(s, msg);
             continue;
         }

@@ -23,9 +23,10 @@ typedef struct cli_physical {
 
 /** The physical frame of a: the array's own units (nds_array_units, offset 0) when it has any,
  *  else, for a zarr dataset of an OME-Zarr multiscale group, the group's axes units times the
- *  dataset's scale, and its translation. What the group says that cannot be used (an unknown unit,
- *  a list of the wrong length, a value that is not a positive finite number) is ignored, with a note
- *  on stderr naming it. Never fails: no frame is all sizes 0. */
+ *  dataset's scale, and its translation. What the group says that cannot be used (an unknown
+ *  unit, a list of the wrong length, a value that is not a positive finite number) is ignored,
+ *  with a note on stderr naming it. Never fails: no frame is all sizes 0. Reads up to six small
+ *  documents (zarr.json and .zattrs, one to three levels up) from the array's store. */
 void cli_physical_of(nds_array *a, cli_physical *out);
 
 /** The short unit name ("nm") of an OME axis unit ("nanometer"), and in *factor the short units per
@@ -47,8 +48,9 @@ void cli_ome_find_group(nds_kvstore *kv, json_object **doc, json_object **ms, co
  *  c; a zarr v3 array's dimension_names; an N5 array's "axes" attribute; else OME's t, c, z, y, x
  *  from the right ("" beyond five). */
 void cli_ome_axis_names(nds_array *src, char names[][64]);
-/** A new multiscale object {"axes": [...], "datasets": []}: each axis its name, its type (space for
- *  x, y, z; time t; channel c) and, when units[d] is a length ndstore knows ("nm"), its OME unit. */
+/** A new multiscale object {"axes": [...], "datasets": []}: each axis its name, its type (space:
+ *  x, y, z and any axis with a unit; time: t; channel: c) and its OME unit where units[d] is a
+ *  length ndstore knows ("nm" -> "nanometer"). New object: the caller owns it. */
 json_object *cli_ome_multiscale_new(size_t rank, char names[][64], const char *const *units);
 /** Appends dataset path with its scale (and translation, unless NULL) to ms's datasets. */
 void cli_ome_add_dataset(json_object *ms, const char *path, size_t rank, const double *scale,

@@ -60,6 +60,22 @@ nds read "file://$T/g/s0|zarr3:" --units nm --region "600" -o out.npy
 expect_rc 1 "a z index past the end of the dataset is outside its domain"
 expect_err "outside" "the message says the region is outside"
 
+# ---- OME-NGFF 0.4 in zarr v2 (.zattrs, no "ome" wrapper), a dataset path of two parts ------------
+mkdir -p g4
+nds create "file://$T/g4/lvl/s0|zarr:" --shape 6,12,16 --chunks 4,8,8 --dtype uint16; expect_rc 0 "create a zarr v2 dataset"
+nds write "file://$T/g4/lvl/s0|zarr:" -i vol.npy; expect_rc 0 "write it"
+echo '{"zarr_format": 2}' >g4/.zgroup
+"$PY" -c "import json; json.dump({'multiscales': [{'version': '0.4', 'axes': [{'name': 'z', 'type': 'space', 'unit': 'angstrom'}, {'name': 'y', 'type': 'space', 'unit': 'micrometer'}, {'name': 'x', 'type': 'space', 'unit': 'micrometer'}], 'datasets': [{'path': 'lvl/s0', 'coordinateTransformations': [{'type': 'scale', 'scale': [500, 0.5, 0.25]}]}], 'coordinateTransformations': [{'type': 'scale', 'scale': [2, 1, 1]}, {'type': 'translation', 'translation': [1000, 0, 0]}]}]}, open('g4/.zattrs', 'w'))"
+nds info "$T/g4/lvl/s0"
+expect_out "physical:    [100000, 700000) pm x [0, 6) um x [0, 4) um" "OME 0.4 (zarr v2): angstrom as pm, the multiscale's scale and translation after the dataset's"
+expect_out "voxel:       100000 pm x 0.5 um x 0.25 um (from the OME-Zarr group)" "OME 0.4: the voxel size"
+nds read "$T/g4/lvl/s0" --units nm --region "200:300, 1000:2000, 3000" -o r4.npy
+slice_of vol.npy "1:2, 2:4, 12" want4.npy
+check 'same r4.npy want4.npy' "--units nm on the OME 0.4 dataset reads vol[1:2, 2:4, 12]"
+nds create "file://$T/g4/other|zarr:" --shape 4 --chunks 4 --dtype uint8
+nds info "$T/g4/other"
+check '[[ "$OUT" != *"physical:"* && -z "$ERR" ]]' "an array beside the datasets gets no frame and no note"
+
 # ---- hostile OME metadata: never a crash; what is ignored is named --------------------------------
 hostile() { # hostile DESC 'PYTHON attributes' TEXT-IN-THE-NOTE
     group_json g "$2"
