@@ -515,7 +515,7 @@ static int carry_domain(nds_array *src, bool ome, char **spec) {
     bool precomputed = strcmp(format, "neuroglancer_precomputed") == 0;
     cli_physical ph;
     int64_t start[NDS_MAX_RANK];
-    cli_physical_of(src, &ph);
+    cli_physical_of(src, true, &ph);
     if (!ome) { /* an OME-Zarr group keeps the origin and translation as they are (carry_ome) */
         domain_start(src, &ph, start);
         carry_origin(start, ph.rank, o, precomputed, format);
@@ -535,7 +535,7 @@ static int carry_domain(nds_array *src, bool ome, char **spec) {
  * the place of its first voxel as its translation (origin x voxel size + SRC's own translation). */
 static int carry_ome(nds_array *src, const cp_args *ca, nds_context *ctx) {
     cli_physical ph;
-    cli_physical_of(src, &ph);
+    cli_physical_of(src, true, &ph);
     char names[NDS_MAX_RANK][64];
     cli_ome_axis_names(src, names);
     int64_t origin[NDS_MAX_RANK];

@@ -95,7 +95,7 @@ static int gather(nds_array *a, info *in) {
     nds_array_shape(a, in->shape);
     nds_array_origin(a, in->origin);
     cli_physical phys; /* the array's own units, else its OME-Zarr group's */
-    cli_physical_of(a, &phys);
+    cli_physical_of(a, false, &phys);
     memcpy(in->units, phys.units, sizeof in->units);
     memcpy(in->at, phys.offset, sizeof in->at);
     in->units_from_ome = phys.from_ome;

@@ -299,13 +299,14 @@ static void ome_frame(nds_array *a, cli_physical *out) {
     }
 }
 
-void cli_physical_of(nds_array *a, cli_physical *out) {
+void cli_physical_of(nds_array *a, bool remote_too, cli_physical *out) {
     memset(out, 0, sizeof *out);
     out->rank = nds_array_rank(a);
     nds_array_units(a, out->units);
     for (size_t d = 0; d < out->rank; d++)
         if (out->units[d].size > 0) return;
-    ome_frame(a, out);
+    if (remote_too || (nds_kvstore_capabilities(nds_array_kvstore(a)) & NDS_KV_CAP_LOCAL))
+        ome_frame(a, out);
 }
 
 /* ---- writing groups ---- */

@@ -26,8 +26,10 @@ typedef struct cli_physical {
  *  dataset's scale, and its translation. What the group says that cannot be used (an unknown
  *  unit, a list of the wrong length, a value that is not a positive finite number) is ignored,
  *  with a note on stderr naming it. Never fails: no frame is all sizes 0. Reads up to six small
- *  documents (zarr.json and .zattrs, one to three levels up) from the array's store. */
-void cli_physical_of(nds_array *a, cli_physical *out);
+ *  documents (zarr.json and .zattrs, one to three levels up) from the array's store; on a store
+ *  that is not local (http, s3, gcs) only when remote_too: info, whose remote opens cost two
+ *  requests from consolidated metadata, does not spend six more looking for a group. */
+void cli_physical_of(nds_array *a, bool remote_too, cli_physical *out);
 
 /** The short unit name ("nm") of an OME axis unit ("nanometer"), and in *factor the short units per
  *  OME unit ("angstrom": "pm", 100); NULL for a unit ndstore does not convert. */

@@ -86,7 +86,7 @@ int cli_region_from_units(nds_array *a, const char *region, const char *unit, ch
         return cli_fail("--units %s: expected pm, nm, um, mm, cm or m", unit);
     size_t rank = nds_array_rank(a);
     cli_physical phys;
-    cli_physical_of(a, &phys);
+    cli_physical_of(a, true, &phys);
     const nds_unit *units = phys.units;
     bool any = false;
     for (size_t d = 0; d < rank; d++) any |= units[d].size > 0;
