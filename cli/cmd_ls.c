@@ -130,19 +130,25 @@ static void fold_dirs(listing *l) {
     l->n = out;
 }
 
-/* Formats whose metadata keys mark arrays. (Formats registered at run time are not listed: the
- * public API has no way to enumerate the registry.) */
-static const char *const known_formats[] = {"zarr", "zarr3", "n5", "neuroglancer_precomputed"};
+typedef struct key_match {
+    const char *base;       /* the key's last component */
+    const nds_format *found;
+} key_match;
 
-/* The format whose metadata key is key's last component, or NULL. */
+static int match_metadata_key(void *ctx, const nds_format *f) {
+    key_match *m = ctx;
+    if (!f->metadata_key || strcmp(f->metadata_key, m->base) != 0)
+        return 0;
+    m->found = f;
+    return 1;
+}
+
+/* The registered format whose metadata key is key's last component, or NULL. */
 static const nds_format *format_of_key(const char *key) {
-    const char *slash = strrchr(key, '/'), *base = slash ? slash + 1 : key;
-    for (size_t i = 0; i < sizeof known_formats / sizeof known_formats[0]; i++) {
-        const nds_format *f = nds_format_find(known_formats[i]);
-        if (f && f->metadata_key && strcmp(f->metadata_key, base) == 0)
-            return f;
-    }
-    return NULL;
+    const char *slash = strrchr(key, '/');
+    key_match m = {slash ? slash + 1 : key, NULL};
+    nds_format_each(match_metadata_key, &m);
+    return m.found;
 }
 
 /* The spec of format f's array in directory dir ("" or "a/b/") of kv, as new JSON text (free). */

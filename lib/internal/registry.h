@@ -11,9 +11,6 @@
 const nds_kv_driver *nds_kv_driver_find(const char *name);
 /** Finds a kvstore driver by URL scheme; NULL when unknown. */
 const nds_kv_driver *nds_kv_driver_find_scheme(const char *scheme);
-/** Calls fn for each registered format (for detection), in registration order; stops on non-zero.
- */
-int nds_format_each(int (*fn)(void *ctx, const nds_format *f), void *ctx);
 
 /** The built-in tables (lib/builtins.c) and their lengths. */
 extern const nds_kv_driver *const nds_builtin_kv_drivers[];

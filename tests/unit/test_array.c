@@ -908,6 +908,21 @@ START_TEST(resize_racing_writer_processes) {
 }
 END_TEST
 
+static int collect_name(void *ctx, const nds_format *f) {
+    char *names = ctx;
+    strcat(names, f->name);
+    strcat(names, " ");
+    return strcmp(f->name, "testfmt") == 0 ? 7 : 0; /* stops there, returning 7 */
+}
+
+/* The built-in formats first, then those registered at run time; fn's non-zero value stops it. */
+START_TEST(format_each_lists_registered_formats) {
+    char names[512] = "";
+    ck_assert_int_eq(nds_format_each(collect_name, names), 7);
+    ck_assert_str_eq(names, "zarr zarr3 n5 neuroglancer_precomputed testfmt ");
+}
+END_TEST
+
 int main(void) {
     nds_format_register(&testfmt);
     testfmt_fixed = testfmt;
@@ -917,6 +932,7 @@ int main(void) {
     Suite *s = suite_create("array");
     TCase *tc = tcase_create("array");
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, format_each_lists_registered_formats);
     tcase_add_test(tc, random_boxes_match_reference);
     tcase_add_test(tc, read_grid_finer_than_chunks);
     tcase_add_test(tc, missing_chunks_read_fill_and_fill_chunks_are_deleted);

@@ -263,6 +263,9 @@ typedef struct nds_format {
 NDS_API int nds_format_register(const nds_format *format);
 /** Finds a format by name or URL scheme; NULL when unknown. */
 NDS_API const nds_format *nds_format_find(const char *name);
+/** Calls fn for each registered format, the built-in ones first, then in registration order; stops
+ *  at and returns fn's first non-zero value. @return 0 or fn's value */
+NDS_API int nds_format_each(int (*fn)(void *ctx, const nds_format *f), void *ctx);
 
 #ifdef __cplusplus
 }
