@@ -50,7 +50,5 @@ refused() {
 }
 # succeeded DESC: exit 0, clean.
 succeeded() { clean_exit "$1"; expect_rc 0 "$1"; }
-# check COND DESC
-check() { if eval "$1"; then ok; else no "$2 ($1)"; fi; }
 
 finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; }

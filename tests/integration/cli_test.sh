@@ -36,8 +36,6 @@ expect_usage() {
     expect_rc 2 "$1"
     if [[ "$ERR" == *"usage: ndstore"* && "$ERR" == "ndstore: "* ]]; then ok; else no "$1: expected a usage message"; fi
 }
-# check COND DESC: a shell condition
-check() { if eval "$1"; then ok; else no "$2 ($1)"; fi; }
 # py DESC CODE: a NumPy check (exit 0 = pass); skipped without NumPy
 py() {
     if [ "$HAVE_NUMPY" -ne 1 ]; then skipped=$((skipped + 1)); return 0; fi

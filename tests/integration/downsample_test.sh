@@ -8,15 +8,8 @@
 # usage: tests/integration/downsample_test.sh path/to/ndstore
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-BIN=$(realpath "${1:?usage: downsample_test.sh path/to/ndstore}")
-PY=/usr/bin/python3
-T=$(mktemp -d "${TMPDIR:-/tmp}/ndstore-downsample-test.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-pass=0
-fail=0
 source "$HERE/check_lib.sh"
-check() { if eval "$1"; then ok; else no "$2 ($1)"; fi; }
+scratch_setup downsample-test "${1:?usage: downsample_test.sh path/to/ndstore}"
 if ! "$PY" -c 'import numpy' 2>/dev/null; then echo "FAIL: $PY has no numpy"; exit 1; fi
 
 # The reference: level k of a (C order) reduced by factors, as docs/cli.md defines each method.

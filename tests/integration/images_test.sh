@@ -7,15 +7,8 @@
 # usage: tests/integration/images_test.sh path/to/ndstore
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-BIN=$(realpath "${1:?usage: images_test.sh path/to/ndstore}")
-PY=/usr/bin/python3
-T=$(mktemp -d "${TMPDIR:-/tmp}/ndstore-images-test.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-pass=0
-fail=0
 source "$HERE/check_lib.sh"
-check() { if eval "$1"; then ok; else no "$2 ($1)"; fi; }
+scratch_setup images-test "${1:?usage: images_test.sh path/to/ndstore}"
 # expect_fail DESC TEXT: exit 1, one "ndstore:" line containing TEXT, and no file left at $OUTFILE
 expect_refused() {
     expect_rc "${3:-1}" "$1"

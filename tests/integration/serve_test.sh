@@ -30,7 +30,6 @@ cd "$T" || exit 1
 pass=0
 fail=0
 source "$HERE/check_lib.sh"
-check() { if eval "$1"; then ok; else no "$2 ($1)"; fi; }
 RC=0 OUT="" ERR=""
 
 # serve NAME ARGS...: starts `ndstore serve ARGS` in the background; sets PID and URL (the line it

@@ -12,18 +12,8 @@
 # "N passed, N failed" line; exits 1 on any failure.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-ARG=${1:?usage: versioned_test.sh BUILD_DIR}
-if [ -d "$ARG" ]; then BIN=$ARG/ndstore; else BIN=$ARG; fi
-BIN=$(realpath "$BIN")
-PY=/usr/bin/python3
-T=$(mktemp -d "${TMPDIR:-/tmp}/ndstore-versioned.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-
-pass=0
-fail=0
 source "$HERE/check_lib.sh"
-check() { if eval "$1"; then ok; else no "$2 ($1)"; fi; }
+scratch_setup versioned "${1:?usage: versioned_test.sh BUILD_DIR}"
 
 S="file://$T/ckpt/"
 A="$S|versioned:model/a/|zarr3:"

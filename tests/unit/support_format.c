@@ -43,13 +43,25 @@ const char *zarr3_array_doc(const char *shape, const char *dtype, const char *ch
     return doc;
 }
 
-nds_array *zarr3_in_memory(const char *path, const char *doc) {
-    nds_array *a;
-    NDS_OK(open_spec(&a,
+/* nds_array_open creating a zarr v3 array at memory://<path>/ from doc. */
+static int zarr3_create(nds_array **a, const char *path, const char *doc) {
+    return open_spec(a,
                      "{\"driver\":\"zarr3\",\"kvstore\":\"memory://%s/\",\"metadata\":%s,"
                      "\"create\":true}",
-                     path, doc));
+                     path, doc);
+}
+
+nds_array *zarr3_in_memory(const char *path, const char *doc) {
+    nds_array *a;
+    NDS_OK(zarr3_create(&a, path, doc));
     return a;
+}
+
+int zarr3_create_status(const char *path, const char *doc) {
+    nds_array *a = NULL;
+    int rc = zarr3_create(&a, path, doc);
+    if (rc == 0) nds_array_free(a);
+    return rc;
 }
 
 void put_raw(const char *url, const char *key, const void *data, size_t len) {

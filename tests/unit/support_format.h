@@ -31,6 +31,9 @@ const char *zarr3_array_doc(const char *shape, const char *dtype, const char *ch
                             const char *fill, const char *codecs);
 /** Creates a zarr v3 array at memory://<path>/ from a whole zarr.json (doc), asserting success. */
 nds_array *zarr3_in_memory(const char *path, const char *doc);
+/** Tries to create a zarr v3 array at memory://<path>/ from doc; returns the status (the array, if
+ *  made, is freed), for tests of refusals. */
+int zarr3_create_status(const char *path, const char *doc);
 
 /** Reads the whole array into out (asserting success). */
 void read_all(nds_array *a, void *out);

@@ -127,41 +127,30 @@ START_TEST(packbits_bool) {
 }
 END_TEST
 
-/* Creating the array must fail with code and a message containing text. */
-static int create_doc(const char *path, const char *doc) {
-    nds_array *a = NULL;
-    int rc = open_spec(&a,
-                       "{\"driver\":\"zarr3\",\"kvstore\":\"memory://%s/\",\"metadata\":%s,"
-                       "\"create\":true}",
-                       path, doc);
-    if (rc == 0) nds_array_free(a);
-    return rc;
-}
-
 START_TEST(refusals) {
-    EXPECT_ERR(create_doc("ac/r1",
+    EXPECT_ERR(zarr3_create_status("ac/r1",
                           zarr3_array_doc("[4,4]", "int32", "[2,2]", "0",
                                           "[{\"name\":\"transpose\",\"configuration\":{"
                                           "\"order\":[1,0]}},{\"name\":\"numcodecs.delta\","
                                           "\"configuration\":{\"dtype\":\"<i4\"}}," BYTES_LE "]")),
                NDS_EUNSUPPORTED, "together with transpose");
-    EXPECT_ERR(create_doc("ac/r2", zarr3_array_doc("[4]", "bool", "[4]", "false",
+    EXPECT_ERR(zarr3_create_status("ac/r2", zarr3_array_doc("[4]", "bool", "[4]", "false",
                                                    "[{\"name\":\"bitround\",\"configuration\":{"
                                                    "\"keepbits\":3}},\"bytes\"]")),
                NDS_EUNSUPPORTED, "bitround needs integer or float16/32/64 data");
     EXPECT_ERR(
-        create_doc("ac/r3",
+        zarr3_create_status("ac/r3",
                    zarr3_array_doc("[4]", "int32", "[4]", "0",
                                    "[{\"name\":\"numcodecs.delta\",\"configuration\":{"
                                    "\"dtype\":\"<i4\"}},{\"name\":\"sharding_indexed\","
                                    "\"configuration\":{\"chunk_shape\":[2],\"codecs\":[" BYTES_LE
                                    "],\"index_codecs\":[" BYTES_LE "]}}]")),
         NDS_EUNSUPPORTED, "sharding_indexed after an array-to-array codec");
-    EXPECT_ERR(create_doc("ac/r4", zarr3_array_doc("[4]", "int32", "[4]", "0",
+    EXPECT_ERR(zarr3_create_status("ac/r4", zarr3_array_doc("[4]", "int32", "[4]", "0",
                                                    "[" BYTES_LE ",{\"name\":\"numcodecs.delta\","
                                                    "\"configuration\":{\"dtype\":\"<i4\"}}]")),
                NDS_EFORMAT, "must come before the array-to-bytes codec");
-    EXPECT_ERR(create_doc("ac/r5", zarr3_array_doc("[4]", "float16", "[4]", "0",
+    EXPECT_ERR(zarr3_create_status("ac/r5", zarr3_array_doc("[4]", "float16", "[4]", "0",
                                                    "[{\"name\":\"packbits\"}]")),
                NDS_EUNSUPPORTED, "packbits does not support data type \"float16\"");
 }

@@ -218,40 +218,32 @@ START_TEST(bitround_integers) {
 }
 END_TEST
 
-static int create_doc(const char *path, const char *doc) {
-    nds_array *a = NULL;
-    int rc = open_spec(&a,
-                       "{\"driver\":\"zarr3\",\"kvstore\":\"memory://%s/\",\"metadata\":%s,"
-                       "\"create\":true}",
-                       path, doc);
-    if (rc == 0) nds_array_free(a);
-    return rc;
-}
-
 START_TEST(bad_configurations) {
-    EXPECT_ERR(create_doc("pb/r1", zarr3_array_doc("[4]", "bool", "[4]", "false",
+    EXPECT_ERR(zarr3_create_status("pb/r1", zarr3_array_doc("[4]", "bool", "[4]", "false",
                                                    pb("{\"padding_encoding\":\"middle\"}"))),
                NDS_EFORMAT, "\"padding_encoding\" must be");
     EXPECT_ERR(
-        create_doc("pb/r2", zarr3_array_doc("[4]", "int4", "[4]", "0", pb("{\"last_bit\":4}"))),
+        zarr3_create_status("pb/r2",
+                            zarr3_array_doc("[4]", "int4", "[4]", "0", pb("{\"last_bit\":4}"))),
         NDS_EFORMAT, "last_bit");
-    EXPECT_ERR(create_doc("pb/r3", zarr3_array_doc("[4]", "int16", "[4]", "0",
+    EXPECT_ERR(zarr3_create_status("pb/r3", zarr3_array_doc("[4]", "int16", "[4]", "0",
                                                    pb("{\"first_bit\":5,\"last_bit\":4}"))),
                NDS_EFORMAT, "\"last_bit\" (4) is less than \"first_bit\" (5)");
-    EXPECT_ERR(create_doc("pb/r4", zarr3_array_doc("[4]", "float16", "[4]", "0", pb(NULL))),
+    EXPECT_ERR(zarr3_create_status("pb/r4",
+                                   zarr3_array_doc("[4]", "float16", "[4]", "0", pb(NULL))),
                NDS_EUNSUPPORTED, "packbits does not support data type \"float16\"");
-    EXPECT_ERR(create_doc("pb/r5", zarr3_array_doc("[4]", "bool", "[4]", "false",
+    EXPECT_ERR(zarr3_create_status("pb/r5", zarr3_array_doc("[4]", "bool", "[4]", "false",
                                                    pb("{\"bit_order\":\"msb\"}"))),
                NDS_EFORMAT, "unknown configuration member \"bit_order\"");
-    EXPECT_ERR(create_doc("br/r1", zarr3_array_doc("[4]", "int16", "[4]", "0",
+    EXPECT_ERR(zarr3_create_status("br/r1", zarr3_array_doc("[4]", "int16", "[4]", "0",
                                                    "[{\"name\":\"bitround\",\"configuration\":"
                                                    "{\"keepbits\":0}}]")),
                NDS_EFORMAT, "keepbits");
-    EXPECT_ERR(create_doc("br/r2", zarr3_array_doc("[4]", "int16", "[4]", "0",
+    EXPECT_ERR(zarr3_create_status("br/r2", zarr3_array_doc("[4]", "int16", "[4]", "0",
                                                    "[{\"name\":\"bitround\",\"configuration\":"
                                                    "{\"keepbits\":17}}]")),
                NDS_EFORMAT, "keepbits");
-    EXPECT_ERR(create_doc("pb/r6", zarr3_array_doc("[4]", "bool", "[4]", "false",
+    EXPECT_ERR(zarr3_create_status("pb/r6", zarr3_array_doc("[4]", "bool", "[4]", "false",
                                                    "[{\"name\":\"packbits\"},\"bytes\"]")),
                NDS_EFORMAT, "a second array-to-bytes codec");
 }
