@@ -236,7 +236,7 @@ int nds_pc_gunzip(const uint8_t *in, size_t len, size_t limit, nds_buf *out) {
     if (rc) return rc;
     if (nds_buf_reserve(out, isize ? (size_t)isize : 1))
         return nds_err(NDS_ENOMEM, "gzip: out of memory for %llu bytes", (unsigned long long)isize);
-    rc = g->codec->decode(g->state, in, len, out->data, (size_t)isize, &got);
+    rc = nds_codec_decode(g->codec, g->state, in, len, out->data, (size_t)isize, &got);
     if (!rc) out->len = got;
     return rc;
 }

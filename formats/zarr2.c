@@ -335,46 +335,55 @@ static bool parts_are_chunk_parts(const zarr2 *z) {
     return z->codec && !z->filters && !z->m.fortran;
 }
 
-/* A part decoded in the stored byte order put into the host's (rc passed through). */
-static int part_to_host(const zarr2 *z, int rc, uint8_t *out, size_t begin, size_t end) {
-    if (rc == 0 && z->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(z->m.dtype));
-    return rc;
+/* Decodes with the compressor as rq asks (a part, through a reader, into pieces), the chunk's
+ * bytes put into the host's order. */
+static int decode_request(const zarr2 *z, nds_decode_request *rq) {
+    size_t unit = z->swap ? nds_dtype_swap_unit(z->m.dtype) : 0;
+    rq->align = z->m.itemsize;
+    return nds_codec_decode_chunk(z->codec, z->codec_state, rq, z->m.chunk_nbytes, unit);
 }
 
-/* C-order chunks with a compressor that can decode a part (blosc, zstd) decode only the bytes
- * asked for. */
+/* C-order chunks with a compressor decode only the bytes asked for where it can (blosc, zstd). */
 static int zarr2_decode_chunk_part(void *state, const uint64_t *cell, const uint8_t *data,
                                    size_t len, uint8_t *out, size_t begin, size_t end) {
     const zarr2 *z = state;
     (void)cell;
     if (!parts_are_chunk_parts(z)) return NDS_EUNSUPPORTED;
-    return part_to_host(z,
-                        nds_codec_decode_part(z->codec, z->codec_state, data, len, out,
-                                              z->m.chunk_nbytes, begin, end),
-                        out, begin, end);
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.in = data;
+    rq.in_len = len;
+    rq.dst = out;
+    rq.begin = begin;
+    rq.end = end;
+    return decode_request(z, &rq);
 }
 
-/* The same, reading only the stored bytes the part needs (blosc). */
+/* The same, reading only the stored bytes the part needs where the compressor can (blosc). */
 static int zarr2_read_chunk_part(void *state, const uint64_t *cell, const nds_part_reader *r,
                                  uint8_t *out, size_t begin, size_t end) {
     const zarr2 *z = state;
     (void)cell;
     if (!parts_are_chunk_parts(z)) return NDS_EUNSUPPORTED;
-    return part_to_host(z,
-                        nds_codec_decode_part_read(z->codec, z->codec_state, r, out,
-                                                   z->m.chunk_nbytes, begin, end),
-                        out, begin, end);
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.reader = r;
+    rq.dst = out;
+    rq.begin = begin;
+    rq.end = end;
+    return decode_request(z, &rq);
 }
 
-/* C-order chunks decoded a piece at a time where the compressor can (blosc). */
+/* C-order chunks decoded a piece at a time where the compressor can (blosc), else whole. */
 static int zarr2_decode_chunk_pieces(void *state, const uint64_t *cell, const uint8_t *data,
                                      size_t len, nds_piece_sink sink, void *arg) {
     const zarr2 *z = state;
     (void)cell;
     if (!parts_are_chunk_parts(z)) return NDS_EUNSUPPORTED;
-    return nds_codec_decode_pieces(z->codec, z->codec_state, data, len, z->m.chunk_nbytes,
-                                   z->m.itemsize, z->swap ? nds_dtype_swap_unit(z->m.dtype) : 0,
-                                   sink, arg);
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.in = data;
+    rq.in_len = len;
+    rq.sink = sink;
+    rq.sink_arg = arg;
+    return decode_request(z, &rq);
 }
 
 /* With filters: the chunk in its stored layout, through the filters, then the compressor. */

@@ -691,7 +691,7 @@ static int decode_grow(const bb_codec *b, const uint8_t *in, size_t len, uint64_
         if (!p) return nds_err(NDS_ENOMEM, "%s: out of memory for %llu bytes", b->codec->name,
                                (unsigned long long)cap);
         *buf = p;
-        int rc = b->codec->decode(b->state, in, len, p, (size_t)cap, out_len);
+        int rc = nds_codec_decode(b->codec, b->state, in, len, p, (size_t)cap, out_len);
         if (rc != NDS_ECORRUPT || b->crc || cap >= bound) return rc;
         cap = nds_min_u64(bound, cap * 4);
     }
@@ -701,7 +701,7 @@ static int decode_grow(const bb_codec *b, const uint8_t *in, size_t len, uint64_
 static int decode_exact(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out) {
     const bb_codec *b = &c->bb[0];
     size_t got = 0;
-    int rc = b->codec->decode(b->state, in, len, out, c->nbytes, &got);
+    int rc = nds_codec_decode(b->codec, b->state, in, len, out, c->nbytes, &got);
     if (rc == 0 && got != c->nbytes)
         rc = nds_err(NDS_ECORRUPT, "%s: expected %zu bytes after decoding, found %zu",
                      b->codec->name, c->nbytes, got);
@@ -769,36 +769,46 @@ static bool part_is_chunk_part(const nds_z3_chain *c) {
            !nds_dtype_is_subbyte(c->arr.dtype); /* whole decodes normalise them (decode_ab) */
 }
 
-/* A part decoded in the stored byte order put into the host's (rc passed through). */
-static int part_to_host(const nds_z3_chain *c, int rc, uint8_t *out, size_t begin, size_t end) {
-    if (rc == 0 && c->swap) nds_byteswap_span(out, begin, end, nds_dtype_swap_unit(c->tarr.dtype));
-    return rc;
+/* Decodes with the chain's one bytes-to-bytes codec as rq asks (a part, through a reader, into
+ * pieces), the chunk's bytes put into the host's order; NDS_EUNSUPPORTED (no message) when the
+ * chain is not that. */
+static int decode_request(const nds_z3_chain *c, nds_decode_request *rq) {
+    if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
+    const bb_codec *b = &c->bb[0];
+    rq->align = c->elem;
+    return nds_codec_decode_chunk(b->codec, b->state, rq, c->nbytes,
+                                  c->swap ? nds_dtype_swap_unit(c->tarr.dtype) : 0);
 }
 
 int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out,
                              size_t begin, size_t end) {
-    if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
-    const bb_codec *b = &c->bb[0];
-    return part_to_host(
-        c, nds_codec_decode_part(b->codec, b->state, in, len, out, c->nbytes, begin, end), out,
-        begin, end);
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.in = in;
+    rq.in_len = len;
+    rq.dst = out;
+    rq.begin = begin;
+    rq.end = end;
+    return decode_request(c, &rq);
 }
 
 int nds_z3_chain_read_part(const nds_z3_chain *c, const nds_part_reader *r, uint8_t *out,
                            size_t begin, size_t end) {
-    if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
-    const bb_codec *b = &c->bb[0];
-    return part_to_host(
-        c, nds_codec_decode_part_read(b->codec, b->state, r, out, c->nbytes, begin, end), out,
-        begin, end);
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.reader = r;
+    rq.dst = out;
+    rq.begin = begin;
+    rq.end = end;
+    return decode_request(c, &rq);
 }
 
 int nds_z3_chain_decode_pieces(const nds_z3_chain *c, const uint8_t *in, size_t len,
                                nds_piece_sink sink, void *arg) {
-    if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
-    const bb_codec *b = &c->bb[0];
-    return nds_codec_decode_pieces(b->codec, b->state, in, len, c->nbytes, c->elem,
-                                   c->swap ? nds_dtype_swap_unit(c->tarr.dtype) : 0, sink, arg);
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.in = in;
+    rq.in_len = len;
+    rq.sink = sink;
+    rq.sink_arg = arg;
+    return decode_request(c, &rq);
 }
 
 /* ---- encode ---------------------------------------------------------------------------------- */

@@ -4,15 +4,14 @@
  * picks out_cap (low 3 bits) and, when its top bit is set, also a round trip of the payload. The
  * rest is the payload, decoded with the chosen out_cap: decode must succeed within out_cap or fail
  * with NDS_ECORRUPT, never crash or write past out_cap (checked with a guard area). In round-trip
- * mode the payload is encoded and decoded back and must come back unchanged. Codecs with decode_part
- * (blosc, zstd) also decode the middle third of out_cap bytes under the same contract, and those
- * with decode_part_read (blosc) decode it again reading the payload in parts, which must give the
- * same bytes whenever both succeed. Codecs with decode_pieces (blosc) hand the payload over in
- * pieces, which must come in order inside out_cap and, when they do, be what decode gives (decode
- * must then succeed too). ndstore's own decoder of blosc-lz4 chunks (blosc_blocks.c) must succeed
- * exactly where c-blosc's does, with c-blosc's bytes, and decode a range of blocks to c-blosc's
- * bytes.
- * Run: fuzz_codecs -max_len=70000 fuzz/corpus/fuzz_codecs/ ; replayed in CI by replay_main.c.
+ * mode the payload is encoded and decoded back and must come back unchanged. Every codec also
+ * decodes the middle third of out_cap bytes (a part: codec.h nds_decode_request) under the same
+ * contract, and again reading the payload through a part reader, which must give the same bytes
+ * whenever both succeed; and hands the payload over in pieces, which must come in order inside
+ * out_cap and, when they do, be what decode gives (decode must then succeed too). ndstore's own
+ * decoder of blosc-lz4 chunks (blosc_blocks.c) must succeed exactly where c-blosc's does, with
+ * c-blosc's bytes, and decode a range of blocks to c-blosc's bytes. Run: fuzz_codecs -max_len=70000
+ * fuzz/corpus/fuzz_codecs/ ; replayed in CI by replay_main.c.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -77,7 +76,7 @@ static void roundtrip(const nds_codec *c, void *st, const uint8_t *p, size_t n) 
     }
     uint8_t *out = malloc(n ? n : 1);
     size_t got = 0;
-    int rc = c->decode(st, enc.data, enc.len, out, n, &got);
+    int rc = nds_codec_decode(c, st, enc.data, enc.len, out, n, &got);
     if (rc != 0 || got != n || (n && memcmp(out, p, n) != 0)) {
         fprintf(stderr, "fuzz_codecs: %s round trip of %zu bytes failed: %s\n", c->name, n,
                 rc ? nds_error_last()->message : "bytes differ");
@@ -97,7 +96,7 @@ static int fuzz_value_read(void *arg, uint64_t offset, size_t len, uint8_t *dst,
                            uint64_t *value_len) {
     const fuzz_value *v = arg;
     if (offset > v->len || len > v->len - offset) return NDS_ERANGE;
-    memcpy(dst, v->data + offset, len);
+    if (len) memcpy(dst, v->data + offset, len);
     *value_len = v->len;
     return 0;
 }
@@ -110,8 +109,22 @@ static void check_guard(const uint8_t *out, size_t cap, const char *codec, const
         }
 }
 
-/* decode_part_read of bytes [begin, end) over in[0..n): the decode_part contract, and the bytes
- * decode_part gave (part, when part_rc is 0) whenever it succeeds too. */
+/* A part request: bytes [begin, end) of a value of cap bytes from in[0..n) or the reader r. */
+static int decode_part(const nds_codec *c, void *st, const uint8_t *in, size_t n,
+                       const nds_part_reader *r, uint8_t *out, size_t cap) {
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.in = r ? NULL : in;
+    rq.in_len = r ? 0 : n;
+    rq.reader = r;
+    rq.dst = cap ? out : NULL;
+    rq.cap = cap;
+    rq.begin = cap / 3;
+    rq.end = cap - cap / 3;
+    return c->decode(st, &rq);
+}
+
+/* The part read through a part reader over in[0..n): the part's contract, and the bytes the part
+ * from memory gave (part, when part_rc is 0) whenever it succeeds too. */
 static void part_read_checked(const nds_codec *c, void *st, const uint8_t *in, size_t n,
                               size_t cap, const uint8_t *part, int part_rc) {
     size_t begin = cap / 3, end = cap - cap / 3;
@@ -119,9 +132,9 @@ static void part_read_checked(const nds_codec *c, void *st, const uint8_t *in, s
     memset(out + cap, 0xA5, GUARD);
     fuzz_value v = {in, n};
     nds_part_reader r = {fuzz_value_read, &v};
-    int rc = c->decode_part_read(st, &r, cap ? out : NULL, cap, begin, end);
+    int rc = decode_part(c, st, in, n, &r, out, cap);
     check_guard(out, cap, c->name, "decode_part_read");
-    if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM && rc != NDS_EUNSUPPORTED) {
+    if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM) {
         fprintf(stderr, "fuzz_codecs: %s decode_part_read returned %d: %s\n", c->name, rc,
                 nds_error_last()->message);
         abort();
@@ -158,8 +171,14 @@ static void pieces_checked(const nds_codec *c, void *st, const uint8_t *in, size
     pieces p = {malloc(cap + 1), 0, cap};
     char why[256];
     snprintf(why, sizeof why, "%s", decode_rc ? nds_error_last()->message : "");
-    int rc = c->decode_pieces(st, in, n, cap, 1, put_piece, &p);
-    if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM && rc != NDS_EUNSUPPORTED) {
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.in = in;
+    rq.in_len = n;
+    rq.cap = cap;
+    rq.sink = put_piece;
+    rq.sink_arg = &p;
+    int rc = c->decode(st, &rq);
+    if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM) {
         fprintf(stderr, "fuzz_codecs: %s decode_pieces returned %d: %s\n", c->name, rc,
                 nds_error_last()->message);
         abort();
@@ -207,7 +226,7 @@ static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size
     uint8_t *out = malloc(cap + GUARD);
     memset(out + cap, 0xA5, GUARD);
     size_t got = 0;
-    int rc = c->decode(st, in, n, cap ? out : NULL, cap, &got);
+    int rc = nds_codec_decode(c, st, in, n, cap ? out : NULL, cap, &got);
     check_guard(out, cap, c->name, "decode");
     if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM) {
         fprintf(stderr, "fuzz_codecs: %s decode returned %d: %s\n", c->name, rc,
@@ -215,20 +234,18 @@ static void decode_checked(const nds_codec *c, void *st, const uint8_t *in, size
         abort();
     }
     if (rc == 0 && got > cap) abort();
-    if (c->version >= 4 && c->decode_pieces) pieces_checked(c, st, in, n, cap, out, rc, got);
+    pieces_checked(c, st, in, n, cap, out, rc, got);
     if (c == &nds_codec_blosc) blosc_checked(in, n, cap);
-    /* decode_part (blosc, zstd) of the middle third, under the same contract. */
-    if (c->version >= 2 && c->decode_part) {
-        memset(out + cap, 0xA5, GUARD);
-        rc = c->decode_part(st, in, n, cap ? out : NULL, cap, cap / 3, cap - cap / 3);
-        check_guard(out, cap, c->name, "decode_part");
-        if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM) {
-            fprintf(stderr, "fuzz_codecs: %s decode_part returned %d: %s\n", c->name, rc,
-                    nds_error_last()->message);
-            abort();
-        }
-        if (c->version >= 3 && c->decode_part_read) part_read_checked(c, st, in, n, cap, out, rc);
+    /* The middle third, under the same contract. */
+    memset(out + cap, 0xA5, GUARD);
+    rc = decode_part(c, st, in, n, NULL, out, cap);
+    check_guard(out, cap, c->name, "decode_part");
+    if (rc != 0 && rc != NDS_ECORRUPT && rc != NDS_ENOMEM) {
+        fprintf(stderr, "fuzz_codecs: %s decode_part returned %d: %s\n", c->name, rc,
+                nds_error_last()->message);
+        abort();
     }
+    part_read_checked(c, st, in, n, cap, out, rc);
     free(out);
 }
 

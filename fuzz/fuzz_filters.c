@@ -131,7 +131,7 @@ static void fuzz_registry(const char *id, const uint8_t *p, size_t len, size_t c
     check(out != NULL);
     memset(out, 0xA5, cap + GUARD);
     size_t got = 0;
-    int rc = codec->decode(st, p, len, out, cap, &got);
+    int rc = nds_codec_decode(codec, st, p, len, out, cap, &got);
     check(rc == NDS_ECORRUPT || (rc == 0 && got <= cap));
     check_guard(out, cap);
     free(out);

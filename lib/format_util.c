@@ -97,7 +97,7 @@ int nds_format_codec_new(const json_object *config, size_t elem_size, const char
 int nds_codec_decode_exact(const nds_codec *c, void *state, const uint8_t *in, size_t len,
                            uint8_t *out, size_t n) {
     size_t got = 0;
-    int rc = c->decode(state, in, len, out, n, &got);
+    int rc = nds_codec_decode(c, state, in, len, out, n, &got);
     if (rc) return rc;
     if (got != n)
         return nds_err(NDS_ECORRUPT, "%s: expected %zu bytes after decompression, found %zu",
@@ -114,45 +114,11 @@ int nds_codec_decode_grow(const nds_codec *c, void *state, const uint8_t *in, si
             return nds_err(NDS_ENOMEM, "%s: out of memory for %llu bytes", c->name,
                            (unsigned long long)cap);
         size_t got = 0;
-        int rc = c->decode(state, in, len, out->data, (size_t)cap, &got);
+        int rc = nds_codec_decode(c, state, in, len, out->data, (size_t)cap, &got);
         out->len = rc ? 0 : got;
         if (rc != NDS_ECORRUPT || cap >= bound) return rc;
         cap = cap > bound / 4 ? bound : cap * 4;
     }
-}
-
-int nds_codec_decode_part(const nds_codec *c, void *state, const uint8_t *in, size_t len,
-                          uint8_t *out, size_t n, size_t begin, size_t end) {
-    if (c->version < 2 || !c->decode_part) return NDS_EUNSUPPORTED;
-    return c->decode_part(state, in, len, out, n, begin, end);
-}
-
-int nds_codec_decode_part_read(const nds_codec *c, void *state, const nds_part_reader *r,
-                               uint8_t *out, size_t n, size_t begin, size_t end) {
-    if (c->version < 3 || !c->decode_part_read) return NDS_EUNSUPPORTED;
-    return c->decode_part_read(state, r, out, n, begin, end);
-}
-
-/* A sink that puts each piece into the host's byte order before handing it on. */
-typedef struct swapping_sink {
-    size_t unit;
-    nds_piece_sink sink;
-    void *arg;
-} swapping_sink;
-
-static int swap_piece(void *arg, size_t offset, uint8_t *data, size_t len) {
-    const swapping_sink *w = arg;
-    nds_byteswap_span(data, 0, len, w->unit);
-    return w->sink(w->arg, offset, data, len);
-}
-
-int nds_codec_decode_pieces(const nds_codec *c, void *state, const uint8_t *in, size_t len,
-                            size_t n, size_t elem, size_t swap_unit, nds_piece_sink sink,
-                            void *arg) {
-    if (c->version < 4 || !c->decode_pieces) return NDS_EUNSUPPORTED;
-    if (swap_unit <= 1) return c->decode_pieces(state, in, len, n, elem, sink, arg);
-    swapping_sink w = {swap_unit, sink, arg};
-    return c->decode_pieces(state, in, len, n, elem, swap_piece, &w);
 }
 
 void nds_default_chunks(size_t rank, const uint64_t *shape, size_t itemsize, uint64_t target_bytes,

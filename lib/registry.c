@@ -104,9 +104,19 @@ int nds_format_register(const nds_format *f) {
 
 int nds_codec_register(const nds_codec *c) {
     ensure_builtins();
-    if (!c || c->version < 1 || c->version > NDS_CODEC_VERSION || !c->name)
-        return nds_err(NDS_EINVAL, "codec registration: version %u is not 1 to %d", c ? c->version : 0u,
-                       NDS_CODEC_VERSION);
+    if (!c || !c->name)
+        return nds_err(NDS_EINVAL, "codec registration: %s",
+                       c ? "the codec has no name" : "no codec");
+    if (c->version != NDS_CODEC_VERSION)
+        return nds_err(NDS_EINVAL,
+                       "codec registration: codec \"%.40s\" is of version %u; this library "
+                       "takes version %d",
+                       c->name, c->version, NDS_CODEC_VERSION);
+    if (!c->create || !c->destroy || !c->config_json || !c->encode || !c->decode)
+        return nds_err(NDS_EINVAL,
+                       "codec registration: codec \"%.40s\" lacks create, destroy, "
+                       "config_json, encode or decode",
+                       c->name);
     return add(&codecs, c, codec_name);
 }
 

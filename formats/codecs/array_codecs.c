@@ -426,7 +426,7 @@ static int stage_decode(const stage *s, const uint8_t *in, size_t len, uint8_t *
                        s->out_bytes, len);
     if (s->kind == ST_BYTES) {
         size_t got = 0;
-        int rc = s->codec->decode(s->state, in, len, out, s->in_bytes, &got);
+        int rc = nds_codec_decode(s->codec, s->state, in, len, out, s->in_bytes, &got);
         if (rc == 0 && got != s->in_bytes)
             rc = nds_err(NDS_ECORRUPT, "%s: expected %zu bytes after decoding, found %zu", name,
                          s->in_bytes, got);

@@ -156,8 +156,8 @@ static int check_header(const uint8_t *in, size_t len, size_t out_cap, size_t *n
     return 0;
 }
 
-static int bl_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-                     size_t *out_len) {
+static int bl_decode_whole(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
+                           size_t *out_len) {
     (void)state;
     size_t nbytes = 0;
     int rc = check_header(in, len, out_cap, &nbytes);
@@ -205,7 +205,7 @@ static int bl_decode_part(void *state, const uint8_t *in, size_t len, uint8_t *o
     size_t items = (nds_min_u64(end, nbytes) + typesize - 1) / typesize - first;
     if ((first + items) * typesize > nbytes) { /* a partial last item: decode it all */
         size_t got;
-        return bl_decode(state, in, len, out, out_len, &got);
+        return bl_decode_whole(state, in, len, out, out_len, &got);
     }
     int got = blosc_getitem(in, (int)first, (int)items, out + first * typesize);
     if (got < 0 || (size_t)got != items * typesize)
@@ -215,7 +215,7 @@ static int bl_decode_part(void *state, const uint8_t *in, size_t len, uint8_t *o
     return 0;
 }
 
-/* ---- decode_part_read: only the stored bytes a range needs ---- */
+/* ---- a part through a reader: only the stored bytes a range needs ---- */
 
 /* Reads through r; a value shorter than its header says is a truncated chunk. */
 static int read_stored(const nds_part_reader *r, uint64_t offset, size_t len, uint8_t *dst,
@@ -300,12 +300,31 @@ static int bl_decode_part_read(void *state, const nds_part_reader *r, uint8_t *o
     return rc;
 }
 
-/* Block by block, for reads that copy each block out while it is in the cache: lz4 chunks are
- * decoded here (blosc_blocks.c), the others by c-blosc whole. */
-static int bl_decode_pieces(void *state, const uint8_t *in, size_t len, size_t out_len,
-                            size_t align, nds_piece_sink sink, void *arg) {
-    (void)state;
-    return nds_blosc_decode_blocks(in, len, out_len, align, sink, arg);
+extern const nds_codec nds_codec_blosc;
+
+/* What blosc does itself: a part through a reader (only the blocks it needs are read), pieces
+ * block by block (lz4 chunks: blosc_blocks.c, each block handed on while it is in the cache), a
+ * part of a value in memory (only its blocks decoded). NDS_EUNSUPPORTED for the rest. */
+static int bl_decode_native(void *state, nds_decode_request *req) {
+    int rc = NDS_EUNSUPPORTED;
+    if (req->reader) {
+        if (req->end != SIZE_MAX && !req->sink) /* else read whole (the fallback) */
+            rc = bl_decode_part_read(state, req->reader, req->dst, req->cap, req->begin, req->end);
+    } else if (req->sink)
+        rc = nds_blosc_decode_blocks(req->in, req->in_len, req->cap, req->align, req->sink,
+                                     req->sink_arg);
+    else if (req->end != SIZE_MAX)
+        rc = bl_decode_part(state, req->in, req->in_len, req->dst, req->cap, req->begin, req->end);
+    if (rc == 0) req->out_len = req->cap;
+    return rc;
+}
+
+static int bl_decode(void *state, nds_decode_request *req) {
+    if (!req->reader && !req->sink && req->end == SIZE_MAX)
+        return bl_decode_whole(state, req->in, req->in_len, req->dst, req->cap, &req->out_len);
+    int rc = bl_decode_native(state, req);
+    if (rc != NDS_EUNSUPPORTED) return rc;
+    return nds_codec_decode_fallback(&nds_codec_blosc, state, req, bl_decode_whole);
 }
 
 static int bl_config_json(void *state, struct json_object **out) {
@@ -327,9 +346,6 @@ const nds_codec nds_codec_blosc = {
     .create = bl_create,
     .destroy = bl_destroy,
     .encode = bl_encode,
-    .decode = bl_decode,
     .config_json = bl_config_json,
-    .decode_part = bl_decode_part,
-    .decode_part_read = bl_decode_part_read,
-    .decode_pieces = bl_decode_pieces,
+    .decode = bl_decode,
 };

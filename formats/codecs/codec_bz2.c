@@ -112,14 +112,21 @@ static int bz2_fail(const nds_stream_result *r, size_t out_cap, size_t at) {
                          brc);
 }
 
-static int bz2_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-                      size_t *out_len) {
+static int bz2_decode_whole(void *state, const uint8_t *in, size_t len, uint8_t *out,
+                            size_t out_cap, size_t *out_len) {
     (void)state;
     return nds_decode_streams(in, len, out, out_cap, out_len, decode_stream, bz2_fail);
 }
 
 static int bz2_config_json(void *state, struct json_object **out) {
     return nds_int_config_json(state, "bz2", "level", out);
+}
+
+extern const nds_codec nds_codec_bz2;
+
+/* Parts, readers and pieces: the generic fallback over the whole decode. */
+static int bz2_decode(void *state, nds_decode_request *req) {
+    return nds_codec_decode_fallback(&nds_codec_bz2, state, req, bz2_decode_whole);
 }
 
 const nds_codec nds_codec_bz2 = {

@@ -129,8 +129,8 @@ static int ck_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) {
     return 0;
 }
 
-static int ck_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-                     size_t *out_len) {
+static int ck_decode_whole(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
+                           size_t *out_len) {
     const ck_state *s = state;
     if (len < 4)
         return nds_err(NDS_ECORRUPT, "%s: %zu bytes is too short to hold a checksum", s->id, len);
@@ -158,6 +158,19 @@ static int ck_config_json(void *state, struct json_object **out) {
     if (s->id[0] != 'f' && s->at_end)
         json_object_object_add(*out, "location", json_object_new_string("end"));
     return 0;
+}
+
+extern const nds_codec nds_codec_adler32, nds_codec_fletcher32, nds_codec_crc32;
+
+/* The codec an instance belongs to (the three share their functions). */
+static const nds_codec *ck_codec(const ck_state *s) {
+    if (s->id[0] == 'a') return &nds_codec_adler32;
+    return s->id[0] == 'f' ? &nds_codec_fletcher32 : &nds_codec_crc32;
+}
+
+/* Parts, readers and pieces: the generic fallback over the whole decode. */
+static int ck_decode(void *state, nds_decode_request *req) {
+    return nds_codec_decode_fallback(ck_codec(state), state, req, ck_decode_whole);
 }
 
 const nds_codec nds_codec_adler32 = {

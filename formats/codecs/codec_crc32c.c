@@ -47,8 +47,8 @@ static int crc_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) 
     return 0;
 }
 
-static int crc_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-                      size_t *out_len) {
+static int crc_decode_whole(void *state, const uint8_t *in, size_t len, uint8_t *out,
+                            size_t out_cap, size_t *out_len) {
     (void)state;
     if (len < 4)
         return nds_err(NDS_ECORRUPT, "crc32c: %zu bytes is too short to hold a checksum", len);
@@ -72,6 +72,13 @@ static int crc_config_json(void *state, struct json_object **out) {
     if (!*out) return nds_err(NDS_ENOMEM, "crc32c: out of memory");
     json_object_object_add(*out, "id", json_object_new_string("crc32c"));
     return 0;
+}
+
+extern const nds_codec nds_codec_crc32c;
+
+/* Parts, readers and pieces: the generic fallback over the whole decode. */
+static int crc_decode(void *state, nds_decode_request *req) {
+    return nds_codec_decode_fallback(&nds_codec_crc32c, state, req, crc_decode_whole);
 }
 
 const nds_codec nds_codec_crc32c = {

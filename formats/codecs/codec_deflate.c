@@ -164,8 +164,8 @@ static int gzip_decode(const deflate_state *s, struct libdeflate_decompressor *d
     return 0;
 }
 
-static int deflate_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-                          size_t *out_len) {
+static int deflate_decode_whole(void *state, const uint8_t *in, size_t len, uint8_t *out,
+                                size_t out_cap, size_t *out_len) {
     const deflate_state *s = state;
     struct libdeflate_decompressor *d = tls_decompressor();
     if (!d) return nds_err(NDS_ENOMEM, "%s: out of memory creating a decompressor", s->name);
@@ -190,6 +190,15 @@ static int deflate_config_json(void *state, struct json_object **out) {
     json_object_object_add(o, "level", json_object_new_int(s->level));
     *out = o;
     return 0;
+}
+
+extern const nds_codec nds_codec_gzip, nds_codec_zlib;
+
+/* Parts, readers and pieces: the generic fallback over the whole decode. */
+static int deflate_decode(void *state, nds_decode_request *req) {
+    const deflate_state *s = state;
+    const nds_codec *self = s->gzip ? &nds_codec_gzip : &nds_codec_zlib;
+    return nds_codec_decode_fallback(self, state, req, deflate_decode_whole);
 }
 
 const nds_codec nds_codec_gzip = {

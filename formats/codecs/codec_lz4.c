@@ -71,8 +71,8 @@ static int lz4_encode(void *state, const uint8_t *in, size_t len, nds_buf *out) 
     return 0;
 }
 
-static int lz4_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-                      size_t *out_len) {
+static int lz4_decode_whole(void *state, const uint8_t *in, size_t len, uint8_t *out,
+                            size_t out_cap, size_t *out_len) {
     (void)state;
     if (len < HEADER)
         return nds_err(NDS_ECORRUPT, "lz4: truncated header (%zu bytes, need %d)", len, HEADER);
@@ -102,6 +102,13 @@ static int lz4_config_json(void *state, struct json_object **out) {
     json_object_object_add(o, "acceleration", json_object_new_int(s->acceleration));
     *out = o;
     return 0;
+}
+
+extern const nds_codec nds_codec_lz4;
+
+/* Parts, readers and pieces: the generic fallback over the whole decode. */
+static int lz4_decode(void *state, nds_decode_request *req) {
+    return nds_codec_decode_fallback(&nds_codec_lz4, state, req, lz4_decode_whole);
 }
 
 const nds_codec nds_codec_lz4 = {

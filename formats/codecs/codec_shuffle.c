@@ -53,8 +53,8 @@ static int shuf_encode(void *state, const uint8_t *in, size_t len, nds_buf *out)
     return 0;
 }
 
-static int shuf_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-                       size_t *out_len) {
+static int shuf_decode_whole(void *state, const uint8_t *in, size_t len, uint8_t *out,
+                             size_t out_cap, size_t *out_len) {
     size_t es = elementsize(state);
     if (es > 1 && len % es)
         return nds_err(NDS_ECORRUPT,
@@ -72,6 +72,13 @@ static int shuf_decode(void *state, const uint8_t *in, size_t len, uint8_t *out,
 
 static int shuf_config_json(void *state, struct json_object **out) {
     return nds_int_config_json(state, "shuffle", "elementsize", out);
+}
+
+extern const nds_codec nds_codec_shuffle;
+
+/* Parts, readers and pieces: the generic fallback over the whole decode. */
+static int shuf_decode(void *state, nds_decode_request *req) {
+    return nds_codec_decode_fallback(&nds_codec_shuffle, state, req, shuf_decode_whole);
 }
 
 const nds_codec nds_codec_shuffle = {

@@ -114,14 +114,21 @@ static int xz_fail(const nds_stream_result *r, size_t out_cap, size_t at) {
     }
 }
 
-static int xz_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-                     size_t *out_len) {
+static int xz_decode_whole(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
+                           size_t *out_len) {
     (void)state;
     return nds_decode_streams(in, len, out, out_cap, out_len, decode_stream, xz_fail);
 }
 
 static int xz_config_json(void *state, struct json_object **out) {
     return nds_int_config_json(state, "xz", "preset", out);
+}
+
+extern const nds_codec nds_codec_xz;
+
+/* Parts, readers and pieces: the generic fallback over the whole decode. */
+static int xz_decode(void *state, nds_decode_request *req) {
+    return nds_codec_decode_fallback(&nds_codec_xz, state, req, xz_decode_whole);
 }
 
 const nds_codec nds_codec_xz = {

@@ -4,8 +4,9 @@
  * (3); "checksum": bool, default false}. Encode writes one frame with the content size
  * (ZSTD_compress2), as numcodecs does. Decode accepts one or more concatenated frames, with or
  * without a content size, with or without a checksum; a declared content size larger than out_cap
- * is refused before decoding. decode_part decodes a frame's start only (as far as a region
- * needs). Omits: dictionaries, streaming (the caller always knows the decoded size bound).
+ * is refused before decoding. A part decodes a frame's start only (as far as a region
+ * needs), straight into the caller's buffer; readers and pieces go through the generic fallback.
+ * Omits: dictionaries, streaming (the caller always knows the decoded size bound).
  *
  * Threading: an instance is immutable. ZSTD contexts are cached per thread (pthread key, freed at
  * thread exit) so repeated calls allocate nothing; parameters are set on each call because one
@@ -154,8 +155,8 @@ static ZSTD_DCtx *dctx_get(void) {
     return t ? t->dctx : NULL;
 }
 
-static int zstd_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-                       size_t *out_len) {
+static int zstd_decode_whole(void *state, const uint8_t *in, size_t len, uint8_t *out,
+                             size_t out_cap, size_t *out_len) {
     (void)state;
     int rc = check_declared_size(in, len, out_cap);
     if (rc) return rc;
@@ -187,8 +188,13 @@ static int zstd_decode_part(void *state, const uint8_t *in, size_t len, uint8_t 
     (void)begin;
     unsigned long long declared = ZSTD_getFrameContentSize(in, len);
     size_t frame = ZSTD_findFrameCompressedSize(in, len);
-    if (declared != out_len || ZSTD_isError(frame) || frame != len || end >= out_len)
-        return zstd_decode(state, in, len, out, out_len, &got);
+    if (declared != out_len || ZSTD_isError(frame) || frame != len || end >= out_len) {
+        int rc = zstd_decode_whole(state, in, len, out, out_len, &got);
+        if (rc == 0 && got != out_len)
+            rc = nds_err(NDS_ECORRUPT, "zstd: expected %zu bytes after decompression, found %zu",
+                         out_len, got);
+        return rc;
+    }
     ZSTD_DCtx *dctx = dctx_get();
     if (!dctx) return nds_err(NDS_ENOMEM, "zstd: out of memory creating a decompression context");
     ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
@@ -215,6 +221,19 @@ static int zstd_decode_part(void *state, const uint8_t *in, size_t len, uint8_t 
     return 0;
 }
 
+extern const nds_codec nds_codec_zstd;
+
+/* Into a buffer: whole values and parts here (straight into dst); readers and pieces through the
+ * generic fallback (a reader's value read whole, then decoded in part here). */
+static int zstd_decode(void *state, nds_decode_request *req) {
+    if (req->reader || req->sink)
+        return nds_codec_decode_fallback(&nds_codec_zstd, state, req, zstd_decode_whole);
+    if (req->end == SIZE_MAX)
+        return zstd_decode_whole(state, req->in, req->in_len, req->dst, req->cap, &req->out_len);
+    req->out_len = req->cap;
+    return zstd_decode_part(state, req->in, req->in_len, req->dst, req->cap, req->begin, req->end);
+}
+
 static int zstd_config_json(void *state, struct json_object **out) {
     const zstd_state *s = state;
     json_object *o = json_object_new_object();
@@ -236,5 +255,4 @@ const nds_codec nds_codec_zstd = {
     .encode = zstd_encode,
     .decode = zstd_decode,
     .config_json = zstd_config_json,
-    .decode_part = zstd_decode_part,
 };

@@ -55,20 +55,12 @@ int nds_codec_decode_exact(const nds_codec *c, void *state, const uint8_t *in, s
  * alike, so corrupt input grows the buffer to the bound before its error comes out). */
 int nds_codec_decode_grow(const nds_codec *c, void *state, const uint8_t *in, size_t len,
                           uint64_t bound, nds_buf *out);
-/** Decodes bytes [begin, end) of a value whose decoded size is exactly n (codec decode_part);
- *  NDS_EUNSUPPORTED (no message) when the codec decodes whole values only. */
-int nds_codec_decode_part(const nds_codec *c, void *state, const uint8_t *in, size_t len,
-                          uint8_t *out, size_t n, size_t begin, size_t end);
-/** Bytes [begin, end) of a value whose decoded size is exactly n, reading only the stored bytes
- * they need through r (codec decode_part_read); NDS_EUNSUPPORTED when the codec cannot. */
-int nds_codec_decode_part_read(const nds_codec *c, void *state, const nds_part_reader *r,
-                               uint8_t *out, size_t n, size_t begin, size_t end);
-/** A value whose decoded size is exactly n, of elem-byte elements, handed to sink a piece at a
- * time (codec decode_pieces), each piece's bytes swapped in units of swap_unit first (0: stored
- * in the host's order); NDS_EUNSUPPORTED when the codec cannot. */
-int nds_codec_decode_pieces(const nds_codec *c, void *state, const uint8_t *in, size_t len,
-                            size_t n, size_t elem, size_t swap_unit, nds_piece_sink sink,
-                            void *arg);
+/** Decodes a chunk's stored value with codec c as req asks (a part, through a reader, into a
+ * sink: codec.h), its decoded size exactly n (req->cap is set to n), putting the bytes decoded
+ * into the host's byte order in units of swap_unit (0 or 1: stored in the host's order): the
+ * range of dst, or each piece before the sink sees it. An empty range decodes nothing. */
+int nds_codec_decode_chunk(const nds_codec *c, void *state, nds_decode_request *req, size_t n,
+                           size_t swap_unit);
 
 /** A default chunk shape for an array of rank dims of shape and itemsize-byte elements: about
  * target_bytes per chunk (at least one element), from the whole shape (a zero-length dimension
@@ -120,7 +112,8 @@ enum {
     NDS_SCRATCH_FORMAT0,
     NDS_SCRATCH_FORMAT1,
     NDS_SCRATCH_FORMAT2,
-    NDS_SCRATCH_CODEC, /* a codec's stored bytes read in part (decode_part_read) */
+    NDS_SCRATCH_CODEC,  /* a codec's stored bytes read through a reader (lib/codec_decode.c) */
+    NDS_SCRATCH_DECODE, /* a value decoded whole for a sink (nds_codec_decode_fallback) */
     NDS_SCRATCH_BLOCKS, /* a codec's block buffers (blosc_blocks.c), over any of the above */
     NDS_SCRATCH_SLOTS
 };

@@ -51,7 +51,7 @@ static void roundtrip(const nds_codec *c, void *st, const uint8_t *data, size_t 
     for (size_t extra = 0; extra <= 100; extra += 100) {
         uint8_t *out = guarded(len + extra);
         size_t got = (size_t)-1;
-        int rc = c->decode(st, enc.data, enc.len, out, len + extra, &got);
+        int rc = nds_codec_decode(c, st, enc.data, enc.len, out, len + extra, &got);
         ck_assert_msg(rc == 0, "%s: decode of %zu bytes (cap +%zu): %d %s", what, len, extra, rc,
                       nds_error_last()->message);
         ck_assert_msg(got == len, "%s: decoded %zu bytes, want %zu", what, got, len);
@@ -322,7 +322,7 @@ static int decode_guarded(const nds_codec *c, void *st, const uint8_t *in, size_
                           size_t out_cap, const char *what) {
     uint8_t *out = guarded(out_cap);
     size_t got = (size_t)-1;
-    int rc = c->decode(st, in, len, out, out_cap, &got);
+    int rc = nds_codec_decode(c, st, in, len, out, out_cap, &got);
     ck_assert_msg(rc == 0 || rc == NDS_ECORRUPT, "%s: unexpected rc %d: %s", what, rc,
                   nds_error_last()->message);
     if (rc == 0) ck_assert_msg(got <= out_cap, "%s: out_len %zu > out_cap %zu", what, got, out_cap);
@@ -405,7 +405,7 @@ START_TEST(test_corrupt) {
             if (checked && rc == 0) {
                 uint8_t *out = guarded(sizeof data);
                 size_t got = 0;
-                ck_assert_int_eq(c->decode(st, mut, enc.len, out, sizeof data, &got), 0);
+                ck_assert_int_eq(nds_codec_decode(c, st, mut, enc.len, out, sizeof data, &got), 0);
                 ck_assert_msg(got == sizeof data && memcmp(out, data, got) == 0,
                               "%s: corruption not detected", what);
                 free(out);
@@ -445,7 +445,7 @@ START_TEST(test_empty_input) {
     void *st = make(c, NULL, 4);
     uint8_t one = 0;
     decode_guarded(c, st, &one, 0, 100, "empty input");
-    assert_error(c->decode(st, &one, 0, NULL, 0, &(size_t){0}), NDS_ECORRUPT, c->name,
+    assert_error(nds_codec_decode(c, st, &one, 0, NULL, 0, &(size_t){0}), NDS_ECORRUPT, c->name,
                  "empty input, NULL out");
     c->destroy(st);
 }
@@ -464,11 +464,12 @@ START_TEST(test_hostile_blosc_sizes) {
     nds_store_le32(in + 4, 64);          /* nbytes */
     nds_store_le32(in + 8, 64);          /* blocksize */
     nds_store_le32(in + 12, 0x8000000f); /* cbytes: 2^31 + 15 */
-    assert_error(nds_codec_blosc.decode(st, in, sizeof in, out, sizeof out, &got), NDS_ECORRUPT,
-                 "header says 2147483663 bytes, 32 present", "blosc cbytes 2^31 + 15");
+    assert_error(nds_codec_decode(&nds_codec_blosc, st, in, sizeof in, out, sizeof out, &got),
+                 NDS_ECORRUPT, "header says 2147483663 bytes, 32 present",
+                 "blosc cbytes 2^31 + 15");
     nds_store_le32(in + 4, 0x8000000f); /* nbytes */
     nds_store_le32(in + 12, sizeof in);
-    ck_assert_int_eq(nds_codec_blosc.decode(st, in, sizeof in, out, sizeof out, &got),
+    ck_assert_int_eq(nds_codec_decode(&nds_codec_blosc, st, in, sizeof in, out, sizeof out, &got),
                      NDS_ECORRUPT);
     ck_assert_msg(strstr(nds_error_last()->message, "2147483663") &&
                       !strstr(nds_error_last()->message, "18446744"),
@@ -483,22 +484,22 @@ START_TEST(test_hostile_lz4) {
      */
     uint8_t in[] = {0xff, 0xff, 0xff, 0xff, 0x10, 'x'};
     decode_guarded(&nds_codec_lz4, st, in, sizeof in, MIB, "lz4 4 GiB");
-    assert_error(nds_codec_lz4.decode(st, in, sizeof in, NULL, 0, &(size_t){0}), NDS_ECORRUPT,
-                 "declares", "lz4 4 GiB");
+    assert_error(nds_codec_decode(&nds_codec_lz4, st, in, sizeof in, NULL, 0, &(size_t){0}),
+                 NDS_ECORRUPT, "declares", "lz4 4 GiB");
     uint8_t *out = guarded(MIB);
     size_t got;
-    assert_error(nds_codec_lz4.decode(st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT, "declares",
-                 "lz4 4 GiB, 1 MiB cap");
+    assert_error(nds_codec_decode(&nds_codec_lz4, st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT,
+                 "declares", "lz4 4 GiB, 1 MiB cap");
     in[0] = 0, in[1] = 0, in[2] = 0, in[3] = 0x80;
-    assert_error(nds_codec_lz4.decode(st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT, "declares",
-                 "lz4 2 GiB");
+    assert_error(nds_codec_decode(&nds_codec_lz4, st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT,
+                 "declares", "lz4 2 GiB");
     in[0] = 1, in[1] = 0, in[2] = 0x10, in[3] = 0;
-    assert_error(nds_codec_lz4.decode(st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT, "declares",
-                 "lz4 1 MiB + 1");
+    assert_error(nds_codec_decode(&nds_codec_lz4, st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT,
+                 "declares", "lz4 1 MiB + 1");
     /* A declared size the block does not fill is corrupt too. */
     in[0] = 5, in[1] = 0, in[2] = 0, in[3] = 0;
-    assert_error(nds_codec_lz4.decode(st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT, "lz4",
-                 "lz4 short block");
+    assert_error(nds_codec_decode(&nds_codec_lz4, st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT,
+                 "lz4", "lz4 short block");
     check_guard(out, MIB, "lz4 hostile");
     free(out);
     nds_codec_lz4.destroy(st);
@@ -513,13 +514,13 @@ START_TEST(test_hostile_zstd) {
     ck_assert_uint_eq(ZSTD_getFrameContentSize(in, sizeof in), 1ull << 32);
     uint8_t *out = guarded(MIB);
     size_t got;
-    assert_error(nds_codec_zstd.decode(st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT, "declares",
-                 "zstd 4 GiB");
+    assert_error(nds_codec_decode(&nds_codec_zstd, st, in, sizeof in, out, MIB, &got), NDS_ECORRUPT,
+                 "declares", "zstd 4 GiB");
     check_guard(out, MIB, "zstd hostile");
     /* Not a zstd frame at all. */
     uint8_t junk[] = "this is not zstd";
-    assert_error(nds_codec_zstd.decode(st, junk, sizeof junk, out, MIB, &got), NDS_ECORRUPT, "zstd",
-                 "zstd junk");
+    assert_error(nds_codec_decode(&nds_codec_zstd, st, junk, sizeof junk, out, MIB, &got),
+                 NDS_ECORRUPT, "zstd", "zstd junk");
     free(out);
     nds_codec_zstd.destroy(st);
 }
@@ -536,28 +537,29 @@ START_TEST(test_hostile_blosc) {
     /* nbytes = 2 GiB - 17. */
     memcpy(mut, enc.data, enc.len);
     mut[4] = 0xef, mut[5] = 0xff, mut[6] = 0xff, mut[7] = 0x7f;
-    assert_error(nds_codec_blosc.decode(st, mut, enc.len, out, sizeof data, &got), NDS_ECORRUPT,
-                 "declares", "blosc 2 GiB");
+    assert_error(nds_codec_decode(&nds_codec_blosc, st, mut, enc.len, out, sizeof data, &got),
+                 NDS_ECORRUPT, "declares", "blosc 2 GiB");
     /* cbytes larger than the bytes present. */
     memcpy(mut, enc.data, enc.len);
     mut[12] = (uint8_t)(enc.len + 1), mut[13] = (uint8_t)((enc.len + 1) >> 8);
-    assert_error(nds_codec_blosc.decode(st, mut, enc.len, out, sizeof data, &got), NDS_ECORRUPT,
-                 "truncated", "blosc cbytes");
+    assert_error(nds_codec_decode(&nds_codec_blosc, st, mut, enc.len, out, sizeof data, &got),
+                 NDS_ECORRUPT, "truncated", "blosc cbytes");
     /* blocksize of 2 GiB: must fail without allocating it. */
     memcpy(mut, enc.data, enc.len);
     mut[8] = 0, mut[9] = 0, mut[10] = 0, mut[11] = 0x80;
-    assert_error(nds_codec_blosc.decode(st, mut, enc.len, out, sizeof data, &got), NDS_ECORRUPT,
-                 "blosc", "blosc blocksize");
+    assert_error(nds_codec_decode(&nds_codec_blosc, st, mut, enc.len, out, sizeof data, &got),
+                 NDS_ECORRUPT, "blosc", "blosc blocksize");
     /* A header from a future format version. */
     memcpy(mut, enc.data, enc.len);
     mut[0] = 9;
-    assert_error(nds_codec_blosc.decode(st, mut, enc.len, out, sizeof data, &got), NDS_ECORRUPT,
-                 "blosc", "blosc version");
+    assert_error(nds_codec_decode(&nds_codec_blosc, st, mut, enc.len, out, sizeof data, &got),
+                 NDS_ECORRUPT, "blosc", "blosc version");
     check_guard(out, sizeof data, "blosc hostile");
     /* Trailing bytes after the chunk are ignored, as numcodecs does. */
     nds_buf_reserve(&enc, enc.len + 5);
     memset(enc.data + enc.len, 0xee, 5);
-    ck_assert_int_eq(nds_codec_blosc.decode(st, enc.data, enc.len + 5, out, sizeof data, &got), 0);
+    ck_assert_int_eq(
+        nds_codec_decode(&nds_codec_blosc, st, enc.data, enc.len + 5, out, sizeof data, &got), 0);
     ck_assert_uint_eq(got, sizeof data);
     ck_assert_mem_eq(out, data, sizeof data);
     free(out);
@@ -595,7 +597,7 @@ static void decode_expect(const nds_codec *c, void *st, const uint8_t *in, size_
                           const uint8_t *want, size_t want_len, const char *what) {
     uint8_t *out = guarded(want_len + 10);
     size_t got = 0;
-    int rc = c->decode(st, in, len, out, want_len + 10, &got);
+    int rc = nds_codec_decode(c, st, in, len, out, want_len + 10, &got);
     ck_assert_msg(rc == 0, "%s: %d %s", what, rc, nds_error_last()->message);
     ck_assert_msg(got == want_len, "%s: %zu bytes, want %zu", what, got, want_len);
     ck_assert_msg(want_len == 0 || memcmp(out, want, want_len) == 0, "%s: bytes differ", what);
@@ -767,7 +769,7 @@ static void *thread_main(void *p) {
         for (size_t i = 0; i < n; i++) data[i] = (uint8_t)((i * (size_t)(a->seed + 1)) >> 3);
         size_t got = 0;
         if (a->c->encode(a->st, data, n, &enc) ||
-            a->c->decode(a->st, enc.data, enc.len, out, cap, &got) || got != n ||
+            nds_codec_decode(a->c, a->st, enc.data, enc.len, out, cap, &got) || got != n ||
             (n && memcmp(out, data, n)))
             a->failures++;
     }
@@ -920,15 +922,15 @@ START_TEST(test_golden) {
         /* out_cap exactly the size works too; one byte less does not. */
         uint8_t *out = guarded(plain_len);
         size_t got = 0;
-        ck_assert_msg(c->decode(st, enc, enc_len, out, plain_len, &got) == 0, "%s exact: %s",
-                      g->name, nds_error_last()->message);
+        ck_assert_msg(nds_codec_decode(c, st, enc, enc_len, out, plain_len, &got) == 0,
+                      "%s exact: %s", g->name, nds_error_last()->message);
         ck_assert_uint_eq(got, plain_len);
         check_guard(out, plain_len, g->name);
         free(out);
         if (plain_len > 0) {
             out = guarded(plain_len - 1);
-            assert_error(c->decode(st, enc, enc_len, out, plain_len - 1, &got), NDS_ECORRUPT,
-                         g->codec, g->name);
+            assert_error(nds_codec_decode(c, st, enc, enc_len, out, plain_len - 1, &got),
+                         NDS_ECORRUPT, g->codec, g->name);
             check_guard(out, plain_len - 1, g->name);
             free(out);
         }
@@ -1022,6 +1024,23 @@ START_TEST(test_registry) {
     for (size_t i = 0; i < 6; i++)
         ck_assert_ptr_eq(nds_codec_find(all_names[i]), codec_named(all_names[i]));
     ck_assert_ptr_null(nds_codec_find("snappy-ish"));
+}
+END_TEST
+
+/* Registration takes codecs of this version with every method, and refuses the others by name:
+ * a codec built for the old version 4 (four decodes), one without a decode, none at all. */
+START_TEST(test_registry_refuses) {
+    nds_codec old = nds_codec_zstd;
+    old.name = "zstd-old";
+    old.version = 4;
+    assert_error(nds_codec_register(&old), NDS_EINVAL,
+                 "codec \"zstd-old\" is of version 4; this library takes version 1", "version");
+    ck_assert_ptr_null(nds_codec_find("zstd-old"));
+    nds_codec partial = nds_codec_zstd;
+    partial.name = "zstd-partial";
+    partial.decode = NULL;
+    assert_error(nds_codec_register(&partial), NDS_EINVAL, "lacks", "no decode");
+    assert_error(nds_codec_register(NULL), NDS_EINVAL, "no codec", "NULL");
 }
 END_TEST
 
@@ -1195,6 +1214,7 @@ static Suite *codecs_suite(void) {
     tcase_add_test(tc, test_config_json);
     tcase_add_test(tc, test_bad_configs);
     tcase_add_test(tc, test_registry);
+    tcase_add_test(tc, test_registry_refuses);
     tcase_add_test(tc, test_codec_spec);
     suite_add_tcase(s, tc);
 

@@ -142,8 +142,9 @@ START_TEST(test_corrupt_checksums) {
     NDS_OK(codec->create(&st, NULL, 1));
     size_t got = 0;
     enc.data[3] ^= 1;
-    ck_assert_int_eq(codec->decode(st, enc.data, enc.len, out, sizeof out, &got), NDS_ECORRUPT);
-    ck_assert_int_eq(codec->decode(st, enc.data, 3, out, sizeof out, &got), NDS_ECORRUPT);
+    ck_assert_int_eq(nds_codec_decode(codec, st, enc.data, enc.len, out, sizeof out, &got),
+                     NDS_ECORRUPT);
+    ck_assert_int_eq(nds_codec_decode(codec, st, enc.data, 3, out, sizeof out, &got), NDS_ECORRUPT);
     codec->destroy(st);
     nds_buf_dispose(&enc);
     nds_filter_chain_free(c);

@@ -323,7 +323,7 @@ START_TEST(fortran_big_endian_compressed) {
     NDS_OK(zstd->create(&st, cfg, 4));
     uint8_t dec[96];
     size_t got;
-    NDS_OK(zstd->decode(st, (const uint8_t *)raw, len, dec, sizeof dec, &got));
+    NDS_OK(nds_codec_decode(zstd, st, (const uint8_t *)raw, len, dec, sizeof dec, &got));
     ck_assert_uint_eq(got, 96);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++)

@@ -146,14 +146,15 @@ START_TEST(crc32c_codec) {
     ck_assert_int_eq(memcmp(out.data + 5, le, 4), 0);
     uint8_t dec[16];
     size_t n = 0;
-    NDS_OK(c->decode(st, out.data, out.len, dec, sizeof dec, &n));
+    NDS_OK(nds_codec_decode(c, st, out.data, out.len, dec, sizeof dec, &n));
     ck_assert_uint_eq(n, 5);
     ck_assert_int_eq(memcmp(dec, "hello", 5), 0);
-    EXPECT_ERR(c->decode(st, out.data, out.len, dec, 4, &n), NDS_ECORRUPT, "exceeds");
+    EXPECT_ERR(nds_codec_decode(c, st, out.data, out.len, dec, 4, &n), NDS_ECORRUPT, "exceeds");
     out.data[1] ^= 1;
-    EXPECT_ERR(c->decode(st, out.data, out.len, dec, sizeof dec, &n), NDS_ECORRUPT,
+    EXPECT_ERR(nds_codec_decode(c, st, out.data, out.len, dec, sizeof dec, &n), NDS_ECORRUPT,
                "crc32c mismatch");
-    EXPECT_ERR(c->decode(st, out.data, 3, dec, sizeof dec, &n), NDS_ECORRUPT, "too short");
+    EXPECT_ERR(nds_codec_decode(c, st, out.data, 3, dec, sizeof dec, &n), NDS_ECORRUPT,
+               "too short");
     json_object *bad = json_tokener_parse("{\"level\":1}");
     void *st2 = NULL;
     EXPECT_ERR(c->create(&st2, bad, 1), NDS_EFORMAT, "unknown member \"level\"");
@@ -917,14 +918,18 @@ static int count_encode(void *state, const uint8_t *in, size_t len, nds_buf *out
     out->len = len;
     return 0;
 }
-static int count_decode(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t cap,
-                        size_t *out_len) {
+static int count_decode_whole(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t cap,
+                              size_t *out_len) {
     (void)state;
     atomic_fetch_add(&counted_decodes, 1);
     if (len > cap) return NDS_ECORRUPT;
     memcpy(out, in, len);
     *out_len = len;
     return 0;
+}
+static const nds_codec count_codec;
+static int count_decode(void *state, nds_decode_request *req) {
+    return nds_codec_decode_fallback(&count_codec, state, req, count_decode_whole);
 }
 static int count_config(void *state, json_object **out) {
     (void)state;

@@ -19,16 +19,17 @@ extern "C" {
 
 struct json_object;
 
-/* 2 added decode_part; 3 added decode_part_read; 4 added decode_pieces. Codecs built for an older
- * version still register (without the later members). */
-#define NDS_CODEC_VERSION 4
+/* Version 1. Versions change at releases only; a member added between releases is appended and
+ * optional (NULL = not provided). Registration refuses any other version. */
+#define NDS_CODEC_VERSION 1
 
 /**
- * Reads parts of one stored value for decode_part_read: len bytes from offset into dst, and the
- * value's whole stored size into *value_len. Returns 0; NDS_ERANGE when the value ends before
- * offset + len; NDS_ENOTFOUND (no message) when the value does not exist; NDS_ECONFLICT (no
- * message) when it is no longer the version an earlier read of this reader saw; or an I/O error.
- * Every read of one reader sees the same stored version.
+ * Reads parts of one stored value (a decode request's reader): len bytes from offset into dst,
+ * and the value's whole stored size into *value_len (len may be 0 to learn only the size).
+ * Returns 0; NDS_ERANGE when the value ends before offset + len; NDS_ENOTFOUND (no message) when
+ * the value does not exist; NDS_ECONFLICT (no message) when it is no longer the version an
+ * earlier read of this reader saw; or an I/O error. Every read of one reader sees the same
+ * stored version.
  */
 typedef struct nds_part_reader {
     int (*read)(void *arg, uint64_t offset, size_t len, uint8_t *dst, uint64_t *value_len);
@@ -36,15 +37,68 @@ typedef struct nds_part_reader {
 } nds_part_reader;
 
 /**
- * Receives a decoded value piece by piece (decode_pieces): bytes [offset, offset + len) of it in
- * data, which the receiver may change (a format swaps bytes there) and which is valid only during
- * the call. Pieces come in order and cover the value once. A nonzero return stops the decode and
- * is returned by it.
+ * Receives a decoded value piece by piece (a decode request's sink): bytes [offset, offset + len)
+ * of it in data, which the receiver may change (a format swaps bytes there) and which is valid
+ * only during the call. Pieces come in order and do not overlap. A nonzero return stops the
+ * decode and is returned by it.
  */
 typedef int (*nds_piece_sink)(void *arg, size_t offset, uint8_t *data, size_t len);
 
+/**
+ * One decode: bytes [begin, end) of the decoded value, from an input given either in memory (in)
+ * or through a part reader (reader), into either a caller buffer (dst) or a piece sink (sink).
+ * Start from NDS_DECODE_REQUEST_INIT (the whole value) and set one input and one output. The
+ * caller fills every member but out_len; the codec only sets out_len. Members are only appended
+ * (the library that calls a codec is never older than the codec: registration checks it).
+ *
+ * What the codec guarantees:
+ * - The decoded value is at most cap bytes (more: NDS_ECORRUPT); a part (end != SIZE_MAX) or a
+ *   sink decode may insist on exactly cap bytes (another size: NDS_ECORRUPT). Corrupt or cut-short
+ *   input is NDS_ECORRUPT with a message; never a crash, never a write outside dst[0..cap).
+ * - Into dst: bytes [begin, min(end, out_len)) come out right; the bytes of dst outside them
+ *   may hold anything (a codec decodes whole blocks, or the whole value, around the range).
+ *   zstd and the others decode straight into dst, with no copy.
+ * - Into sink: pieces in order that together hold at least [begin, min(end, out_len)) (a codec
+ *   that decodes block by block hands each block while it is in the cache; the others hand the
+ *   whole value as one piece). Every piece starts at a multiple of align (the element size, so
+ *   that a receiver can swap bytes piece by piece). Damage found after a piece was handed over
+ *   is NDS_ECORRUPT like any other.
+ * - Through reader: only the stored bytes the range needs are read where the codec can tell them
+ *   (blosc: header, block index, the blocks holding the range), else the whole value. A reader
+ *   error comes back as it is, except NDS_ERANGE (the value is shorter than it says):
+ *   NDS_ECORRUPT.
+ */
+typedef struct nds_decode_request {
+    /* input: exactly one of in and reader */
+    const uint8_t *in;             /**< the encoded value in[0..in_len), or NULL */
+    size_t in_len;                 /**< its length in bytes */
+    const nds_part_reader *reader; /**< the encoded value read in parts, or NULL */
+    /* the range */
+    size_t begin; /**< first byte of the decoded value wanted (0: from the start) */
+    size_t end;   /**< one past the last byte wanted; SIZE_MAX: to the end (a whole decode) */
+    size_t cap;   /**< the decoded size's bound (dst's capacity); see above */
+    /* output: exactly one of dst and sink */
+    uint8_t *dst;        /**< dst[0..cap), or NULL (with cap 0 and no sink: an empty value) */
+    nds_piece_sink sink; /**< receives the pieces, or NULL */
+    void *sink_arg;      /**< sink's first argument */
+    size_t align;        /**< pieces start at multiples of it (0 or 1: anywhere) */
+    /* result */
+    size_t out_len; /**< set by decode: the decoded value's size */
+} nds_decode_request;
+
+/** A whole decode with no input or output set yet. */
+#define NDS_DECODE_REQUEST_INIT                                                                    \
+    { NULL, 0, NULL, 0, SIZE_MAX, 0, NULL, NULL, NULL, 0, 0 }
+
+/** A codec's decode of a whole in-memory value into out[0..cap), setting *out_len: what a codec
+ *  that cannot do parts, readers or pieces writes, and hands to nds_codec_decode_fallback. */
+typedef int (*nds_decode_whole_fn)(void *state, const uint8_t *in, size_t len, uint8_t *out,
+                                   size_t cap, size_t *out_len);
+
+struct nds_codec;
+
 typedef struct nds_codec {
-    /** NDS_CODEC_VERSION; checked at registration. Members are only appended. */
+    /** NDS_CODEC_VERSION; checked at registration. */
     uint32_t version;
     /** Registry name, the numcodecs id: "zstd", "blosc", "gzip", "zlib", "bz2", "lz4". */
     const char *name;
@@ -56,52 +110,40 @@ typedef struct nds_codec {
     int (*create)(void **state, const struct json_object *config, size_t elem_size);
     /** Frees an instance. Accepts NULL. */
     void (*destroy)(void *state);
+    /** The full configuration with defaults filled in, as a new JSON object including "id". */
+    int (*config_json)(void *state, struct json_object **out);
     /** Encodes in[0..len) into out (out->len is set to the encoded size; out may be grown). */
     int (*encode)(void *state, const uint8_t *in, size_t len, nds_buf *out);
     /**
-     * Decodes in[0..len) into out[0..out_cap) and sets *out_len. A result that would exceed out_cap, or
-     * corrupt or truncated input, is NDS_ECORRUPT with a message (never a crash, never a write past out_cap).
+     * Decodes as req asks (see nds_decode_request for what is guaranteed) and sets req->out_len.
+     * What the codec cannot do itself (a part, a reader, pieces) it leaves to
+     * nds_codec_decode_fallback, so every codec takes every request.
      */
-    int (*decode)(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap, size_t *out_len);
-    /** The full configuration with defaults filled in, as a new JSON object including "id". */
-    int (*config_json)(void *state, struct json_object **out);
-    /* ---- version 2 ---- */
-    /**
-     * Optional (NULL: whole values only): decodes part of a value whose decoded size is exactly
-     * out_len, filling at least out[begin..end) (and never writing outside out[0..out_len)), for
-     * codecs that can do so without decoding it all (blosc: only the blocks holding the range).
-     * Corrupt input, or a decoded size other than out_len: NDS_ECORRUPT as for decode.
-     */
-    int (*decode_part)(void *state, const uint8_t *in, size_t len, uint8_t *out, size_t out_len,
-                       size_t begin, size_t end);
-    /* ---- version 3 ---- */
-    /**
-     * Optional (NULL: decode_part reads the whole value): decode_part for a value in a store that
-     * can read part of it, reading through r only the stored bytes the range needs (blosc: its
-     * header, block index and the blocks holding the range). Errors of r other than NDS_ERANGE
-     * (the value is shorter than it says: NDS_ECORRUPT) are returned as they are. Returns
-     * NDS_EUNSUPPORTED (no message) when this value is better read whole (the caller then reads it
-     * and calls decode_part, which reports any damage).
-     */
-    int (*decode_part_read)(void *state, const nds_part_reader *r, uint8_t *out, size_t out_len,
-                            size_t begin, size_t end);
-    /* ---- version 4 ---- */
-    /**
-     * Optional (NULL: whole values only): decodes in[0..len), whose decoded size must be out_len,
-     * a piece at a time into the codec's own cache-sized buffers, handing each piece to sink
-     * (blosc: one block at a time), so that the caller can copy it where it belongs while it is
-     * still in the cache instead of decoding the whole value first and copying it afterwards.
-     * Every piece starts at a multiple of align (the caller's element size, so that it can swap
-     * bytes piece by piece). Returns NDS_EUNSUPPORTED (no message) before any piece when this
-     * value is better decoded whole or its pieces would not be aligned (the caller then calls
-     * decode, which reports any damage). Damage found after the first piece is NDS_ECORRUPT with
-     * a message, as for decode.
-     */
-    int (*decode_pieces)(void *state, const uint8_t *in, size_t len, size_t out_len,
-                         size_t align, nds_piece_sink sink, void *arg);
+    int (*decode)(void *state, nds_decode_request *req);
 } nds_codec;
 
-/** Registers a codec (replacing one of the same name). @return 0, or NDS_EINVAL on a bad version */
+/**
+ * The generic decode for what a codec does not do itself, built on its whole decode: a reader's
+ * value is read whole (into a per-thread buffer) and then decoded as if given in memory; a part
+ * into dst is the whole value decoded into dst (its size must then be exactly cap); a sink gets
+ * the whole value, decoded into a per-thread buffer, as one piece (its size must be exactly cap).
+ * c is the calling codec: a value read whole goes through c->decode in memory (so a part is still
+ * decoded in part where c can), and messages name c. Sets req->out_len. Errors as
+ * nds_decode_request says. Any thread.
+ */
+NDS_API int nds_codec_decode_fallback(const struct nds_codec *c, void *state,
+                                      nds_decode_request *req, nds_decode_whole_fn whole);
+
+/**
+ * The common call: decodes the whole value in[0..len) with codec c (instance state) into
+ * out[0..cap) and sets *out_len. @return 0 or the codec's error (NDS_ECORRUPT with a message)
+ */
+NDS_API int nds_codec_decode(const nds_codec *c, void *state, const uint8_t *in, size_t len,
+                             uint8_t *out, size_t cap, size_t *out_len);
+
+/** Registers a codec (replacing one of the same name). @return 0, or NDS_EINVAL "codec
+ *  registration: ..." when codec is NULL, unnamed, lacks a required member or is of another
+ *  version than NDS_CODEC_VERSION */
 NDS_API int nds_codec_register(const nds_codec *codec);
 /** Finds a codec by name; NULL when unknown. The pointer is valid for the process's lifetime. */
 NDS_API const nds_codec *nds_codec_find(const char *name);
