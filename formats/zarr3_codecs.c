@@ -54,7 +54,6 @@ typedef struct bb_codec {
 
 struct nds_z3_chain {
     nds_z3_array arr;             /* the array encoded */
-    size_t arr_nbytes;            /* canonical bytes of arr */
     size_t elem, nbytes;          /* bytes per element and canonical bytes of what the
                                    * array-to-bytes codec sees (arr after the array codecs) */
     json_object *aa_nc;           /* numcodecs configs of the array codecs, while parsing */
@@ -599,7 +598,7 @@ static int chain_init(nds_z3_chain *c, const nds_z3_array *arr, const char *doc,
         n > NDS_Z3_MAX_CHUNK_BYTES)
         return nds_err(NDS_ELIMIT, "%s: %s: chunks of more than 2 GiB are not supported", doc,
                        where);
-    c->nbytes = c->arr_nbytes = (size_t)n;
+    c->nbytes = (size_t)n;
     return 0;
 }
 
@@ -652,7 +651,6 @@ void nds_z3_chain_free(nds_z3_chain *c) {
     free(c);
 }
 
-size_t nds_z3_chain_nbytes(const nds_z3_chain *c) { return c->arr_nbytes; }
 const nds_z3_array *nds_z3_chain_array(const nds_z3_chain *c) { return &c->arr; }
 
 const nds_z3_shard *nds_z3_chain_shard(const nds_z3_chain *c) {

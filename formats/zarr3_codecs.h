@@ -68,12 +68,10 @@ int nds_z3_chain_parse(const json_object *codecs, const nds_z3_array *arr, const
                        const char *where, int depth, nds_z3_chain **out);
 /** Frees a chain. Accepts NULL. */
 void nds_z3_chain_free(nds_z3_chain *c);
-/** Canonical bytes of the chain's array. */
-size_t nds_z3_chain_nbytes(const nds_z3_chain *c);
 /** The array the chain encodes. */
 const nds_z3_array *nds_z3_chain_array(const nds_z3_chain *c);
 
-/** Decodes in[0..len) into out (nds_z3_chain_nbytes bytes, canonical). Corrupt input: ECORRUPT. */
+/** Decodes in[0..len) into out (the canonical bytes of the chain's array). Corrupt input: ECORRUPT. */
 int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out);
 /** Decodes at least bytes [begin, end) of the canonical chunk into out, decoding only what holds
  *  them, when the chain is one codec that can (blosc) over the bytes codec; else NDS_EUNSUPPORTED

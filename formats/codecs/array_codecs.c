@@ -94,10 +94,6 @@ int nds_np_dtype_parse(const char *s, const char *doc, const char *member, nds_n
     return 0;
 }
 
-void nds_np_dtype_str(nds_np_dtype t, char *buf, size_t cap) {
-    snprintf(buf, cap, "%c%c%u", t.size == 1 ? '|' : t.big ? '>' : '<', t.kind, t.size);
-}
-
 nds_dtype nds_np_dtype_to_nds(nds_np_dtype t) {
     char s[8];
     snprintf(s, sizeof s, "%c%u", t.kind, t.size);
@@ -648,13 +644,6 @@ int nds_filter_chain_decode(const nds_filter_chain *c, const uint8_t *in, size_t
     free(t[0]);
     free(t[1]);
     return rc;
-}
-
-json_object *nds_filter_chain_to_json(const nds_filter_chain *c) {
-    json_object *a = json_object_new_array();
-    for (size_t i = 0; a && i < c->n; i++)
-        json_object_array_add(a, json_object_get(c->st[i].config));
-    return a;
 }
 
 bool nds_filter_id_supported(const char *id) {

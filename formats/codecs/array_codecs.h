@@ -32,8 +32,6 @@ typedef struct nds_np_dtype {
 
 /** Parses a typestring ("<f8", "|u1", "i2", "float32"): 0 or NDS_EFORMAT naming doc/member. */
 int nds_np_dtype_parse(const char *s, const char *doc, const char *member, nds_np_dtype *out);
-/** The typestring of t ("<f8", "|u1") into buf (at least 8 bytes). */
-void nds_np_dtype_str(nds_np_dtype t, char *buf, size_t cap);
 /** The ndstore type of t (host byte order assumed by the caller), or NDS_DTYPE_INVALID. */
 nds_dtype nds_np_dtype_to_nds(nds_np_dtype t);
 /** t for an ndstore type in the given byte order; false for types NumPy kinds here do not cover. */
@@ -62,7 +60,5 @@ int nds_filter_chain_encode(const nds_filter_chain *c, const uint8_t *in, nds_bu
 /** Decodes in[0..len) (len must be the encoded size) into out[0..nbytes). NDS_ECORRUPT naming
  *  the stage on a size or checksum mismatch. */
 int nds_filter_chain_decode(const nds_filter_chain *c, const uint8_t *in, size_t len, uint8_t *out);
-/** The normalised configs (numcodecs get_config form), as a new JSON array. */
-json_object *nds_filter_chain_to_json(const nds_filter_chain *c);
 
 #endif
