@@ -25,7 +25,8 @@
  * for SHARD_HASHED, chunk keys (a chunk has none of its own: statistics and verify see no chunks).
  *
  * This file holds the vtable, open and create, chunk keys and the grouped-write hooks; the chunk
- * encodings and shard boxes (stored bytes <-> canonical chunks) are in precomputed_chunk.c.
+ * encodings and shard boxes (stored bytes <-> canonical chunks), with the per-thread scratch and
+ * the shard of a chunk both files need, are in precomputed_chunk.c, which never calls back here.
  *
  * Threading: an instance is immutable after open; decode/encode/read_chunk run on many threads and
  * use per-thread scratch buffers. Ownership: the instance owns the info document and its parse.
@@ -49,27 +50,6 @@
 /* Bound on chunks listed in one minishard index. */
 #define MAX_MINISHARD_ENTRIES (UINT64_C(1) << 26)
 
-/* ---- per-thread scratch ---------------------------------------------------------------------- */
-
-/* The calling thread's scratch buffer `slot` (0..2: the core's FORMAT slots), emptied, with room
- * for n bytes; NULL when out of memory. The core holds its own slots (the chunk, the encoded bytes)
- * while calling the format, so these never alias what the core passes in. */
-nds_buf *nds_pc_scratch(int slot, size_t n) {
-    if (!nds_scratch(NDS_SCRATCH_FORMAT0 + slot, n ? n : 1)) return NULL;
-    nds_buf *b = nds_scratch_buf(NDS_SCRATCH_FORMAT0 + slot);
-    b->len = 0;
-    return b;
-}
-
-/* Frees big scratch buffers so an idle pool thread does not pin a shard's worth of memory. */
-void nds_pc_scratch_trim(void) {
-    for (int i = 0; i < 3; i++) nds_scratch_trim(NDS_SCRATCH_FORMAT0 + i);
-}
-
-int nds_pc_no_memory(void) {
-    return nds_err(NDS_ENOMEM, "neuroglancer_precomputed: out of memory");
-}
-
 /* ---- chunk keys ------------------------------------------------------------------------------ */
 
 /* "x0-x1_y0-y1_z0-z1" of chunk g, in voxel coordinates (voxel_offset added). */
@@ -87,19 +67,6 @@ static int unsharded_key(const precomputed *p, const uint64_t *g, char *buf, siz
     return n > 0 && (size_t)n < cap
                ? 0
                : nds_err(NDS_ERANGE, "neuroglancer_precomputed: chunk key too long");
-}
-
-/* The shard holding precomputed chunk g (grid coordinates). */
-static uint64_t chunk_shard(const precomputed *p, const uint64_t *g) {
-    uint64_t shard, mini;
-    nds_pc_shard_of(&p->s.sharding, nds_pc_morton(&p->grid, g), &shard, &mini);
-    return shard;
-}
-
-/* The shard holding shard-box cell (in units of shard boxes). */
-uint64_t nds_pc_box_shard(const precomputed *p, const uint64_t *cell) {
-    uint64_t g[3] = {cell[0] << p->box[0], cell[1] << p->box[1], cell[2] << p->box[2]};
-    return chunk_shard(p, g);
 }
 
 static int pc_chunk_key(void *state, const uint64_t *cell, char *buf, size_t cap) {
@@ -217,7 +184,7 @@ static int pc_group_key(void *state, const uint64_t *cell, char *buf, size_t cap
     if (p->layout != SHARD_HASHED)
         return nds_err(NDS_EINTERNAL, "neuroglancer_precomputed: scale \"%s\" is not grouped",
                        p->s.key);
-    return nds_pc_shard_key(p->s.key, &p->s.sharding, chunk_shard(p, cell), buf, cap);
+    return nds_pc_shard_key(p->s.key, &p->s.sharding, nds_pc_chunk_shard(p, cell), buf, cap);
 }
 
 /* Chunk cell out of its shard file's bytes: minishard lookup, data_encoding undone, decoded. */
@@ -248,7 +215,7 @@ static int pc_group_encode(void *state, const uint8_t *obj, size_t len,
     for (size_t k = 0; k < n; k++)
         c[k] = (nds_pc_shard_chunk){nds_pc_morton(&p->grid, updates[k].cell), updates[k].data,
                                     updates[k].len};
-    uint64_t shard = n ? chunk_shard(p, updates[0].cell) : 0;
+    uint64_t shard = n ? nds_pc_chunk_shard(p, updates[0].cell) : 0;
     int rc = nds_pc_shard_update(&p->s.sharding, shard, obj, len, p->max_entries, c, n, out);
     free(c);
     return rc;

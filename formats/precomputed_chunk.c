@@ -1,8 +1,10 @@
 /* neuroglancer precomputed: stored bytes <-> canonical chunks. One precomputed chunk in its
  * encoding (raw Fortran-order bytes, jpeg, png, compressed_segmentation; clipped at the volume's
  * upper edge, 0 past it), and a shard box's whole shard file (every chunk decoded into its place,
- * or every non-zero chunk encoded and the shard built). Kept apart from the driver (precomputed.c),
- * which decides which of these a storage chunk is. Threading: per-thread scratch only.
+ * or every non-zero chunk encoded and the shard built), and what the driver shares with them
+ * (per-thread scratch, the shard of a chunk). Kept apart from the driver (precomputed.c), which
+ * decides which of these a storage chunk is and is the only one of the two to call the other.
+ * Threading: per-thread scratch only.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +14,45 @@
 #include "codecs/compressed_segmentation.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/strided.h"
 #include "internal/util.h"
+
+/* ---- per-thread scratch ---------------------------------------------------------------------- */
+
+/* The calling thread's scratch buffer `slot` (0..2: the core's FORMAT slots), emptied, with room
+ * for n bytes; NULL when out of memory. The core holds its own slots (the chunk, the encoded bytes)
+ * while calling the format, so these never alias what the core passes in. */
+nds_buf *nds_pc_scratch(int slot, size_t n) {
+    if (!nds_scratch(NDS_SCRATCH_FORMAT0 + slot, n ? n : 1)) return NULL;
+    nds_buf *b = nds_scratch_buf(NDS_SCRATCH_FORMAT0 + slot);
+    b->len = 0;
+    return b;
+}
+
+/* Frees big scratch buffers so an idle pool thread does not pin a shard's worth of memory. */
+void nds_pc_scratch_trim(void) {
+    for (int i = 0; i < 3; i++) nds_scratch_trim(NDS_SCRATCH_FORMAT0 + i);
+}
+
+int nds_pc_no_memory(void) {
+    return nds_err(NDS_ENOMEM, "neuroglancer_precomputed: out of memory");
+}
+
+/* ---- shards of chunks ---------------------------------------------------------------------- */
+
+/* The shard holding precomputed chunk g (grid coordinates). */
+uint64_t nds_pc_chunk_shard(const precomputed *p, const uint64_t *g) {
+    uint64_t shard, mini;
+    nds_pc_shard_of(&p->s.sharding, nds_pc_morton(&p->grid, g), &shard, &mini);
+    return shard;
+}
+
+/* The shard holding shard-box cell (in units of shard boxes). */
+uint64_t nds_pc_box_shard(const precomputed *p, const uint64_t *cell) {
+    uint64_t g[3] = {cell[0] << p->box[0], cell[1] << p->box[1], cell[2] << p->box[2]};
+    return nds_pc_chunk_shard(p, g);
+}
 
 /* ---- one precomputed chunk ------------------------------------------------------------------- */
 

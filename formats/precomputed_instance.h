@@ -1,7 +1,8 @@
 /* The open scale of a neuroglancer precomputed volume (the format instance, `precomputed`) and what
  * the two files of the format driver share: precomputed.c (vtable, open and create, chunk keys,
- * grouped-write hooks) and precomputed_chunk.c (stored bytes <-> canonical chunks: one precomputed
- * chunk in its encoding, a shard box's whole shard file). See precomputed.c for the layouts.
+ * grouped-write hooks) above precomputed_chunk.c (stored bytes <-> canonical chunks: one precomputed
+ * chunk in its encoding, a shard box's whole shard file; the scratch and shard helpers below),
+ * which never calls up. See precomputed.c for the layouts.
  *
  * Private to formats/precomputed*.c. An instance is immutable after open; every function here may
  * run on many threads at once on one instance (scratch buffers are per thread).
@@ -45,6 +46,8 @@ nds_buf *nds_pc_scratch(int slot, size_t n);
 void nds_pc_scratch_trim(void);
 /** NDS_ENOMEM with the format's message. */
 int nds_pc_no_memory(void);
+/** The shard holding precomputed chunk g (grid coordinates). */
+uint64_t nds_pc_chunk_shard(const precomputed *p, const uint64_t *g);
 /** The shard holding shard-box cell (in units of shard boxes). */
 uint64_t nds_pc_box_shard(const precomputed *p, const uint64_t *cell);
 

@@ -122,30 +122,6 @@ static json_object *new_codec_json(const char *name, json_object *config) {
     return o;
 }
 
-int nds_z3_u64_list(const json_object *obj, const char *name, uint64_t min, const char *dp,
-                    uint64_t *out, size_t *n) {
-    json_object *v;
-    const char *what = min ? "positive" : "non-negative";
-    if (!json_object_object_get_ex(obj, name, &v))
-        return nds_err(NDS_EFORMAT, "%s: missing member \"%s\"", dp, name);
-    if (!json_object_is_type(v, json_type_array))
-        return nds_err(NDS_EFORMAT, "%s: \"%s\" must be an array of %s integers", dp, name, what);
-    size_t len = json_object_array_length(v);
-    if (len > NDS_MAX_RANK)
-        return nds_err(NDS_ELIMIT, "%s: \"%s\" has %zu dimensions; ndstore supports at most %d", dp,
-                       name, len, NDS_MAX_RANK);
-    for (size_t i = 0; i < len; i++) {
-        json_object *e = json_object_array_get_idx(v, i);
-        if (!json_object_is_type(e, json_type_int) || json_object_get_int64(e) < 0 ||
-            json_object_get_uint64(e) < min)
-            return nds_err(NDS_EFORMAT, "%s: \"%s\" must be an array of %s integers", dp, name,
-                           what);
-        out[i] = json_object_get_uint64(e);
-    }
-    *n = len;
-    return 0;
-}
-
 /* ---- transposition --------------------------------------------------------------------------- */
 
 /* Copies between arr (canonical) and its transposition by perm (canonical of the permuted shape).
@@ -198,7 +174,7 @@ static int parse_order(const json_object *config, size_t rank, const char *dp,
 static void compose(nds_z3_chain *c, const size_t *p) {
     size_t total[NDS_MAX_RANK];
     for (size_t i = 0; i < c->arr.rank; i++) total[i] = c->perm[p[i]];
-    memcpy(c->perm, total, sizeof total);
+    memcpy(c->perm, total, c->arr.rank * sizeof total[0]);
     c->transpose = false;
     for (size_t i = 0; i < c->arr.rank; i++) {
         c->tarr.shape[i] = c->arr.shape[c->perm[i]];
@@ -509,6 +485,17 @@ static int entry_parse(const json_object *e, const char *doc, const char *path, 
 /* Parse state: which kind of codec may come next. */
 enum { STAGE_AA = 0, STAGE_BB = 1 };
 
+/* What a sharding codec's nested chains are parsed, freed, printed, sized, decoded and encoded
+ * with (zarr3_shard.c sits below this file and calls none of it directly). */
+static const nds_z3_chain_ops chain_ops = {
+    .parse = nds_z3_chain_parse,
+    .free = nds_z3_chain_free,
+    .to_json = nds_z3_chain_to_json,
+    .fixed_size = nds_z3_chain_fixed_size,
+    .decode = nds_z3_chain_decode,
+    .encode = nds_z3_chain_encode,
+};
+
 static int entry_apply(nds_z3_chain *c, const char *name, const json_object *cfg, int *stage,
                        const char *doc, const char *path, int depth) {
     char dp[PATH_MAX_LEN + 640];
@@ -556,7 +543,7 @@ static int entry_apply(nds_z3_chain *c, const char *name, const json_object *cfg
         c->ab = AB_SHARDING;
         char sub[PATH_MAX_LEN];
         NDS_Z3_PRINT(sub, "%s.configuration", path);
-        return nds_z3_shard_parse(cfg, &c->tarr, doc, sub, depth, &c->shard);
+        return nds_z3_shard_parse(cfg, &c->tarr, doc, sub, depth, &chain_ops, &c->shard);
     }
     if (id) {
         if (*stage == STAGE_AA) { /* no array-to-bytes codec yet: the implicit bytes codec */

@@ -126,7 +126,8 @@ int nds_z3_codec_from_numcodecs(const json_object *config, size_t elem_size, con
                                 json_object **out);
 
 /** Parses member name of obj, a JSON array of at most NDS_MAX_RANK integers each >= min (JSON
- *  integers only), into out[0..*n). dp prefixes messages. NDS_EFORMAT / NDS_ELIMIT naming it. */
+ *  integers only), into out[0..*n). dp prefixes messages. NDS_EFORMAT / NDS_ELIMIT naming it.
+ *  (zarr3_json.c, below both its callers.) */
 int nds_z3_u64_list(const json_object *obj, const char *name, uint64_t min, const char *dp,
                     uint64_t *out, size_t *n);
 

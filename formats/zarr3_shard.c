@@ -11,6 +11,9 @@
  * and encodes only those it reaches; the others keep their stored bytes. Omits: partial reads
  * when codecs follow sharding_indexed in the chain.
  *
+ * Layering: below the codec chain (zarr3_codecs.c), whose operations it gets as callbacks
+ * (nds_z3_chain_ops) since chains and sharding codecs nest in each other; it calls nothing there.
+ *
  * Threading: a parsed codec is immutable; the index cache has one mutex, held only to look up,
  * store or drop an entry (never across I/O or decoding). Ownership: the codec owns its nested
  * chains; the cache owns its keys and decoded indexes.
@@ -101,11 +104,11 @@ static int parse_chains(nds_z3_shard *s, const json_object *config, const char *
     memcpy(ix.shape, s->grid, s->shard.rank * sizeof ix.shape[0]);
     ix.shape[s->shard.rank] = 2;
     NDS_Z3_PRINT(sub, "%s.codecs", where);
-    int rc = nds_z3_chain_parse(codecs, &inner, doc, sub, depth + 1, &s->inner);
+    int rc = s->ops->parse(codecs, &inner, doc, sub, depth + 1, &s->inner);
     NDS_Z3_PRINT(sub, "%s.index_codecs", where);
-    if (!rc) rc = nds_z3_chain_parse(index, &ix, doc, sub, depth + 1, &s->index);
+    if (!rc) rc = s->ops->parse(index, &ix, doc, sub, depth + 1, &s->index);
     uint64_t size = 0;
-    if (!rc && !nds_z3_chain_fixed_size(s->index, &size))
+    if (!rc && !s->ops->fixed_size(s->index, &size))
         rc = nds_err(NDS_EFORMAT, "%s: \"index_codecs\" must have a fixed encoded size (only "
                                   "bytes, transpose and crc32c)", dp);
     s->index_nbytes = (size_t)size;
@@ -113,7 +116,8 @@ static int parse_chains(nds_z3_shard *s, const json_object *config, const char *
 }
 
 int nds_z3_shard_parse(const json_object *config, const nds_z3_array *arr, const char *doc,
-                       const char *where, int depth, nds_z3_shard **out) {
+                       const char *where, int depth, const nds_z3_chain_ops *ops,
+                       nds_z3_shard **out) {
     char dp[960];
     NDS_Z3_PRINT(dp, "%s: %s", doc, where);
     *out = NULL;
@@ -121,6 +125,7 @@ int nds_z3_shard_parse(const json_object *config, const nds_z3_array *arr, const
     if (rc) return rc;
     nds_z3_shard *s = calloc(1, sizeof *s);
     if (!s) return nds_err(NDS_ENOMEM, "%s: out of memory", dp);
+    s->ops = ops;
     s->shard = *arr;
     s->elem = nds_z3_elem_size(arr); /* fixed-width strings: the array's width */
     const char *loc = "end";
@@ -140,8 +145,10 @@ int nds_z3_shard_parse(const json_object *config, const nds_z3_array *arr, const
 
 void nds_z3_shard_free(nds_z3_shard *s) {
     if (!s) return;
-    nds_z3_chain_free(s->inner);
-    nds_z3_chain_free(s->index);
+    if (s->ops) {
+        s->ops->free(s->inner);
+        s->ops->free(s->index);
+    }
     free(s);
 }
 
@@ -151,8 +158,8 @@ int nds_z3_shard_config_json(const nds_z3_shard *s, json_object **out) {
     int rc = cfg && shape ? 0 : nds_err(NDS_ENOMEM, "zarr3: out of memory");
     for (size_t d = 0; !rc && d < s->shard.rank; d++)
         json_object_array_add(shape, json_object_new_uint64(s->chunk[d]));
-    if (!rc) rc = nds_z3_chain_to_json(s->inner, &codecs);
-    if (!rc) rc = nds_z3_chain_to_json(s->index, &index);
+    if (!rc) rc = s->ops->to_json(s->inner, &codecs);
+    if (!rc) rc = s->ops->to_json(s->index, &index);
     if (rc) {
         json_object_put(cfg);
         json_object_put(shape);
@@ -270,7 +277,7 @@ int nds_z3_shard_index_parse(const nds_z3_shard *s, const uint8_t *bytes, size_t
     if (len != s->index_nbytes || total < s->index_nbytes)
         return nds_err(NDS_ECORRUPT, "shard of %llu bytes is too short for its %zu-byte index",
                        (unsigned long long)total, s->index_nbytes);
-    int rc = nds_z3_chain_decode(s->index, bytes, len, (uint8_t *)entries);
+    int rc = s->ops->decode(s->index, bytes, len, (uint8_t *)entries);
     if (rc) return nds_err_prefix(rc, "shard index");
     for (uint64_t i = 0; i < s->count && !rc; i++)
         rc = check_entry(s, i, entries[2 * i], entries[2 * i + 1], total);
@@ -307,7 +314,7 @@ static inner_fate fate_of(const nds_z3_shard *s, uint64_t i, const nds_box *box)
 static int decode_one(const nds_z3_shard *s, uint64_t i, const uint8_t *p, size_t nb,
                       uint8_t *inner, uint8_t *dst, const int64_t *shard_stride) {
     int64_t inner_stride[NDS_MAX_RANK];
-    int rc = nds_z3_chain_decode(s->inner, p, nb, inner);
+    int rc = s->ops->decode(s->inner, p, nb, inner);
     if (rc) {
         char name[200];
         nds_z3_shard_inner_name(s, i, name, sizeof name);
@@ -373,7 +380,7 @@ static int encode_one(const nds_z3_shard *s, uint64_t i, const uint8_t *chunk, u
     e[2 * i] = e[2 * i + 1] = EMPTY;
     if (nds_all_equal(inner, s->inner_nbytes / s->elem, s->elem, s->shard.fill)) return 0;
     tmp->len = 0;
-    int rc = nds_z3_chain_encode(s->inner, inner, tmp);
+    int rc = s->ops->encode(s->inner, inner, tmp);
     if (rc == 0) {
         e[2 * i] = out->len;
         e[2 * i + 1] = tmp->len;
@@ -385,7 +392,7 @@ static int encode_one(const nds_z3_shard *s, uint64_t i, const uint8_t *chunk, u
 /* Encodes the index entries and puts them in front of or after the chunks. */
 static int put_index(const nds_z3_shard *s, const uint64_t *e, nds_buf *out) {
     nds_buf ib = {0};
-    int rc = nds_z3_chain_encode(s->index, (const uint8_t *)e, &ib);
+    int rc = s->ops->encode(s->index, (const uint8_t *)e, &ib);
     if (rc == 0 && ib.len != s->index_nbytes)
         rc = nds_err(NDS_EINTERNAL, "zarr3: shard index encoded to %zu bytes, expected %zu",
                      ib.len, s->index_nbytes);
@@ -596,7 +603,7 @@ static int read_located(const nds_z3_shard *s, nds_kvstore *kv, const char *key,
         rc = nds_err(NDS_ECORRUPT, "shard %s: inner chunk %s: read %zu of its %llu bytes", key,
                      name, r.value.len, (unsigned long long)l->nb);
     else if (l->state == INNER_DATA) {
-        rc = nds_z3_chain_decode(s->inner, r.value.data, r.value.len, out);
+        rc = s->ops->decode(s->inner, r.value.data, r.value.len, out);
         if (rc) rc = nds_err_prefix(rc, "shard %s: inner chunk %s", key, name);
         *present = rc == 0;
     }

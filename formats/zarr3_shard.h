@@ -18,8 +18,26 @@
 #include "zarr3_codecs.h"
 #include "ndstore/kvstore.h"
 
+/**
+ * The codec chain operations a shard needs for its inner chunks and its index. A sharding codec
+ * holds chains and a chain may hold a sharding codec, so the shard sits below the chain
+ * (zarr3_codecs.c) and reaches chains only through these, which the chain passes to
+ * nds_z3_shard_parse: this file never calls up. Each has the meaning of the nds_z3_chain_*
+ * function of the same name (zarr3_codecs.h).
+ */
+typedef struct nds_z3_chain_ops {
+    int (*parse)(const json_object *codecs, const nds_z3_array *arr, const char *doc,
+                 const char *where, int depth, nds_z3_chain **out);
+    void (*free)(nds_z3_chain *c);
+    int (*to_json)(const nds_z3_chain *c, json_object **out);
+    int (*fixed_size)(const nds_z3_chain *c, uint64_t *size);
+    int (*decode)(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out);
+    int (*encode)(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out);
+} nds_z3_chain_ops;
+
 /** The parsed sharding_indexed configuration. */
 struct nds_z3_shard {
+    const nds_z3_chain_ops *ops;   /**< the chain operations (static storage) */
     nds_z3_array shard;            /**< the array the codec encodes (one shard) */
     uint64_t chunk[NDS_MAX_RANK];  /**< "chunk_shape": the inner chunk shape */
     uint64_t grid[NDS_MAX_RANK];   /**< inner chunks per shard in each dimension */
@@ -32,9 +50,11 @@ struct nds_z3_shard {
     bool index_at_start;           /**< "index_location" is "start" */
 };
 
-/** Parses a sharding_indexed "configuration" for arr (see nds_z3_chain_parse for the rest). */
+/** Parses a sharding_indexed "configuration" for arr (see nds_z3_chain_parse for the rest); its
+ *  nested chains through ops (static storage). */
 int nds_z3_shard_parse(const json_object *config, const nds_z3_array *arr, const char *doc,
-                       const char *where, int depth, nds_z3_shard **out);
+                       const char *where, int depth, const nds_z3_chain_ops *ops,
+                       nds_z3_shard **out);
 /** Frees a shard codec. Accepts NULL. */
 void nds_z3_shard_free(nds_z3_shard *s);
 /** The normalised configuration as a new object. */
