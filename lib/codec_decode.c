@@ -25,12 +25,16 @@ int nds_codec_decode(const nds_codec *c, void *state, const uint8_t *in, size_t 
     return rc;
 }
 
-/* The reader's whole value into the codec scratch; a value shorter than it said is cut short. */
+/* The reader's whole value into the codec scratch; a value shorter than it said is cut short.
+ * The first read, of one byte, learns the size (an empty value, NDS_ERANGE, decodes as empty:
+ * the codec then says what is wrong with it). */
 static int read_whole(const nds_codec *c, const nds_part_reader *r, const uint8_t **in,
                       size_t *len) {
     uint64_t value_len = 0;
-    int rc = r->read(r->arg, 0, 0, NULL, &value_len);
-    if (rc) return rc;
+    uint8_t first;
+    int rc = r->read(r->arg, 0, 1, &first, &value_len);
+    if (rc == NDS_ERANGE) value_len = 0;
+    else if (rc) return rc;
     if (value_len > SIZE_MAX - 1)
         return nds_err(NDS_ELIMIT, "%s: a stored value of %llu bytes is too large", c->name,
                        (unsigned long long)value_len);

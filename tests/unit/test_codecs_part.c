@@ -401,7 +401,7 @@ END_TEST
 /* The generic fallback (nds_codec_decode_fallback), for the codecs that do no part, reader or
  * pieces of their own (zstd: no reader, no pieces): a part is the whole value decoded into the
  * caller's buffer and must be exactly the size asked for; a reader's value is read whole (after a
- * zero-length read for its size) and its errors come back as they are; a sink gets the whole
+ * one-byte read for its size) and its errors come back as they are; a sink gets the whole
  * value as one piece. */
 START_TEST(test_fallback_requests) {
     static const char *const names[] = {"gzip", "zlib", "bz2", "lz4", "zstd", "xz"};

@@ -25,7 +25,7 @@ struct json_object;
 
 /**
  * Reads parts of one stored value (a decode request's reader): len bytes from offset into dst,
- * and the value's whole stored size into *value_len (len may be 0 to learn only the size).
+ * and the value's whole stored size into *value_len.
  * Returns 0; NDS_ERANGE when the value ends before offset + len; NDS_ENOTFOUND (no message) when
  * the value does not exist; NDS_ECONFLICT (no message) when it is no longer the version an
  * earlier read of this reader saw; or an I/O error. Every read of one reader sees the same
