@@ -1,5 +1,5 @@
-/* Decoding c-blosc 1.x lz4 chunks one block at a time (the blosc codec's decode_pieces, and its
- * decode of such chunks).
+/* Decoding c-blosc 1.x lz4 chunks one block at a time (the blosc codec's decode into a piece
+ * sink, and its decode of such chunks).
  *
  * c-blosc decodes a chunk only whole, into one buffer: a read then copies that buffer into the
  * caller's array, a second pass over memory. Here each block is decoded with liblz4 and
@@ -35,7 +35,7 @@ int nds_blosc_decode_into(const uint8_t *in, size_t len, uint8_t *out, size_t ou
 
 /**
  * Only the blocks holding bytes [begin, end) of the chunk decoded into their places in out (the
- * codec's decode_part; only those blocks' places are checked, so a chunk put together from its
+ * codec's partial decode; only those blocks' places are checked, so a chunk put together from its
  * header, block index and some blocks decodes too). NDS_EUNSUPPORTED (nothing written) as for
  * nds_blosc_decode_into, and for an empty range or one past the chunk.
  */

@@ -10,7 +10,9 @@
  * Threading: an instance is immutable; the *_ctx functions keep all state on the stack of the call
  * and use one internal thread, since ndstore already spreads chunks over its own pool. Chunks
  * compressed with lz4 are decoded by blosc_blocks.c (block by block, into place or piece by piece),
- * the others by c-blosc. Limits:
+ * the others by c-blosc. A decode request does parts (only the blocks holding them), parts through
+ * a reader (only their stored bytes read) and pieces (lz4 chunks) here, the rest through the
+ * generic fallback (nds_codec_decode_fallback). Limits:
  * c-blosc 1.x handles at most BLOSC_MAX_BUFFERSIZE (2 GiB - 16) bytes per chunk; larger input is
  * NDS_ELIMIT. Ownership: encode grows the caller's nds_buf; decode writes only out[0..out_cap).
  */
@@ -235,8 +237,9 @@ typedef struct block_span {
 } block_span;
 
 /* Finds the stored bytes of blocks sp->first..sp->last from the block index idx (nblocks
- * entries) and the chunk's stored size cbytes; false when the index does not describe blocks in order inside the chunk (the whole value is
- * then read, and decode_part reports what is wrong). */
+ * entries) and the chunk's stored size cbytes; false when the index does not describe blocks in
+ * order inside the chunk (the whole value is then read, and bl_decode_part reports what is
+ * wrong). */
 static bool find_block_span(const uint8_t *idx, size_t nblocks, size_t cbytes, block_span *sp) {
     sp->lo = nds_load_le32(idx + 4 * sp->first);
     sp->hi = sp->last + 1 < nblocks ? nds_load_le32(idx + 4 * (sp->last + 1)) : cbytes;
@@ -261,8 +264,8 @@ static void compact_chunk(uint8_t *buf, size_t nblocks, const block_span *sp) {
 
 /* Reads the header and the block index into the codec scratch, then the blocks holding bytes
  * [begin, end) after them, and decodes those (blosc_getitem on the compacted chunk). Chunks
- * stored without compression (memcpyed) and item ranges decode_part would decode whole are read
- * whole. */
+ * stored without compression (memcpyed) and item ranges bl_decode_part would decode whole are
+ * NDS_EUNSUPPORTED: read whole (the generic fallback). */
 static int bl_decode_part_read(void *state, const nds_part_reader *r, uint8_t *out,
                                size_t out_len, size_t begin, size_t end) {
     uint8_t h[BLOSC_MIN_HEADER_LENGTH];
