@@ -95,8 +95,6 @@ typedef struct nds_decode_request {
 typedef int (*nds_decode_whole_fn)(void *state, const uint8_t *in, size_t len, uint8_t *out,
                                    size_t cap, size_t *out_len);
 
-struct nds_codec;
-
 typedef struct nds_codec {
     /** NDS_CODEC_VERSION; checked at registration. */
     uint32_t version;
@@ -128,11 +126,12 @@ typedef struct nds_codec {
  * into dst is the whole value decoded into dst (its size must then be exactly cap); a sink gets
  * the whole value, decoded into a per-thread buffer, as one piece (its size must be exactly cap).
  * c is the calling codec: a value read whole goes through c->decode in memory (so a part is still
- * decoded in part where c can), and messages name c. Sets req->out_len. Errors as
+ * decoded in part where c can), and messages name c. The per-thread buffers are reused across
+ * calls (a big one is freed after the call); nothing is kept past it. Sets req->out_len. Errors as
  * nds_decode_request says. Any thread.
  */
-NDS_API int nds_codec_decode_fallback(const struct nds_codec *c, void *state,
-                                      nds_decode_request *req, nds_decode_whole_fn whole);
+NDS_API int nds_codec_decode_fallback(const nds_codec *c, void *state, nds_decode_request *req,
+                                      nds_decode_whole_fn whole);
 
 /**
  * The common call: decodes the whole value in[0..len) with codec c (instance state) into
