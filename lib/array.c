@@ -292,6 +292,7 @@ static int check_consolidated(nds_array *a, json_object *spec, unsigned mode) {
 
 static int open_with_spec(nds_array *a, json_object *spec, unsigned mode) {
     int rc = open_array_kvstore(spec, a->ctx, &a->kv);
+    a->store = a->kv;
     if (!rc && a->txn) { /* inside a transaction: see and stage through its staging handle */
         nds_kvstore *staged = NULL;
         rc = nds_txn_check_open(a->txn);

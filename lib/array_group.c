@@ -8,7 +8,7 @@
  * build the new object (group_encode), which keeps every other chunk's stored bytes verbatim; write
  * it conditional on the generation read, or delete it when it holds no chunk any more. On
  * NDS_ECONFLICT (another writer changed the object in between) the whole object is redone with the
- * backoff of lib/array_io.c, so concurrent writers of different chunks of one object both land.
+ * backoff of lib/chunk_update.c, so concurrent writers of different chunks of one object both land.
  *
  * Omits: transactions (a write inside one is refused up front: staged chunks are overlaid on reads
  * through whole storage chunks, which these arrays do not have) and the chunk cache (their reads go
@@ -23,13 +23,13 @@
 #include <string.h>
 
 #include "internal/array_internal.h"
+#include "internal/array_io.h"
+#include "internal/chunk_update.h"
 #include "internal/context_internal.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
 #include "internal/format_util.h"
 #include "internal/util.h"
-
-#define KEY_MAX 512
 
 /* One chunk of the call: its index in the call's iteration and its object's key. */
 typedef struct member {
@@ -76,6 +76,15 @@ static void chunk_label(const nds_array *a, const char *key, const uint64_t *cel
     if (n < cap) snprintf(buf + n, cap - n, "] in %s", key);
 }
 
+/* ---- the write call's cells ---- */
+
+/* Cell i of the call: its grid coordinates and what of it the call selects; false when it selects
+ * nothing there (a stepped box). */
+static bool call_cell(const io_call *c, size_t i, uint64_t *cell, chunk_sel *s) {
+    grid_cell(&c->grid, i, cell);
+    return select_in_chunk(&c->a->meta, c->grid_shape, c->box, cell, s);
+}
+
 /* ---- grouping ---- */
 
 static int cmp_member(const void *x, const void *y) {
@@ -87,13 +96,13 @@ static int cmp_member(const void *x, const void *y) {
 /* The object keys of the call's non-empty cells, written back to back into arena. */
 static int collect(group_call *gc, nds_buf *arena, size_t *n) {
     nds_array *a = gc->a;
-    size_t total = nds_io_call_cells(gc->io);
+    size_t total = gc->io->grid.total;
     uint64_t cell[NDS_MAX_RANK];
     char key[KEY_MAX];
+    chunk_sel s;
     *n = 0;
     for (size_t i = 0; i < total; i++) {
-        int whole;
-        if (!nds_io_call_cell(gc->io, i, cell, &whole)) continue;
+        if (!call_cell(gc->io, i, cell, &s)) continue;
         int rc = a->format->group_key(a->state, cell, key, sizeof key);
         if (rc)
             return nds_err_prefix(rc, "%s: storage object of a chunk of %s", a->format->name,
@@ -127,15 +136,16 @@ static int rebuild_chunk(group_work *w, size_t k, const uint8_t *obj, size_t len
     nds_array *a = w->gc->a;
     uint64_t *cell = w->cells + k * a->meta.rank;
     char label[KEY_MAX + 128];
-    int whole, present = 0, rc = 0, all_fill;
-    nds_io_call_cell(w->gc->io, w->m[k].index, cell, &whole);
+    int present = 0, rc = 0, all_fill;
+    chunk_sel s;
+    call_cell(w->gc->io, w->m[k].index, cell, &s); /* selects something: it was collected */
     chunk_label(a, w->m[k].key, cell, label, sizeof label);
-    if (!whole && obj) rc = a->format->group_read_chunk(a->state, obj, len, cell, chunk, &present);
+    if (!s.whole && obj) rc = a->format->group_read_chunk(a->state, obj, len, cell, chunk, &present);
     if (rc)
         return nds_err_prefix(rc, "%s: chunk %s of %s", a->format->name, label,
                               nds_kvstore_url(a->kv));
     if (!present) nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
-    nds_io_call_merge(w->gc->io, cell, chunk);
+    io_call_merge(w->gc->io, &s, chunk);
     nds_buf *enc = nds_scratch_buf(NDS_SCRATCH_ENCODED);
     if (!enc) return nds_err(NDS_ENOMEM, "out of memory");
     if ((rc = nds_array_encode_for_store(a, cell, label, chunk, enc, &all_fill))) return rc;
@@ -228,7 +238,7 @@ int nds_array_write_groups(nds_array *a, const struct io_call *c, size_t threads
     if (!f->group_key || !f->group_read_chunk || !f->group_encode)
         return nds_err(NDS_EINTERNAL, "%s: %s: grouped storage without the format's group methods",
                        f->name, nds_kvstore_url(a->kv));
-    size_t total = nds_io_call_cells(c), n = 0;
+    size_t total = c->grid.total, n = 0;
     uint64_t bytes;
     bool fits = nds_mul_u64(total ? total : 1, sizeof(member), &bytes) && bytes <= SIZE_MAX;
     group_call gc = {a, c, fits ? malloc((size_t)bytes) : NULL, NULL, 0};

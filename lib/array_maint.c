@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal/array_internal.h"
+#include "internal/chunk_update.h"
 #include "internal/context_internal.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
@@ -345,7 +346,8 @@ static int resize_task(void *ctx, size_t i) {
                   : 0;
     }
     if (edge && nds_dtype_is_vlen(a->meta.dtype)) return nds_array_vlen_clear_beyond(a, cell);
-    return edge ? nds_array_update_chunk(a, cell, 0, NULL, fill_beyond, a) : 0;
+    nds_chunk_change ch = {cell, 0, NULL, fill_beyond, a, NULL};
+    return edge ? nds_chunk_update(a, &ch) : 0;
 }
 
 /* The chunks a grow newly exposes: cells inside the new grid and outside the kept one (the old

@@ -1,9 +1,9 @@
 /* Variable-length arrays (dtype.h string / bytes; docs/internals/strings.md): reads and writes as
  * offsets + bytes. A chunk is its element list (formats/codecs/vlen.h), decoded whole; the format
  * only runs the codecs after the vlen one (nds_format.decode_vlen / encode_vlen). Writes go through
- * the core's chunk update protocol (lib/array_io.c: lock, read, merge, conditional write, retry),
- * which hands a variable-length chunk to nds_array_vlen_update with the merge of the write; the
- * merge then sees the chunk's element list instead of a dense chunk. Reads decode each chunk once
+ * the core's chunk update protocol (lib/chunk_update.c: lock, read, merge, conditional write,
+ * retry) with update_list as the change's stored-form update; the merge then sees the chunk's
+ * element list instead of a dense chunk. Reads decode each chunk once
  * on the thread pool, then copy the selected elements into one buffer. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include "../formats/codecs/vlen.h"
 #include "internal/array_internal.h"
 #include "internal/array_io.h"
+#include "internal/chunk_update.h"
 #include "internal/context_internal.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
@@ -117,15 +118,19 @@ static bool list_all_fill(const nds_array *a, const nds_vlen_list *l) {
     return true;
 }
 
-int nds_array_vlen_update(nds_array *a, const uint64_t *cell, const uint8_t *old, size_t old_len,
-                          void (*merge)(void *ctx, uint8_t *chunk), void *merge_ctx, nds_buf *out,
-                          int *all_fill) {
+/* The update of a variable-length chunk inside the core's update protocol (nds_stored_update_fn):
+ * decodes old[0..old_len) (NULL: not stored, every element the fill) into its element list, has
+ * the change's merge replace that list (its chunk argument points to the nds_vlen_list), and
+ * encodes the result into out, or sets *all_fill. */
+static int update_list(nds_array *a, const nds_chunk_change *ch, const uint8_t *old,
+                       size_t old_len, nds_buf *out, int *all_fill) {
+    const uint64_t *cell = ch->cell;
     nds_vlen_list l;
     vlen_fill f = fill_of(a);
     int rc = old ? decode_stored(a, cell, old, old_len, &l)
                  : list_build(a->chunk_elems, fill_elem, &f, &l);
     if (rc) return rc;
-    merge(merge_ctx, (uint8_t *)&l);
+    ch->merge(ch->ctx, cell, (uint8_t *)&l);
     if (l.count != a->chunk_elems || !l.offsets) { /* the merge ran out of memory */
         nds_vlen_list_dispose(&l);
         return nds_err(NDS_ENOMEM, "out of memory merging a chunk");
@@ -366,7 +371,7 @@ static void merge_elements(void *ctx, const uint64_t *cell, uint8_t *chunk) {
         rc = NDS_ENOMEM;
     }
     if (rc) {
-        nds_vlen_list_dispose(l); /* nds_array_vlen_update reports it */
+        nds_vlen_list_dispose(l); /* update_list reports it */
         return;
     }
     for (size_t j = 0; j < elems; j++) m->map[j] = NOT_SET;
@@ -386,15 +391,10 @@ static int write_cell(void *ctx, size_t i) {
     grid_cell(&w->c.grid, i, cell);
     if (!select_in_chunk(&w->c.a->meta, w->c.grid_shape, w->c.box, cell, &s)) return 0;
     nds_box changed; /* what of the chunk the merge overwrites */
-    changed.rank = w->c.box->rank;
-    changed.dropped = 0;
-    for (size_t d = 0; d < changed.rank; d++) {
-        changed.start[d] = s.in_chunk[d];
-        changed.stop[d] = s.in_chunk[d] + (s.extent[d] - 1) * w->c.box->step[d] + 1;
-        changed.step[d] = w->c.box->step[d];
-    }
+    sel_changed_box(&w->c, &s, &changed);
     vlen_merge m = {w, &s, NULL, NULL};
-    return nds_array_update_chunk(w->c.a, cell, 0, &changed, merge_elements, &m);
+    nds_chunk_change ch = {cell, 0, &changed, merge_elements, &m, update_list};
+    return nds_chunk_update(w->c.a, &ch);
 }
 
 /* Every element is checked before anything is written. */
@@ -475,7 +475,8 @@ static void merge_clear_beyond(void *ctx, const uint64_t *cell, uint8_t *chunk) 
 
 int nds_array_vlen_clear_beyond(nds_array *a, const uint64_t *cell) {
     clear_beyond c = {a, cell, NULL, fill_of(a)};
-    return nds_array_update_chunk(a, cell, 0, NULL, merge_clear_beyond, &c);
+    nds_chunk_change ch = {cell, 0, NULL, merge_clear_beyond, &c, update_list};
+    return nds_chunk_update(a, &ch);
 }
 
 int nds_array_vlen_check_chunk(nds_array *a, const uint64_t *cell, const char *key) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal/array_internal.h"
+#include "internal/chunk_update.h"
 #include "internal/context_internal.h"
 #include "internal/dtype_util.h"
 #include "internal/error.h"
@@ -463,16 +464,21 @@ typedef struct array_chunks {
     nds_write_batch *batch; /* NULL: written one by one */
 } array_chunks;
 
+/* The change a staged chunk makes to its stored chunk. */
+static nds_chunk_change staged_change(nds_txn_chunk *c) {
+    return (nds_chunk_change){c->cell, every_element_written(c), NULL, merge_staged, c, NULL};
+}
+
 static int isolated_update(nds_txn_chunk *c) {
-    return nds_array_update_chunk(c->a, c->cell, every_element_written(c), NULL, merge_staged, c);
+    nds_chunk_change ch = staged_change(c);
+    return nds_chunk_update(c->a, &ch);
 }
 
 static int isolated_task(void *ctx, size_t i) {
     array_chunks *g = ctx;
     nds_txn_chunk *c = g->cc->chunks[g->first + i];
-    int rc = g->batch ? nds_array_stage_update(c->a, c->cell, i, every_element_written(c), NULL,
-                                               merge_staged, c, g->batch)
-                      : isolated_update(c);
+    nds_chunk_change ch = staged_change(c);
+    int rc = g->batch ? nds_chunk_update_staged(c->a, &ch, g->batch, i) : isolated_update(c);
     nds_scratch_trim(NDS_SCRATCH_CHUNK); /* do not pin huge chunks per thread */
     return rc;
 }
@@ -556,40 +562,32 @@ static int prepare_task(void *ctx, size_t i) {
     nds_array *a = c->a;
     nds_kv_op *op = &cc->ops[i];
     uint8_t *chunk = NULL;
-    const uint8_t *bytes;
-    size_t len;
-    int present = 1, all_fill, rc = 0;
+    nds_stored_chunk s = {NULL, 0, 0};
+    int present = 1, rc = 0;
     op->if_equal.kind = NDS_GEN_NONE;
     pthread_rwlock_rdlock(&a->meta_lock);
     if (every_element_written(c)) {
         fill_unwritten(c); /* an edge chunk's padding */
-        rc = nds_array_stored_bytes(a, c->cell, c->key, whole_elements(c), &cc->encoded[i], &bytes,
-                                    &len, &all_fill);
+        rc = nds_array_stored_bytes(a, c->cell, c->key, whole_elements(c), &cc->encoded[i], &s);
     } else if (!(chunk = nds_scratch(NDS_SCRATCH_CHUNK, a->chunk_bytes))) {
         rc = nds_err(NDS_ENOMEM, "out of memory");
     } else if (!(rc = nds_array_load_chunk(a, c->cell, c->key, chunk, &present, &op->if_equal,
                                            true))) {
         nds_txn_overlay(c, chunk, a->chunk_elems, a->elem);
-        rc = nds_array_stored_bytes(a, c->cell, c->key, chunk, &cc->encoded[i], &bytes, &len,
-                                    &all_fill);
-        if (!rc && !all_fill && bytes == chunk) {
+        rc = nds_array_stored_bytes(a, c->cell, c->key, chunk, &cc->encoded[i], &s);
+        if (!rc && !s.all_fill && s.bytes == chunk) {
             cc->encoded[i].len = 0;
-            if (nds_buf_append(&cc->encoded[i], chunk, len)) rc = nds_err(NDS_ENOMEM, "out of memory");
-            bytes = cc->encoded[i].data;
+            if (nds_buf_append(&cc->encoded[i], chunk, s.len)) rc = nds_err(NDS_ENOMEM, "out of memory");
+            s.bytes = cc->encoded[i].data;
         }
     }
     pthread_rwlock_unlock(&a->meta_lock);
     if (rc) return rc;
     op->key = c->key;
-    op->data = all_fill ? NULL : bytes; /* all fill: delete (a no-op on a missing key) */
-    op->len = all_fill ? 0 : len;
-    cc->kvs[i] = nds_txn_base_kvstore(a->kv); /* past a staging wrapper, to the store itself */
+    op->data = s.all_fill ? NULL : s.bytes; /* all fill: delete (a no-op on a missing key) */
+    op->len = s.all_fill ? 0 : s.len;
+    cc->kvs[i] = a->store; /* past a staging wrapper, to the store itself */
     return 0;
-}
-
-static void backoff(int attempt) {
-    uint64_t ceiling = (uint64_t)1000000 << (attempt < 8 ? attempt : 8);
-    nds_sleep_ns(ceiling / 2 + nds_random_u64() % (ceiling / 2 + 1));
 }
 
 static int commit_atomic_once(nds_txn *t, commit_call *cc) {
@@ -634,7 +632,7 @@ static int commit_atomic(nds_txn *t, commit_call *cc) {
                            "atomic transaction still conflicting after %d attempts; nothing was "
                            "written",
                            ATOMIC_RETRY_MAX);
-        backoff(attempt);
+        nds_array_backoff(attempt); /* the chunk updates' (their limit is above this one) */
     }
 }
 
@@ -673,7 +671,7 @@ int nds_txn_commit(nds_txn *t) {
 
 /* The store every staged chunk and key is on (the first one's; the driver checks the rest). */
 static nds_kvstore *prepare_store(nds_txn *t, nds_txn_chunk **chunks) {
-    if (t->nchunks) return nds_txn_base_kvstore(chunks[0]->a->kv);
+    if (t->nchunks) return chunks[0]->a->store;
     return t->keys ? t->keys->kv : NULL;
 }
 
@@ -683,7 +681,7 @@ static int partial_payload(nds_txn_chunk *c, nds_buf *out) {
     const nds_array *a = c->a;
     fill_unwritten(c);
     json_object *h = json_object_new_object(), *cell = json_object_new_array();
-    json_object_object_add(h, "array", json_object_new_string(nds_kvstore_path(nds_txn_base_kvstore(a->kv))));
+    json_object_object_add(h, "array", json_object_new_string(nds_kvstore_path(a->store)));
     json_object_object_add(h, "format", json_object_new_string(a->format->name));
     json_object_object_add(h, "key", json_object_new_string(c->key));
     for (size_t d = 0; d < a->meta.rank; d++)
@@ -710,16 +708,13 @@ static int prepare_chunk(nds_txn_chunk *c, nds_kv_op *op, nds_kvstore **kv, nds_
     *whole = every_element_written(c);
     if (!*whole) return partial_payload(c, enc);
     fill_unwritten(c); /* an edge chunk's padding */
-    const uint8_t *bytes;
-    size_t len;
-    int all_fill = 0;
+    nds_stored_chunk s = {NULL, 0, 0};
     pthread_rwlock_rdlock(&a->meta_lock);
-    int rc = nds_array_stored_bytes(a, c->cell, c->key, whole_elements(c), enc, &bytes, &len,
-                                    &all_fill);
+    int rc = nds_array_stored_bytes(a, c->cell, c->key, whole_elements(c), enc, &s);
     pthread_rwlock_unlock(&a->meta_lock);
-    *op = (nds_kv_op){c->key, all_fill ? NULL : bytes, all_fill ? 0 : len, {NDS_GEN_NONE, {0}},
-                      {NDS_GEN_NONE, {0}}};
-    *kv = nds_txn_base_kvstore(a->kv);
+    *op = (nds_kv_op){c->key, s.all_fill ? NULL : s.bytes, s.all_fill ? 0 : s.len,
+                      {NDS_GEN_NONE, {0}}, {NDS_GEN_NONE, {0}}};
+    *kv = a->store;
     return rc;
 }
 

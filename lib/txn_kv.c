@@ -161,8 +161,3 @@ int nds_txn_kvstore(nds_kvstore **out, nds_txn *t, nds_kvstore *base) {
     return nds_kvstore_wrap(out, &txn_kv_driver, s, nds_kvstore_context(base),
                             nds_kvstore_path(base));
 }
-
-nds_kvstore *nds_txn_base_kvstore(nds_kvstore *kv) {
-    txn_kv *s = nds_kvstore_driver_state(kv, &txn_kv_driver);
-    return s ? s->base : kv;
-}

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "internal/array_internal.h"
+#include "internal/chunk_update.h"
 #include "internal/error.h"
 #include "internal/json_util.h"
 #include "internal/kvstore_internal.h"

@@ -1,5 +1,5 @@
-/* What the read side (lib/array_read.c) and the write side (lib/array_io.c) of the array engine
- * share: the chunk grid a box touches, what of the box lies in each chunk, and the state of one
+/* What the read side (lib/array_read.c) and the write side (lib/array_io.c, lib/array_group.c,
+ * lib/array_vlen.c, lib/chunk_update.c) of the array engine share: the chunk grid a box touches, what of the box lies in each chunk, and the state of one
  * read or write call (io_call). */
 #ifndef NDS_INTERNAL_ARRAY_IO_H
 #define NDS_INTERNAL_ARRAY_IO_H
@@ -192,6 +192,24 @@ static inline void sel_pointers(const io_call *c, const chunk_sel *s, uint8_t *c
                                 uint8_t **cp) {
     *bp = sel_buffer(c, s);
     *cp = chunk + sel_chunk_offset(c, s);
+}
+
+/* Copies the caller's elements of selection s (of a write call) into chunk (canonical layout). */
+static inline void io_call_merge(const io_call *c, const chunk_sel *s, uint8_t *chunk) {
+    uint8_t *bp, *cp;
+    sel_pointers(c, s, chunk, &bp, &cp);
+    nds_strided_copy(c->box->rank, s->extent, c->a->elem, cp, c->chunk_stride, bp, c->buf_stride);
+}
+
+/* The box of its chunk (chunk coordinates) that selection s of a write call overwrites. */
+static inline void sel_changed_box(const io_call *c, const chunk_sel *s, nds_box *changed) {
+    changed->rank = c->box->rank;
+    changed->dropped = 0;
+    for (size_t d = 0; d < changed->rank; d++) {
+        changed->start[d] = s->in_chunk[d];
+        changed->stop[d] = s->in_chunk[d] + (s->extent[d] - 1) * c->box->step[d] + 1;
+        changed->step[d] = c->box->step[d];
+    }
 }
 
 /* Whether a chunk reaches past the array's shape (its stored rows are longer than the array's). */

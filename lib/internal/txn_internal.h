@@ -49,8 +49,6 @@ int nds_txn_key_each(nds_txn *t, nds_kvstore *kv, const char *prefix, nds_list_f
 /** A kvstore handle whose reads see t's staged keys and whose writes are staged in t (conditions checked
  *  against the store at once, and again at commit). base stays referenced. */
 int nds_txn_kvstore(nds_kvstore **out, nds_txn *t, nds_kvstore *base);
-/** The store under a staging handle (kv itself for any other handle); borrowed. */
-nds_kvstore *nds_txn_base_kvstore(nds_kvstore *kv);
 /** Whether t's commit is running (staging handles then read and write the store itself). */
 bool nds_txn_committing(nds_txn *t);
 /** Marks t poisoned after a failed staging call. */
