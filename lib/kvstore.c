@@ -12,7 +12,6 @@
 #include "internal/json_util.h"
 #include "internal/kvstore_internal.h"
 #include "internal/registry.h"
-#include "internal/spec.h"
 #include "internal/util.h"
 
 /* One opened driver instance, shared by every handle derived from it with nds_kvstore_sub. */

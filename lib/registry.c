@@ -81,6 +81,20 @@ const nds_kv_driver *nds_kv_driver_find_scheme(const char *scheme) {
     return find(&kv_drivers, scheme, match_kv_scheme);
 }
 const nds_format *nds_format_find(const char *name) { return find(&formats, name, match_format); }
+
+/* Names a format goes by in "|NAME:" besides its name and URL scheme: neuroglancer's
+ * "|precomputed:", and "|zarr2:" as neuroglancer's pipeline URLs write zarr v2. */
+static const struct {
+    const char *alias;
+    const char *format;
+} format_aliases[] = {{"precomputed", "neuroglancer_precomputed"}, {"zarr2", "zarr"}};
+
+const char *nds_format_alias(const char *name) {
+    for (size_t i = 0; i < sizeof format_aliases / sizeof format_aliases[0]; i++)
+        if (strcmp(name, format_aliases[i].alias) == 0) return format_aliases[i].format;
+    return name;
+}
+
 const nds_codec *nds_codec_find(const char *name) { return find(&codecs, name, match_codec); }
 
 int nds_kv_driver_register(const nds_kv_driver *d) {

@@ -50,19 +50,6 @@ static const struct ng_prefix {
     {"zarr3", "zarr3"}, {"n5", "n5"},
 };
 
-/* Names a format goes by in "|NAME:" besides its name and URL scheme: neuroglancer's
- * "|precomputed:", and "|zarr2:" as neuroglancer's pipeline URLs write zarr v2. */
-static const struct {
-    const char *alias;
-    const char *format;
-} format_aliases[] = {{"precomputed", "neuroglancer_precomputed"}, {"zarr2", "zarr"}};
-
-const char *nds_format_alias(const char *name) {
-    for (size_t i = 0; i < sizeof format_aliases / sizeof format_aliases[0]; i++)
-        if (strcmp(name, format_aliases[i].alias) == 0) return format_aliases[i].format;
-    return name;
-}
-
 /* The neuroglancer prefix url starts with ("NAME://"), or NULL; *rest: what follows its "://". */
 static const struct ng_prefix *ng_prefix_of(const char *url, const char **rest) {
     const char *sep = strstr(url, "://");

@@ -301,7 +301,8 @@ static txn_key *find_key(nds_txn *t, const char *id) {
 }
 
 /* Replaces k's bytes (t->mu held). */
-static int set_key_value(nds_txn *t, txn_key *k, const void *data, size_t len, bool deleted) {
+static int set_key_value(nds_txn *t, txn_key *k, const nds_txn_value *value) {
+    size_t len = value->len;
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy) return nds_err(NDS_ENOMEM, "out of memory staging key %s", k->key);
     int rc = reserve(t, len);
@@ -309,12 +310,12 @@ static int set_key_value(nds_txn *t, txn_key *k, const void *data, size_t len, b
         free(copy);
         return rc;
     }
-    if (len) memcpy(copy, data, len);
+    if (len) memcpy(copy, value->data, len);
     t->memory -= k->len;
     free(k->data);
     k->data = copy;
-    k->len = deleted ? 0 : len;
-    k->deleted = deleted;
+    k->len = value->deleted ? 0 : len;
+    k->deleted = value->deleted;
     static atomic_ulong counter;
     char gen[48];
     snprintf(gen, sizeof gen, "txn-staged-%lu", (unsigned long)atomic_fetch_add(&counter, 1));
@@ -322,8 +323,8 @@ static int set_key_value(nds_txn *t, txn_key *k, const void *data, size_t len, b
     return 0;
 }
 
-int nds_txn_stage_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *data, size_t len,
-                      bool deleted, const nds_generation *if_equal, nds_generation *staged) {
+int nds_txn_stage_key(nds_txn *t, nds_kvstore *kv, const char *key, const nds_txn_value *value,
+                      const nds_generation *if_equal, nds_generation *staged) {
     int rc = nds_txn_check_open(t);
     char *id = rc ? NULL : nds_asprintf("%s%s", nds_kvstore_url(kv), key);
     if (rc || !id) return rc ? rc : nds_err(NDS_ENOMEM, "out of memory");
@@ -337,7 +338,7 @@ int nds_txn_stage_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *
         if (if_equal) k->if_equal = *if_equal;
     }
     if (!k || !k->key) rc = nds_err(NDS_ENOMEM, "out of memory staging key %s", key);
-    if (!rc) rc = set_key_value(t, k, data, len, deleted);
+    if (!rc) rc = set_key_value(t, k, value);
     if (!rc && fresh) {
         k->kv = nds_kvstore_ref(kv);
         *t->keys_tail = k;
@@ -354,7 +355,8 @@ int nds_txn_stage_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *
 }
 
 int nds_txn_write_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *data, size_t len) {
-    return nds_txn_stage_key(t, kv, key, data, len, false, NULL, NULL);
+    nds_txn_value value = {data, len, false};
+    return nds_txn_stage_key(t, kv, key, &value, NULL, NULL);
 }
 
 int nds_txn_key_lookup(nds_txn *t, nds_kvstore *kv, const char *key, bool *found, nds_bytes *value,

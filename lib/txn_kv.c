@@ -110,7 +110,8 @@ static int tk_write(void *state, const char *key, const uint8_t *data, size_t le
     /* A key first staged here keeps the caller's condition for the commit's re-check on the store.
      */
     const nds_generation *cond = staged ? NULL : &o->if_equal;
-    return nds_txn_stage_key(s->t, s->root, key, data, data ? len : 0, data == NULL, cond, new_gen);
+    nds_txn_value value = {data, data ? len : 0, data == NULL};
+    return nds_txn_stage_key(s->t, s->root, key, &value, cond, new_gen);
 }
 
 /* Listing: the store's keys that are not staged, then the staged ones. */

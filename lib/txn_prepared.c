@@ -35,6 +35,17 @@ typedef struct partial {
     size_t group; /* index of its (array, key) */
 } partial;
 
+/* One commit of prepared parts: what every attempt merges and commits. */
+typedef struct prepared_commit {
+    nds_kvstore *root;         /* the store, path "" */
+    const char *const *tokens; /* n */
+    size_t n;
+    const nds_kv_prepared *sets; /* n, as read from the store */
+    partial *ps;                 /* the chunks written in part, nps of them in ngroups groups */
+    size_t nps, ngroups;
+    const char *message, *metadata; /* of the version committed */
+} prepared_commit;
+
 static int parse_partial(const nds_kv_side *s, partial *p) {
     if (s->len < 4) return nds_err(NDS_ECORRUPT, "prepared chunk %s: too short", s->name);
     size_t hlen = nds_load_le32(s->data);
@@ -92,8 +103,8 @@ static int stage_small_values(merge_arrays *m, nds_kvstore *sub, const char *pat
         for (size_t i = 0; i < sets[t].nops; i++) {
             const nds_kv_prepared_op *op = &sets[t].ops[i];
             if (op->is_delete || !op->data || strncmp(op->key, path, plen) != 0) continue;
-            int rc = nds_txn_stage_key(m->scratch, sub, op->key + plen, op->data, op->len, false,
-                                       NULL, NULL);
+            nds_txn_value value = {op->data, op->len, false};
+            int rc = nds_txn_stage_key(m->scratch, sub, op->key + plen, &value, NULL, NULL);
             if (rc) return rc;
         }
     return 0;
@@ -132,10 +143,11 @@ static void close_merge_arrays(merge_arrays *m) {
 
 /* Reads the chunk of group g's first partial from the version the commit builds on, lays every
  * partial of g over it in order and encodes it into op (conditional on the generation read). */
-static int merge_group(const merge_arrays *m, const partial *ps, size_t nps, size_t g,
-                       size_t array, nds_kv_op *op, nds_kvstore **kv, nds_buf *enc) {
+static int merge_group(const merge_arrays *m, const prepared_commit *pc, size_t g, size_t array,
+                       nds_kv_op *op, nds_kvstore **kv, nds_buf *enc) {
     nds_array *a = m->arrays[array];
-    const partial *first = NULL;
+    const partial *ps = pc->ps, *first = NULL;
+    size_t nps = pc->nps;
     for (size_t i = 0; i < nps && !first; i++)
         if (ps[i].group == g) first = &ps[i];
     if (first->elems != a->chunk_elems || first->elem != a->elem || first->rank != a->meta.rank)
@@ -161,9 +173,9 @@ static int merge_group(const merge_arrays *m, const partial *ps, size_t nps, siz
 }
 
 /* One attempt: merge every group on the current version and commit with the merged chunks. */
-static int merge_and_commit(nds_kvstore *root, const char *const *tokens, size_t n,
-                            const nds_kv_prepared *sets, partial *ps, size_t nps, size_t ngroups,
-                            const char *message, const char *metadata) {
+static int merge_and_commit(const prepared_commit *pc) {
+    size_t ngroups = pc->ngroups;
+    const partial *ps = pc->ps;
     merge_arrays m = {0};
     nds_kv_op *ops = calloc(ngroups + 1, sizeof *ops);
     nds_kvstore **kvs = calloc(ngroups + 1, sizeof *kvs);
@@ -177,10 +189,12 @@ static int merge_and_commit(nds_kvstore *root, const char *const *tokens, size_t
     for (size_t g = 0; !rc && g < ngroups; g++) {
         size_t i = 0, array;
         while (ps[i].group != g) i++;
-        rc = open_merge_array(&m, root, &ps[i], sets, n, &array);
-        if (!rc) rc = merge_group(&m, ps, nps, g, array, &ops[g], &kvs[g], &enc[g]);
+        rc = open_merge_array(&m, pc->root, &ps[i], pc->sets, pc->n, &array);
+        if (!rc) rc = merge_group(&m, pc, g, array, &ops[g], &kvs[g], &enc[g]);
     }
-    if (!rc) rc = nds_kvstore_commit_prepared(root, tokens, n, kvs, ops, ngroups, message, metadata);
+    if (!rc)
+        rc = nds_kvstore_commit_prepared(pc->root, pc->tokens, pc->n, kvs, ops, ngroups,
+                                         pc->message, pc->metadata);
     for (size_t g = 0; enc && g < ngroups; g++) nds_buf_dispose(&enc[g]);
     close_merge_arrays(&m);
     free(ops), free(kvs), free(enc);
@@ -234,9 +248,8 @@ int nds_txn_commit_prepared(nds_kvstore *kv, const char *const *tokens, size_t n
                 rc = nds_err_prefix(rc, "prepared set %s", tokens[loaded]);
             break;
         }
-    partial *ps = NULL;
-    size_t nps = 0, ngroups = 0;
-    if (!rc) rc = collect_partials(sets, n, &ps, &nps, &ngroups);
+    prepared_commit pc = {root, tokens, n, sets, NULL, 0, 0, message, metadata};
+    if (!rc) rc = collect_partials(sets, n, &pc.ps, &pc.nps, &pc.ngroups);
     for (int attempt = 0; !rc || rc == NDS_ECONFLICT; attempt++) {
         if (attempt >= MERGE_ATTEMPTS_MAX) {
             rc = nds_err(NDS_ECONFLICT, "commit of prepared parts: still conflicting after %d "
@@ -244,11 +257,11 @@ int nds_txn_commit_prepared(nds_kvstore *kv, const char *const *tokens, size_t n
             break;
         }
         if (attempt) nds_sleep_ns((uint64_t)1000000 * (uint64_t)(1 + nds_random_u64() % 8));
-        rc = merge_and_commit(root, tokens, n, sets, ps, nps, ngroups, message, metadata);
-        if (rc != NDS_ECONFLICT || ngroups == 0) break; /* without merges a conflict is final */
+        rc = merge_and_commit(&pc);
+        if (rc != NDS_ECONFLICT || pc.ngroups == 0) break; /* without merges a conflict is final */
     }
     for (size_t i = 0; i < loaded && i < n; i++) nds_kvstore_prepared_dispose(root, &sets[i]);
-    free(ps);
+    free(pc.ps);
     free(sets);
     nds_kvstore_free(root);
     return rc;

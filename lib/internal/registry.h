@@ -11,6 +11,9 @@
 const nds_kv_driver *nds_kv_driver_find(const char *name);
 /** Finds a kvstore driver by URL scheme; NULL when unknown. */
 const nds_kv_driver *nds_kv_driver_find_scheme(const char *scheme);
+/** The format name an alias in "|NAME:" stands for ("precomputed": "neuroglancer_precomputed"), or
+ *  name itself when it is no alias. */
+const char *nds_format_alias(const char *name);
 
 /** The built-in tables (lib/builtins.c) and their lengths. */
 extern const nds_kv_driver *const nds_builtin_kv_drivers[];

@@ -13,8 +13,5 @@ int nds_spec_parse(const char *text, json_object **out);
 /** Open mode bits from the spec's "open", "create", "delete_existing" members (default: open only).
  */
 int nds_spec_mode(const json_object *spec, unsigned *mode);
-/** The format name an alias in "|NAME:" stands for ("precomputed": "neuroglancer_precomputed"), or
- *  name itself when it is no alias. */
-const char *nds_format_alias(const char *name);
 
 #endif

@@ -36,10 +36,16 @@ int nds_txn_stage_ref(nds_txn *t, struct nds_array *a, const uint64_t *cell, con
 bool nds_txn_touches(nds_txn *t, const struct nds_array *a);
 /** Copies the staged elements of c over chunk (canonical layout). */
 void nds_txn_overlay(const nds_txn_chunk *c, uint8_t *chunk, size_t elems, size_t elem);
+/** A raw key's staged value: len bytes at data (copied), or a delete. */
+typedef struct nds_txn_value {
+    const void *data;
+    size_t len;
+    bool deleted;
+} nds_txn_value;
 /** Stages a raw key write (or delete) of kv + key; if_equal (may be NULL) is the condition the commit
  *  re-checks on the store; *staged (may be NULL) gets the generation reads inside the transaction see. */
-int nds_txn_stage_key(nds_txn *t, nds_kvstore *kv, const char *key, const void *data, size_t len,
-                      bool deleted, const nds_generation *if_equal, nds_generation *staged);
+int nds_txn_stage_key(nds_txn *t, nds_kvstore *kv, const char *key, const nds_txn_value *value,
+                      const nds_generation *if_equal, nds_generation *staged);
 /** Looks up the staged raw key kv + key: *found, and if so *deleted, *gen and (value may be NULL) a copy
  *  of its bytes. */
 int nds_txn_key_lookup(nds_txn *t, nds_kvstore *kv, const char *key, bool *found, nds_bytes *value,
