@@ -154,30 +154,39 @@ static void copy_level(const layout *l, size_t d, size_t elem, uint8_t *dst, con
                    stream);
 }
 
-static void strided_copy(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,
-                         const int64_t *dst_stride, const uint8_t *src, const int64_t *src_stride,
-                         bool stream) {
+/* Simplifies the layout of a copy into *l; false when it copies nothing (an extent is 0). */
+static bool copy_layout(layout *l, size_t rank, const uint64_t *extent, const int64_t *dst_stride,
+                        const int64_t *src_stride) {
     for (size_t d = 0; d < rank; d++)
-        if (extent[d] == 0) return;
-    layout l;
-    simplify(&l, rank, extent, dst_stride, src_stride);
-    if (l.rank == 0) {
+        if (extent[d] == 0) return false;
+    simplify(l, rank, extent, dst_stride, src_stride);
+    return true;
+}
+
+/* The copy of a simplified layout, with non-temporal stores when stream is set. */
+static void copy_simplified(const layout *l, size_t elem, uint8_t *dst, const uint8_t *src,
+                            bool stream) {
+    if (l->rank == 0) {
         memcpy(dst, src, elem);
         return;
     }
-    copy_level(&l, 0, elem, dst, src, stream);
+    copy_level(l, 0, elem, dst, src, stream);
     if (stream) stream_fence();
 }
 
 void nds_strided_copy(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,
                       const int64_t *dst_stride, const uint8_t *src, const int64_t *src_stride) {
-    strided_copy(rank, extent, elem, dst, dst_stride, src, src_stride, false);
+    layout l;
+    if (copy_layout(&l, rank, extent, dst_stride, src_stride))
+        copy_simplified(&l, elem, dst, src, false);
 }
 
 void nds_strided_copy_streaming(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,
                                 const int64_t *dst_stride, const uint8_t *src,
                                 const int64_t *src_stride) {
-    strided_copy(rank, extent, elem, dst, dst_stride, src, src_stride, true);
+    layout l;
+    if (copy_layout(&l, rank, extent, dst_stride, src_stride))
+        copy_simplified(&l, elem, dst, src, true);
 }
 
 static size_t last_level_cache;
