@@ -14,6 +14,7 @@ Usage: python3 scripts/check_structure.py BUILD_DIR [DIR...]
 
 Given DIRs also restrict (a) to the cycles that touch a file in them. Prints nothing and exits 0 when
 both checks pass; exits 1 when anything is printed, 2 on a usage error. Standard library only.
+`check_structure.py --self-test` checks the parser and the cycle search on built-in examples.
 """
 import os
 import re
@@ -222,7 +223,44 @@ def report_params(dirs):
     return len(lines), lines
 
 
+SELF_TEST_C = r"""
+#define MACRO(a, b, c, d, e, f, g, h) (a)
+static const char *text = "f(a, b, c, d, e, f, g, h) {";
+/* g(a, b, c, d, e, f, g, h) { */
+int none(void) { return 0; }
+static int eight(int a, int b, int c, int d, int e, int f, int g,
+                 int h) {
+    if (a) { return b; }
+    return sizeof(int);
+}
+void callback(void (*fn)(void *ctx, int x, int y, int z), void *ctx, int a, int b, int c, int d,
+              int e) {}
+int seven_decl(int a, int b, int c, int d, int e, int f, int g, int h);
+struct s { int (*m)(int a, int b, int c, int d, int e, int f, int g, int h); };
+"""
+
+
+def self_test():
+    """Checks definitions() and components() on small examples; returns the failures."""
+    got = [(name, count) for _, name, count in definitions(SELF_TEST_C)]
+    want = [("none", 0), ("eight", 8), ("callback", 7)]
+    fails = [] if got == want else [f"definitions: {got} != {want}"]
+    lines = [line for line, name, _ in definitions(SELF_TEST_C) if name == "eight"]
+    if lines != [6]:
+        fails.append(f"line of eight: {lines} != [6]")
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    comps = sorted(c for c in components(graph) if len(c) > 1)
+    if comps != [["a", "b", "c"]]:
+        fails.append(f"components: {comps} != [['a', 'b', 'c']]")
+    return fails
+
+
 def main(argv):
+    if len(argv) == 2 and argv[1] == "--self-test":
+        fails = self_test()
+        for f in fails:
+            print("self-test failed:", f)
+        return 1 if fails else 0
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
