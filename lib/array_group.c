@@ -246,7 +246,10 @@ int nds_array_write_groups(nds_array *a, const struct io_call *c, size_t threads
     int rc =
         gc.m ? collect(&gc, &arena, &n) : nds_err(NDS_ENOMEM, "out of memory grouping a write");
     if (!rc) rc = group(&gc, &arena, n);
-    if (!rc) rc = nds_pool_for(nds_context_pool(a->ctx), gc.ngroups, threads, group_task, &gc);
+    if (!rc)
+        rc = nds_pool_for_budget(nds_context_pool(a->ctx), nds_context_budget(a->ctx),
+                                 a->chunk_bytes * (2 + n / (gc.ngroups ? gc.ngroups : 1)),
+                                 gc.ngroups, threads, group_task, &gc);
     free(gc.m);
     free(gc.starts);
     nds_buf_dispose(&arena);

@@ -99,11 +99,13 @@ static int redo_chunk(void *ctx, size_t i) { return write_cell(ctx, i, NULL); }
 static int write_chunks(io_call *c, size_t threads) {
     nds_pool *pool = nds_context_pool(c->a->ctx);
     if (c->txn || !nds_kvstore_can_stage(c->a->kv))
-        return nds_pool_for(pool, c->grid.total, threads, write_task, c);
+        return nds_pool_for_budget(pool, nds_context_budget(c->a->ctx), 2 * c->grid_bytes,
+                                   c->grid.total, threads, write_task, c);
     nds_write_batch batch;
     nds_write_batch_init(&batch, c->a->kv, redo_chunk, c);
     c->batch = &batch;
-    int rc = nds_pool_for(pool, c->grid.total, threads, write_task, c);
+    int rc = nds_pool_for_budget(pool, nds_context_budget(c->a->ctx), 2 * c->grid_bytes,
+                                 c->grid.total, threads, write_task, c);
     if (!rc) rc = nds_write_batch_finish(&batch);
     nds_write_batch_dispose(&batch);
     c->batch = NULL;

@@ -633,7 +633,9 @@ int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_opt
         if (threads == 0 && (nds_kvstore_capabilities(a->kv) & NDS_KV_CAP_LOCAL))
             threads = (size_t)nds_context_local_read_threads(a->ctx);
         c.run = read_run_length(&c, threads ? threads : (size_t)nds_context_threads(a->ctx));
-        rc = nds_pool_for(nds_context_pool(a->ctx), c.grid.total / c.run, threads, read_task, &c);
+        rc = nds_pool_for_budget(nds_context_pool(a->ctx), nds_context_budget(a->ctx),
+                                 c.grid_bytes * (c.run + 1), c.grid.total / c.run, threads,
+                                 read_task, &c);
     }
     pthread_rwlock_unlock(&a->meta_lock);
     return rc;

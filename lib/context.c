@@ -1,8 +1,10 @@
-/* Contexts: the thread pool and the memory budget shared by arrays and kvstores. */
+/* Contexts: the thread pool, the memory budget and the chunk cache shared by arrays and kvstores.
+ * The budget bounds the chunk bytes in flight of every call on the context (lib/pool.c). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "internal/budget.h"
 #include "internal/context_internal.h"
 #include "internal/chunk_cache.h"
 #include "internal/error.h"
@@ -13,7 +15,7 @@ struct nds_context {
     nds_pool *pool; /* workers = threads - 1: the calling thread always takes part */
     int threads;
     int local_read_threads; /* default threads of reads from NDS_KV_CAP_LOCAL stores */
-    size_t memory_budget;
+    nds_budget *budget;     /* chunk bytes in flight across all calls */
     nds_chunk_cache *cache; /* NULL when caching is off */
 };
 
@@ -35,11 +37,13 @@ int nds_context_new(nds_context **out, const nds_context_options *opts) {
     /* Reads from local stores never wait on I/O (the page cache or memory): one thread per core is
      * as fast, and halves the chunks in flight. An explicit thread count applies to everything. */
     c->local_read_threads = opts && opts->threads > 0 ? opts->threads : online_cores();
-    c->memory_budget = opts && opts->memory_budget ? opts->memory_budget : NDS_DEFAULT_BUDGET;
+    size_t budget = opts && opts->memory_budget ? opts->memory_budget : NDS_DEFAULT_BUDGET;
     int rc = nds_pool_new(&c->pool, c->threads - 1);
+    if (!rc) rc = nds_budget_new(&c->budget, budget);
     if (!rc) rc = nds_chunk_cache_new(&c->cache, opts ? opts->cache_bytes : 0);
     if (rc) {
         nds_pool_free(c->pool);
+        nds_budget_free(c->budget);
         free(c);
         return rc;
     }
@@ -50,6 +54,7 @@ int nds_context_new(nds_context **out, const nds_context_options *opts) {
 void nds_context_free(nds_context *c) {
     if (!c || c == default_ctx) return;
     nds_pool_free(c->pool);
+    nds_budget_free(c->budget);
     nds_chunk_cache_free(c->cache);
     free(c);
 }
@@ -60,6 +65,8 @@ static void make_default(void) {
     if (env) o.threads = atoi(env);
     env = getenv("NDS_CACHE_BYTES");
     if (env) o.cache_bytes = (size_t)strtoull(env, NULL, 10);
+    env = getenv("NDS_MEMORY_BUDGET");
+    if (env) o.memory_budget = (size_t)strtoull(env, NULL, 10);
     if (nds_context_new(&default_ctx, &o) != 0) default_ctx = NULL;
 }
 
@@ -83,7 +90,11 @@ nds_pool *nds_context_pool(nds_context *c) {
 }
 size_t nds_context_memory_budget(nds_context *c) {
     c = nds_context_resolve(c);
-    return c ? c->memory_budget : NDS_DEFAULT_BUDGET;
+    return c ? nds_budget_total(c->budget) : NDS_DEFAULT_BUDGET;
+}
+nds_budget *nds_context_budget(nds_context *c) {
+    c = nds_context_resolve(c);
+    return c ? c->budget : NULL;
 }
 
 nds_chunk_cache *nds_context_cache(nds_context *c) {

@@ -1,15 +1,24 @@
 /* Fixed thread pool with a blocking parallel-for. Workers take whole jobs from a queue; within a
  * job every participating thread (the caller included) claims indices from an atomic counter, so
- * the number of chunks in flight is bounded by the number of threads. Lock order: pool->mu, then
- * nothing. */
+ * the number of chunks in flight is bounded by the number of threads, and, for a job with a memory
+ * budget, by the budget: each thread takes a task's bytes before claiming an index and gives them
+ * back after it. Lock order: pool->mu, then nothing; a budget's lock is never taken under
+ * pool->mu. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "internal/budget.h"
 #include "internal/error.h"
+#include "internal/format_util.h"
 #include "internal/pool.h"
+
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 
 typedef struct job {
     nds_task_fn fn;
@@ -19,6 +28,9 @@ typedef struct job {
     atomic_int failed;     /* set by the first failing task */
     size_t helpers_wanted; /* workers that may still join */
     size_t active;         /* threads inside run_job (under pool->mu) */
+    nds_budget *budget;    /* NULL: tasks run without one */
+    size_t task_bytes;     /* what one task holds of budget */
+    size_t keep;           /* buffer bytes a thread may keep between tasks: its share of budget */
     pthread_mutex_t err_mu;
     nds_error_saved err; /* first error, valid when failed */
     struct job *next_job;
@@ -37,19 +49,63 @@ struct nds_pool {
                   locked by one of them (a worker finishing a job while the parent forked) */
 };
 
-static void run_job(job *j) {
+/* Whether a job needs no more threads: every index is claimed, or a task failed. A thread
+ * waiting for budget gives up then (its caller may hold the budget it waits for: see
+ * nds_pool_for_budget). */
+static bool job_over(void *arg) {
+    job *j = arg;
+    return atomic_load(&j->failed) || atomic_load(&j->next) >= j->n;
+}
+
+static void record_failure(job *j, int rc) {
+    pthread_mutex_lock(&j->err_mu);
+    if (!atomic_load(&j->failed)) {
+        nds_error_save(&j->err, rc);
+        atomic_store(&j->failed, 1);
+    }
+    pthread_mutex_unlock(&j->err_mu);
+}
+
+static _Thread_local int tasks_running; /* tasks of any job this thread is inside */
+
+/* After a task under a budget: the thread's reusable buffers (internal/format_util.h scratch, e.g.
+ * a decoded chunk) beyond keep bytes are freed and, with glibc, handed back to the system (its
+ * per-thread arenas would otherwise keep them, so memory would follow the threads, not the budget).
+ */
+static void trim_scratch(size_t keep) {
+    bool freed = false;
+    for (int slot = 0; slot < NDS_SCRATCH_SLOTS; slot++) {
+        nds_buf *b = nds_scratch_buf(slot);
+        if (b && b->cap > keep) {
+            nds_buf_dispose(b);
+            freed = true;
+        }
+    }
+#ifdef __GLIBC__
+    if (freed) malloc_trim(0);
+#else
+    (void)freed;
+#endif
+}
+
+/* Claims and runs tasks until none is left. With budget (non-NULL), each task's bytes are taken
+ * before its index is claimed, so a thread that waits holds no index the others could run. */
+static void run_job(job *j, nds_budget *budget) {
     for (;;) {
         if (atomic_load(&j->failed)) return;
+        if (budget && !nds_budget_acquire(budget, j->task_bytes, job_over, j)) return;
         size_t i = atomic_fetch_add(&j->next, 1);
+        tasks_running++;
+        int rc = i < j->n ? j->fn(j->ctx, i) : 0;
+        tasks_running--;
+        if (budget) {
+            /* Not inside another task: that one may still use its buffers. */
+            if (tasks_running == 0) trim_scratch(j->keep);
+            nds_budget_release(budget, j->task_bytes);
+        }
         if (i >= j->n) return;
-        int rc = j->fn(j->ctx, i);
         if (rc != 0) {
-            pthread_mutex_lock(&j->err_mu);
-            if (!atomic_load(&j->failed)) {
-                nds_error_save(&j->err, rc);
-                atomic_store(&j->failed, 1);
-            }
-            pthread_mutex_unlock(&j->err_mu);
+            record_failure(j, rc);
             return;
         }
     }
@@ -75,7 +131,7 @@ static void *worker(void *arg) {
         if (--j->helpers_wanted == 0) unlink_job(p, j);
         j->active++;
         pthread_mutex_unlock(&p->mu);
-        run_job(j);
+        run_job(j, j->budget); /* a worker holds no budget between jobs */
         pthread_mutex_lock(&p->mu);
         j->active--;
         pthread_cond_broadcast(&p->done);
@@ -129,8 +185,12 @@ void nds_pool_free(nds_pool *p) {
     free(p);
 }
 
-
 int nds_pool_for(nds_pool *p, size_t n, size_t max_parallel, nds_task_fn fn, void *ctx) {
+    return nds_pool_for_budget(p, NULL, 0, n, max_parallel, fn, ctx);
+}
+
+int nds_pool_for_budget(nds_pool *p, nds_budget *budget, size_t task_bytes, size_t n,
+                        size_t max_parallel, nds_task_fn fn, void *ctx) {
     if (n == 0) return 0;
     job j;
     memset(&j, 0, sizeof j);
@@ -140,8 +200,15 @@ int nds_pool_for(nds_pool *p, size_t n, size_t max_parallel, nds_task_fn fn, voi
     atomic_init(&j.next, 0);
     atomic_init(&j.failed, 0);
     pthread_mutex_init(&j.err_mu, NULL);
-    /* In a forked child the caller does all the work, touching nothing of the pool. */
-    size_t helpers = p && p->pid == getpid() ? (size_t)p->threads : 0;
+    /* In a forked child the caller does all the work, touching nothing of the pool, nor of the
+     * budget: the parent's tasks hold part of it and will never give it back here. */
+    bool own = p && p->pid == getpid();
+    j.budget = own ? budget : NULL;
+    j.task_bytes = task_bytes;
+    /* Buffers a thread keeps for its next task are memory the budget does not see: each thread
+     * keeps at most its share, so all the pool's threads keep at most the budget. */
+    j.keep = budget ? nds_budget_total(budget) / (own ? (size_t)p->threads + 1 : 1) : 0;
+    size_t helpers = own ? (size_t)p->threads : 0;
     if (max_parallel > 0 && helpers > max_parallel - 1) helpers = max_parallel - 1;
     if (helpers > n - 1) helpers = n - 1;
     if (helpers > 0) {
@@ -152,7 +219,10 @@ int nds_pool_for(nds_pool *p, size_t n, size_t max_parallel, nds_task_fn fn, voi
         pthread_cond_broadcast(&p->work);
         pthread_mutex_unlock(&p->mu);
     }
-    run_job(&j);
+    /* A caller that holds budget already (a task running a nested parallel-for) runs its share
+     * under what it holds: waiting for more could wait for itself. Helpers still take their own. */
+    run_job(&j, nds_budget_held() > 0 ? NULL : j.budget);
+    if (j.budget) nds_budget_wake(j.budget); /* helpers waiting for budget: the job is over */
     if (helpers > 0) {
         pthread_mutex_lock(&p->mu);
         if (j.helpers_wanted > 0) unlink_job(p, &j); /* no one else may join now */

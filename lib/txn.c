@@ -503,7 +503,8 @@ static int commit_array_chunks(commit_call *cc, size_t first, size_t n) {
         nds_write_batch_init(&batch, a->kv, isolated_redo, &g);
         g.batch = &batch;
     }
-    int rc = nds_pool_for(nds_context_pool(NULL), n, 0, isolated_task, &g);
+    int rc = nds_pool_for_budget(nds_context_pool(NULL), nds_context_budget(NULL),
+                                 2 * a->chunk_bytes, n, 0, isolated_task, &g);
     if (g.batch && !rc) rc = nds_write_batch_finish(&batch);
     if (g.batch) nds_write_batch_dispose(&batch);
     pthread_rwlock_unlock(&a->meta_lock);
@@ -593,7 +594,9 @@ static int prepare_task(void *ctx, size_t i) {
 }
 
 static int commit_atomic_once(nds_txn *t, commit_call *cc) {
-    int rc = nds_pool_for(nds_context_pool(NULL), t->nchunks, 0, prepare_task, cc);
+    int rc = nds_pool_for_budget(nds_context_pool(NULL), nds_context_budget(NULL),
+                                 2 * (t->memory / (t->nchunks ? t->nchunks : 1)), t->nchunks, 0,
+                                 prepare_task, cc);
     size_t n = t->nchunks;
     for (txn_key *k = t->keys; k; k = k->next) {
         if (k->settled) continue;
@@ -762,7 +765,9 @@ static int prepare_all(nds_txn *t, nds_txn_chunk **chunks, nds_buf *enc, char *t
                                 {NDS_GEN_NONE, {0}}};
         kvs[nops] = k->kv;
     }
-    if (!rc) rc = nds_pool_for(nds_context_pool(NULL), n, 0, prepare_chunk_task, &p);
+    if (!rc)
+        rc = nds_pool_for_budget(nds_context_pool(NULL), nds_context_budget(NULL),
+                                 2 * (t->memory / (n ? n : 1)), n, 0, prepare_chunk_task, &p);
     for (size_t i = 0; !rc && i < n; i++) {
         if (p.whole[i]) {
             ops[nops] = p.ops[i];

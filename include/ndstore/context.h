@@ -17,7 +17,9 @@ typedef struct nds_context_options {
     int version;
     int threads;            /**< threads for a call's chunk tasks (codec, copy, I/O); 0 = 2 x online cores,
                                  except reads from local stores (memory, file, lmdb): 1 x online cores */
-    size_t memory_budget;   /**< bytes of chunks in flight per call; 0 = default (256 MiB) */
+    size_t memory_budget;   /**< bytes of chunks in flight across all calls on this context; a chunk task
+                                 waits for its share rather than allocate past it (docs/guarantees.md,
+                                 "Memory budget"); 0 = default (256 MiB) */
     size_t cache_bytes;     /**< decoded-chunk cache shared by the context's arrays; 0 = no cache. Hits are
                                  revalidated against the store (a cheap conditional read), never stale. */
 } nds_context_options;
