@@ -14,8 +14,10 @@ timed). Per workload, every measured phase runs in its own process, which report
   zarr-python: write, read, random, each in a forked child of this script.
 Then, for the codec-bound uint16 64^3 workloads, ndstore's write and read with 1 thread (scaling),
 and the memory of `ndstore cp` from a 2 GiB zarr v2 array to zarr v3 sharded, N5 and neuroglancer
-precomputed. --only keeps the workloads whose name contains one of the given strings (the cp part
-runs when no --only is given or "cp" is one of them). --quick runs small arrays, for a smoke test.
+precomputed, and the peak RSS of 8 concurrent full reads on one context with a 64 MiB and the default
+memory budget. --only keeps the workloads whose name contains one of the given strings (the cp part
+runs when no --only is given or "cp" is one of them, the concurrent reads with "concurrent").
+--quick runs small arrays, for a smoke test.
 Prints markdown tables. MB/s = 10^6 uncompressed bytes per second; RSS in MiB (2^20 bytes).
 """
 import argparse
@@ -393,6 +395,35 @@ def run_cp(args):
     table(['destination', 'elapsed s', 'MB/s', 'peak RSS MiB'], rows)
 
 
+def run_concurrent_reads(args):
+    """8 threads reading all of one array at once on one context (nds_bench --readers 8), with a 64 MiB
+    memory budget, with the default (256 MiB) and with 16 GiB (no bound): time and the peak RSS the
+    reads added above their
+    output buffers (faulted in before), which the budget bounds (docs/guarantees.md, "Memory
+    budget")."""
+    shape, chunks = ((16, 256, 512), (4, 256, 512)) if args.quick else ((32, 1024, 1024),
+                                                                          (4, 1024, 1024))
+    raw, src = os.path.join(args.tmp, 'conc.u16'), os.path.join(args.tmp, 'conc.zarr')
+    zp.write_data(raw, shape, 'uint16', 20261127)
+    run_json([args.nds_bench, '--mode', 'write', '--array', 'file://%s/' % src, '--input', raw,
+              '--codec', 'zstd:1', '--dtype', 'uint16', '--shape', csv(shape), '--chunks',
+              csv(chunks)])
+    rows = []
+    for budget in (64 << 20, 256 << 20, 16 << 30):  # the last: no effective bound
+        runs = [run_json([args.nds_bench, '--mode', 'read', '--array', 'file://%s/' % src,
+                          '--input', raw, '--readers', '8', '--memory-budget', str(budget)])
+                for _ in range(args.reps)]
+        r = best(runs, by_secs)
+        rows.append(['%d MiB' % (budget >> 20) if budget < 16 << 30 else '16 GiB (no bound)', '%.2f' % r['secs'], '%.0f' % (r['bytes'] / 1e6 / r['secs']),
+                     '%.0f' % mib(r['rss_kib'] - r['rss_before_kib'])])
+    os.unlink(raw)
+    shutil.rmtree(src, ignore_errors=True)
+    print('### 8 concurrent full reads on one context (%s uint16, %.0f MiB chunks, zstd-1, file://), '
+          'peak RSS above the 8 output buffers\n'
+          % ('x'.join(map(str, shape)), 2 * np.prod(chunks) / MIB))
+    table(['memory budget', 'elapsed s', 'MB/s (all readers)', 'peak RSS added MiB'], rows)
+
+
 def check_disk(args):
     need = (64 if args.quick else 3600) * 10**6
     free = shutil.disk_usage(args.tmp).free
@@ -405,7 +436,8 @@ def parse_args():
     ap.add_argument('--build', required=True, help='build dir with nds_bench, nds_limit, ndstore')
     ap.add_argument('--tmp', required=True, help='scratch dir (on the disk to measure)')
     ap.add_argument('--reps', type=int, default=1, help='best of N for every measurement')
-    ap.add_argument('--only', help='comma-separated substrings of workload names, or "cp"')
+    ap.add_argument('--only', help='comma-separated substrings of workload names, "cp" or '
+                    '"concurrent"')
     ap.add_argument('--quick', action='store_true', help='small arrays, short phases')
     ap.add_argument('--seconds', type=float, help='random-read phase length (default 3)')
     args = ap.parse_args()
@@ -448,6 +480,8 @@ def main():
         print_tables(done, cores)
     if not args.only or 'cp' in args.only:
         run_cp(args)
+    if not args.only or 'concurrent' in args.only:
+        run_concurrent_reads(args)
     print('total time: %.0f s' % (time.perf_counter() - start))
 
 

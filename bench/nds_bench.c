@@ -4,11 +4,14 @@
  * usage: nds_bench --mode write  --array URL --input RAW --codec C --dtype T --shape S --chunks C
  *        nds_bench --mode read   --array URL [--input RAW]
  *        nds_bench --mode random --array URL [--input RAW] --region R [--seconds 3] [--seed S]
- *        common: [--threads N] [--cache-bytes N]
+ *        common: [--threads N] [--cache-bytes N] [--memory-budget N] [--readers N]
  * write:  creates the array (zarr v2, must not exist yet) and times one nds_array_write of RAW
  *         (the array's elements, C order, host byte order) into it.
  * read:   opens the array and times one nds_array_read of all of it into a buffer faulted in
  *         before the clock starts; then compares it with RAW, streamed (no second big buffer).
+ *         --readers N: N threads read all of it at once on the one context, each into its own
+ *         buffer (faulted in before the clock, so rss_kib - rss_before_kib is what the reads
+ *         added: the chunks in flight the context's --memory-budget bounds); bytes is N x array.
  * random: opens the array and reads regions of shape R at random origins for the given seconds,
  *         into one reused buffer; then reads the first few again and compares them with RAW.
  *         Origins: splitmix64(seed), one draw per dimension, origin = draw % (shape - R + 1),
@@ -24,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +39,8 @@ typedef struct bench_args {
     const char *mode, *input, *array, *codec, *dtype;
     size_t rank, chunk_rank, region_rank;
     uint64_t shape[NDS_MAX_RANK], chunks[NDS_MAX_RANK], region[NDS_MAX_RANK];
-    int threads;
-    size_t cache_bytes;
+    int threads, readers;
+    size_t cache_bytes, memory_budget;
     double seconds;
     uint64_t seed;
 } bench_args;
@@ -53,7 +57,7 @@ static const char usage[] =
     "usage: nds_bench --mode write|read|random --array URL [--input RAW] [--codec C] [--dtype T]\n"
     "                 [--shape S] [--chunks C] [--region R] [--seconds X] [--seed N] [--threads "
     "N]\n"
-    "                 [--cache-bytes N]\n";
+    "                 [--cache-bytes N] [--memory-budget N] [--readers N]\n";
 
 enum { VERIFY_REGIONS = 4 }; /* random mode: regions re-read and checked after the clock stops */
 
@@ -115,6 +119,10 @@ static int parse_one(bench_args *a, const char *k, const char *v) {
         a->threads = atoi(v);
     else if (strcmp(k, "--cache-bytes") == 0)
         a->cache_bytes = (size_t)strtoull(v, NULL, 10);
+    else if (strcmp(k, "--memory-budget") == 0)
+        a->memory_budget = (size_t)strtoull(v, NULL, 10);
+    else if (strcmp(k, "--readers") == 0)
+        a->readers = atoi(v);
     else if (strcmp(k, "--seconds") == 0)
         a->seconds = strtod(v, NULL);
     else if (strcmp(k, "--seed") == 0)
@@ -135,9 +143,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     a->dtype = "uint16";
     a->seconds = 3;
     a->seed = 1;
+    a->readers = 1;
     for (int i = 1; i < argc; i += 2)
         if (i + 1 >= argc || parse_one(a, argv[i], argv[i + 1]) != 0) return -1;
-    if (!a->mode || !a->array) return -1;
+    if (!a->mode || !a->array || a->readers < 1) return -1;
     if (strcmp(a->mode, "write") == 0)
         return a->input && a->codec && a->rank && a->chunk_rank == a->rank ? 0 : -1;
     if (strcmp(a->mode, "random") == 0) return a->region_rank && a->seconds > 0 ? 0 : -1;
@@ -220,26 +229,55 @@ static int run_write(const bench_args *a, nds_context *ctx, bench_result *r) {
     return rc ? fail("write", rc) : 0;
 }
 
-/* Times the read of the whole array into a buffer faulted in first, then checks it against RAW. */
+/* One reader of --readers: the whole array into its own buffer. */
+typedef struct reader {
+    nds_array *arr;
+    const nds_box *box;
+    uint8_t *out;
+    int rc;
+} reader;
+
+static void *read_all(void *arg) {
+    reader *r = arg;
+    r->rc = nds_array_read(r->arr, r->box, r->out, NULL);
+    return NULL;
+}
+
+/* Times the read of the whole array by a->readers threads at once, each into a buffer faulted in
+ * first, then checks each against RAW. */
 static int run_read(const bench_args *a, nds_array *arr, bench_result *r) {
     uint64_t shape[NDS_MAX_RANK];
     nds_array_shape(arr, shape);
     nds_box box;
     nds_box_full(&box, nds_array_rank(arr), shape);
-    r->bytes = nds_box_count(&box) * nds_dtype_size(nds_array_dtype(arr));
-    uint8_t *out = malloc(r->bytes ? (size_t)r->bytes : 1);
-    if (!out) return fail("out of memory", NDS_ENOMEM);
-    memset(out, 0xA5, (size_t)r->bytes); /* fault every page in: the caller's buffer, reused */
+    size_t bytes = (size_t)(nds_box_count(&box) * nds_dtype_size(nds_array_dtype(arr)));
+    int n = a->readers, rc = 0;
+    reader *rd = calloc((size_t)n, sizeof *rd);
+    pthread_t *tid = calloc((size_t)n, sizeof *tid);
+    for (int i = 0; rd && tid && i < n; i++) {
+        rd[i] = (reader){arr, &box, malloc(bytes ? bytes : 1), 0};
+        if (!rd[i].out) break;
+        memset(rd[i].out, 0xA5, bytes); /* fault every page in: the caller's buffer, reused */
+    }
+    for (int i = 0; i < n; i++)
+        if (!rd || !tid || !rd[i].out) rc = fail("out of memory", NDS_ENOMEM);
+    r->bytes = (uint64_t)bytes * (uint64_t)n;
     r->rss_before_kib = maxrss_kib();
     double t0 = now();
-    int rc = nds_array_read(arr, &box, out, NULL);
+    if (rc == 0 && n == 1) read_all(&rd[0]);
+    for (int i = 0; rc == 0 && n > 1 && i < n; i++) pthread_create(&tid[i], NULL, read_all, &rd[i]);
+    for (int i = 0; rc == 0 && n > 1 && i < n; i++) pthread_join(tid[i], NULL);
     r->secs = now() - t0;
     r->rss_kib = maxrss_kib();
-    if (rc)
-        rc = fail("read", rc);
-    else if (a->input)
-        rc = check_whole(a->input, out, (size_t)r->bytes);
-    free(out);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (rd[i].rc)
+            rc = fail("read", rd[i].rc);
+        else if (a->input)
+            rc = check_whole(a->input, rd[i].out, bytes);
+    }
+    for (int i = 0; rd && i < n; i++) free(rd[i].out);
+    free(rd);
+    free(tid);
     return rc;
 }
 
@@ -347,6 +385,7 @@ int main(int argc, char **argv) {
     nds_context_options co = NDS_CONTEXT_OPTIONS_INIT;
     co.threads = a.threads;
     co.cache_bytes = a.cache_bytes;
+    co.memory_budget = a.memory_budget;
     nds_context *ctx = NULL;
     bench_result r;
     memset(&r, 0, sizeof r);

@@ -3,7 +3,8 @@
 # line as users run it, whole processes against zarr-python + NumPy (bench/cli_bench.py); the versioned
 # store's rows (bench/versioned_bench.py); PyTorch checkpoints against torch.save (bench/torch_bench.py); then full write, full
 # read and random region reads of three array layouts x four compressors, peak RSS of every phase,
-# thread scaling, and the memory of `ndstore cp` of a 2 GiB array. See docs/performance.md and
+# thread scaling, the memory of `ndstore cp` of a 2 GiB array, and the peak RSS of 8 concurrent reads
+# under the memory budget. See docs/performance.md and
 # bench/bench.py.
 #
 # usage: bench/run.sh [BUILD_DIR] [--reps N] [--only NAME[,NAME..]] [--quick] [--seconds X]

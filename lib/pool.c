@@ -66,6 +66,8 @@ static void record_failure(job *j, int rc) {
     pthread_mutex_unlock(&j->err_mu);
 }
 
+enum { KEEP_PARTS = 16 }; /* see keep_bytes */
+
 static _Thread_local int tasks_running; /* tasks of any job this thread is inside */
 
 /* After a task under a budget: the thread's reusable buffers (internal/format_util.h scratch, e.g.
@@ -88,12 +90,30 @@ static void trim_scratch(size_t keep) {
 #endif
 }
 
+/* Buffer bytes a thread may keep between tasks under a budget of total bytes shared by a pool of
+ * threads. Kept buffers are memory the budget does not see, on every thread that ran a task (the
+ * application's calling threads too, however many): each keeps at most its share of the budget,
+ * and at most a sixteenth of it, so up to 16 such threads keep at most the budget. */
+static size_t keep_bytes(size_t total, size_t threads) {
+    size_t share = total / threads;
+    return share < total / KEEP_PARTS ? share : total / KEEP_PARTS;
+}
+
+/* Takes a task's bytes of budget. A thread that has to wait first gives back its buffers (unless
+ * inside another task, which may still use them): while it waits they would only add to the chunks
+ * in flight. @return false when the job ended during the wait. */
+static bool take_budget(job *j, nds_budget *budget) {
+    if (nds_budget_try_acquire(budget, j->task_bytes)) return true;
+    if (tasks_running == 0) trim_scratch(0);
+    return nds_budget_acquire(budget, j->task_bytes, job_over, j);
+}
+
 /* Claims and runs tasks until none is left. With budget (non-NULL), each task's bytes are taken
  * before its index is claimed, so a thread that waits holds no index the others could run. */
 static void run_job(job *j, nds_budget *budget) {
     for (;;) {
         if (atomic_load(&j->failed)) return;
-        if (budget && !nds_budget_acquire(budget, j->task_bytes, job_over, j)) return;
+        if (budget && !take_budget(j, budget)) return;
         size_t i = atomic_fetch_add(&j->next, 1);
         tasks_running++;
         int rc = i < j->n ? j->fn(j->ctx, i) : 0;
@@ -205,9 +225,7 @@ int nds_pool_for_budget(nds_pool *p, nds_budget *budget, size_t task_bytes, size
     bool own = p && p->pid == getpid();
     j.budget = own ? budget : NULL;
     j.task_bytes = task_bytes;
-    /* Buffers a thread keeps for its next task are memory the budget does not see: each thread
-     * keeps at most its share, so all the pool's threads keep at most the budget. */
-    j.keep = budget ? nds_budget_total(budget) / (own ? (size_t)p->threads + 1 : 1) : 0;
+    j.keep = budget ? keep_bytes(nds_budget_total(budget), own ? (size_t)p->threads + 1 : 1) : 0;
     size_t helpers = own ? (size_t)p->threads : 0;
     if (max_parallel > 0 && helpers > max_parallel - 1) helpers = max_parallel - 1;
     if (helpers > n - 1) helpers = n - 1;
