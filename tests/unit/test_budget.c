@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "support_check.h"
+#include "support_format.h"
 #include "internal/budget.h"
 #include "internal/error.h"
 #include "internal/context_internal.h"
@@ -298,6 +299,70 @@ START_TEST(a_failure_gives_the_budget_back) {
 }
 END_TEST
 
+/* ---- every call still runs under a budget smaller than one chunk ---- */
+
+/* Writes 64 x 64 elements into the array spec creates (in txn, committed, when not NULL), then
+ * reads them back through url, both on ctx. */
+static void round_trip(const char *spec, const char *url, nds_context *ctx, nds_txn *txn) {
+    nds_open_options o = NDS_OPEN_OPTIONS_INIT;
+    o.ctx = ctx;
+    o.txn = txn;
+    nds_array *a;
+    NDS_OK(nds_array_open(&a, spec, &o));
+    static uint16_t in[64 * 64], out[64 * 64];
+    for (size_t i = 0; i < 64 * 64; i++) in[i] = (uint16_t)(i * 7);
+    nds_box box;
+    nds_box_full(&box, 2, (uint64_t[]){64, 64});
+    NDS_OK(nds_array_write(a, &box, in, NULL));
+    if (txn) NDS_OK(nds_txn_commit(txn)); /* while the array is open: it must outlive the commit */
+    nds_array_free(a);
+    o.txn = NULL;
+    NDS_OK(nds_array_open(&a, url, &o));
+    memset(out, 0, sizeof out);
+    NDS_OK(nds_array_read(a, &box, out, NULL));
+    ck_assert(memcmp(in, out, sizeof in) == 0);
+    nds_array_free(a);
+}
+
+/* A budget of one byte: every chunk task is larger than the whole budget, so each runs alone;
+ * reads, writes, grouped (sharded) writes and a transaction's commit (which runs on the default
+ * context, here given the same one-byte budget) all complete, with the right elements. */
+START_TEST(a_budget_smaller_than_a_chunk_runs_every_call) {
+    alarm(GUARD_SECONDS);
+    setenv("NDS_MEMORY_BUDGET", "1", 1); /* the default context: made in this (forked) test */
+    ck_assert_uint_eq(nds_context_memory_budget(NULL), 1);
+    nds_context_options co = NDS_CONTEXT_OPTIONS_INIT;
+    co.threads = 4;
+    co.memory_budget = 1;
+    nds_context *ctx;
+    NDS_OK(nds_context_new(&ctx, &co));
+    round_trip("{\"driver\":\"zarr\",\"kvstore\":\"memory://tiny_v2/\",\"create\":true,"
+               "\"metadata\":{\"shape\":[64,64],\"chunks\":[8,8],\"dtype\":\"<u2\","
+               "\"compressor\":{\"id\":\"zstd\",\"level\":1},\"fill_value\":0}}",
+               "memory://tiny_v2/|zarr:", ctx, NULL);
+    char spec[2048];
+    snprintf(spec, sizeof spec,
+             "{\"driver\":\"zarr3\",\"kvstore\":\"memory://tiny_v3/\",\"create\":true,"
+             "\"metadata\":%s}",
+             zarr3_array_doc("[64,64]", "uint16", "[32,32]", "0",
+                             "[{\"name\":\"sharding_indexed\",\"configuration\":{"
+                             "\"chunk_shape\":[8,8],\"codecs\":[{\"name\":\"bytes\","
+                             "\"configuration\":{\"endian\":\"little\"}}],\"index_codecs\":["
+                             "{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}}]}}]"));
+    round_trip(spec, "memory://tiny_v3/|zarr3:", ctx, NULL);
+    nds_txn *t;
+    NDS_OK(nds_txn_begin(&t, NULL));
+    round_trip("{\"driver\":\"zarr\",\"kvstore\":\"memory://tiny_txn/\",\"create\":true,"
+               "\"metadata\":{\"shape\":[64,64],\"chunks\":[8,8],\"dtype\":\"<u2\","
+               "\"compressor\":{\"id\":\"zstd\",\"level\":1},\"fill_value\":0}}",
+               "memory://tiny_txn/|zarr:", NULL, t);
+    nds_txn_free(t);
+    ck_assert_uint_eq(nds_budget_in_use(nds_context_budget(ctx)), 0);
+    ck_assert_uint_eq(nds_budget_in_use(nds_context_budget(NULL)), 0);
+    nds_context_free(ctx);
+}
+END_TEST
+
 /* ---- peak memory of concurrent reads ---- */
 
 /* AddressSanitizer's quarantine and allocator keep freed memory: its peak says nothing of ours. */
@@ -426,6 +491,7 @@ int main(void) {
     tcase_add_test(tc, nested_calls_under_one_budget_do_not_deadlock);
     tcase_add_test(tc, concurrent_nested_calls_do_not_deadlock);
     tcase_add_test(tc, a_failure_gives_the_budget_back);
+    tcase_add_test(tc, a_budget_smaller_than_a_chunk_runs_every_call);
     tcase_add_test(tc, concurrent_reads_peak_under_the_budget);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
