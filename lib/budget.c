@@ -60,15 +60,6 @@ static void dequeue(nds_budget *b, waiter *w) {
     if (b->tail == w) b->tail = prev;
 }
 
-bool nds_budget_try_acquire(nds_budget *b, size_t bytes) {
-    pthread_mutex_lock(&b->mu);
-    bool taken = !b->head && fits(b, bytes);
-    if (taken) b->used += bytes;
-    pthread_mutex_unlock(&b->mu);
-    if (taken) thread_held += bytes;
-    return taken;
-}
-
 bool nds_budget_acquire(nds_budget *b, size_t bytes, nds_budget_give_up_fn give_up, void *arg) {
     pthread_mutex_lock(&b->mu);
     bool taken = false;

@@ -66,25 +66,26 @@ static void record_failure(job *j, int rc) {
     pthread_mutex_unlock(&j->err_mu);
 }
 
-enum { KEEP_PARTS = 16 }; /* see keep_bytes */
+enum { KEEP_PARTS = 16 };          /* see keep_bytes */
+#define TRIM_MIN ((size_t)1 << 20) /* freed bytes worth a malloc_trim */
 
 static _Thread_local int tasks_running; /* tasks of any job this thread is inside */
 
 /* After a task under a budget: the thread's reusable buffers (internal/format_util.h scratch, e.g.
- * a decoded chunk) beyond keep bytes are freed and, with glibc, handed back to the system (its
- * per-thread arenas would otherwise keep them, so memory would follow the threads, not the budget).
- */
+ * a decoded chunk) beyond keep bytes are freed and, with glibc, handed back to the system when
+ * large (its per-thread arenas would otherwise keep them, so memory would follow the threads, not
+ * the budget; small ones are reused from its bins anyway). */
 static void trim_scratch(size_t keep) {
-    bool freed = false;
+    size_t freed = 0;
     for (int slot = 0; slot < NDS_SCRATCH_SLOTS; slot++) {
         nds_buf *b = nds_scratch_buf(slot);
         if (b && b->cap > keep) {
+            freed += b->cap;
             nds_buf_dispose(b);
-            freed = true;
         }
     }
 #ifdef __GLIBC__
-    if (freed) malloc_trim(0);
+    if (freed >= TRIM_MIN) malloc_trim(0);
 #else
     (void)freed;
 #endif
@@ -99,21 +100,12 @@ static size_t keep_bytes(size_t total, size_t threads) {
     return share < total / KEEP_PARTS ? share : total / KEEP_PARTS;
 }
 
-/* Takes a task's bytes of budget. A thread that has to wait first gives back its buffers (unless
- * inside another task, which may still use them): while it waits they would only add to the chunks
- * in flight. @return false when the job ended during the wait. */
-static bool take_budget(job *j, nds_budget *budget) {
-    if (nds_budget_try_acquire(budget, j->task_bytes)) return true;
-    if (tasks_running == 0) trim_scratch(0);
-    return nds_budget_acquire(budget, j->task_bytes, job_over, j);
-}
-
 /* Claims and runs tasks until none is left. With budget (non-NULL), each task's bytes are taken
  * before its index is claimed, so a thread that waits holds no index the others could run. */
 static void run_job(job *j, nds_budget *budget) {
     for (;;) {
         if (atomic_load(&j->failed)) return;
-        if (budget && !take_budget(j, budget)) return;
+        if (budget && !nds_budget_acquire(budget, j->task_bytes, job_over, j)) return;
         size_t i = atomic_fetch_add(&j->next, 1);
         tasks_running++;
         int rc = i < j->n ? j->fn(j->ctx, i) : 0;
