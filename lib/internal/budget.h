@@ -33,8 +33,7 @@ typedef bool (*nds_budget_give_up_fn)(void *arg);
  * give_up may be NULL. @return true when the bytes were taken, false when give_up said so first.
  */
 bool nds_budget_acquire(nds_budget *b, size_t bytes, nds_budget_give_up_fn give_up, void *arg);
-/** Gives back bytes taken by nds_budget_acquire on this thread, waking the waiters.
- */
+/** Gives back bytes taken by nds_budget_acquire on this thread, waking the waiters. */
 void nds_budget_release(nds_budget *b, size_t bytes);
 /** Wakes every waiter to check its give_up again (call after making one true). */
 void nds_budget_wake(nds_budget *b);

@@ -31,7 +31,10 @@ int nds_pool_for(nds_pool *p, size_t n, size_t max_parallel, nds_task_fn fn, voi
  * larger than the whole budget runs alone). Nesting: a thread that holds budget runs the tasks it
  * takes of a nested call under what it holds, without waiting; the pool's other threads joining
  * that call wait for their own, and give up the wait when the call has no task left for them.
- * A forked child runs without the budget (its parent's tasks hold part of it).
+ * After each task, a thread not inside another task keeps at most min(budget / threads,
+ * budget / 16) of its scratch buffers (internal/format_util.h) and frees the rest: kept buffers
+ * are memory the budget does not see. A forked child runs without the budget (its parent's tasks
+ * hold part of it).
  */
 int nds_pool_for_budget(nds_pool *p, nds_budget *budget, size_t task_bytes, size_t n,
                         size_t max_parallel, nds_task_fn fn, void *ctx);
