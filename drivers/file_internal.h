@@ -75,11 +75,10 @@ int nds_file_parent(file_state *s, const char *key, const char *op, bool create,
 /* file_write.c: the driver's write, stage, publish and discard methods, and the locked delete
  * that delete_range uses too (*dirfd: the key's directory when a file was unlinked, else -1; its
  * fsync and close are the caller's). */
-int nds_file_write(void *state, const char *key, const uint8_t *data, size_t len,
+/** The driver's write (kv_driver.h): the pieces written to the temp file with writev; iov NULL
+ *  deletes. */
+int nds_file_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
                    const nds_write_options *opts, nds_generation *new_gen);
-/** The driver's write_iov (kv_driver.h): the pieces written to the temp file with writev. */
-int nds_file_write_iov(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
-                       const nds_write_options *opts, nds_generation *new_gen);
 int nds_file_stage(void *state, const char *key, const uint8_t *data, size_t len,
                    nds_kv_staged **out);
 int nds_file_publish(void *state, nds_kv_staged **staged, nds_kv_publish *res, size_t n);

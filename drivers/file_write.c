@@ -412,15 +412,13 @@ int nds_file_remove(file_state *s, const char *key, const nds_write_options *opt
     return rc;
 }
 
-int nds_file_write(void *state, const char *key, const uint8_t *data, size_t len,
-                      const nds_write_options *opts, nds_generation *new_gen) {
-    int rc = nds_file_check_key(key, data ? "write" : "delete");
+int nds_file_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
+                   const nds_write_options *opts, nds_generation *new_gen) {
+    int rc = nds_file_check_key(key, iov ? "write" : "delete");
     if (rc != 0)
         return rc;
-    if (data) {
-        struct iovec one = {(void *)data, len};
-        return file_put(state, key, &one, 1, opts, new_gen);
-    }
+    if (iov)
+        return file_put(state, key, iov, iovcnt, opts, new_gen);
     int dirfd;
     rc = nds_file_remove(state, key, opts, &dirfd);
     int err = dirfd >= 0 ? file_sync_parent_of(key, dirfd) : 0;
@@ -431,10 +429,4 @@ int nds_file_write(void *state, const char *key, const uint8_t *data, size_t len
     if (rc == 0 && new_gen)
         nds_file_gen_absent(new_gen);
     return rc;
-}
-
-int nds_file_write_iov(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
-                       const nds_write_options *opts, nds_generation *new_gen) {
-    int rc = nds_file_check_key(key, "write");
-    return rc != 0 ? rc : file_put(state, key, iov, iovcnt, opts, new_gen);
 }

@@ -359,32 +359,48 @@ static int fk_to_json(void *state, struct json_object *spec) {
 
 /* ---- forwarded methods ---- */
 
+/* A short read: the value form keeps half the bytes (total_size still tells the whole size, as a
+ * dropped body would); the ranges form cannot hand out fewer bytes than asked, so it fails as a
+ * driver that noticed the body end early does. */
+static int fk_shorten(fk_device *d, const char *key, uint64_t n, size_t nranges,
+                      nds_read_result *out) {
+    if (out->state != NDS_READ_VALUE || (nranges == 0 && out->value.len == 0)) {
+        fk_uncount(d, FK_READ); /* nothing to truncate */
+        return 0;
+    }
+    if (nranges == 0) {
+        out->value.len /= 2;
+        return 0;
+    }
+    return nds_err(NDS_EIO, "faulty: injected short read of %s (read call %llu): the body ended "
+                   "early", key, (unsigned long long)n);
+}
+
 static int fk_read(void *state, const char *key, const nds_read_options *opts,
-                   nds_read_result *out) {
+                   const nds_byte_range *ranges, size_t nranges, nds_read_result *out) {
     fk_device *d = state;
     uint64_t n;
     bool fire = fk_decide(d, FK_READ, &n);
     if (fire && d->rule[FK_READ].mode == FK_ERROR) return fk_fail(FK_READ, key, n, false);
-    int rc = nds_kvstore_read(d->base, key, opts, out);
+    int rc = nds_kvstore_read_ranges_if(d->base, key, opts, ranges, nranges, out);
     if (!fire) return rc;
-    if (rc || out->state != NDS_READ_VALUE || out->value.len == 0) {
-        fk_uncount(d, FK_READ); /* nothing to truncate */
+    if (rc) {
+        fk_uncount(d, FK_READ);
         return rc;
     }
-    out->value.len /= 2; /* total_size still tells the whole size, as a dropped body would */
-    return 0;
+    return fk_shorten(d, key, n, nranges, out);
 }
 
-static int fk_write(void *state, const char *key, const uint8_t *data, size_t len,
+static int fk_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
                     const nds_write_options *opts, nds_generation *new_gen) {
     fk_device *d = state;
-    int kind = data ? FK_WRITE : FK_DELETE;
+    int kind = iov ? FK_WRITE : FK_DELETE;
     uint64_t n;
     bool fire = fk_decide(d, kind, &n);
     if (fire && d->rule[kind].mode == FK_ERROR) return fk_fail(kind, key, n, false);
     int rc;
-    if (data) {
-        rc = nds_kvstore_write(d->base, key, data, len, opts, new_gen);
+    if (iov) {
+        rc = nds_kvstore_write_iov(d->base, key, iov, iovcnt, opts, new_gen);
     } else {
         rc = nds_kvstore_delete(d->base, key, opts);
         if (new_gen) new_gen->kind = NDS_GEN_ABSENT, new_gen->value[0] = '\0';

@@ -233,7 +233,7 @@ static int file_pread_value(int fd, const char *key, uint64_t off, uint64_t len,
 
 /* Opens key's value for reading: *fd (-1 when there is none), out->generation and total_size.
  * A missing key or a directory is ABSENT; a fifo, socket or device is an error. The one place
- * read and read_into look a value up, so both report the same generations. */
+ * both forms of read look a value up, so both report the same generations. */
 static int file_open_value(file_state *s, const char *key, int *fd, nds_read_result *out) {
     memset(out, 0, sizeof *out);
     *fd = -1;
@@ -266,24 +266,6 @@ static int file_open_value(file_state *s, const char *key, int *fd, nds_read_res
         *fd = f;
     else
         close(f);
-    return rc;
-}
-
-static int file_read(void *state, const char *key, const nds_read_options *opts,
-                     nds_read_result *out) {
-    int fd;
-    int rc = file_open_value(state, key, &fd, out);
-    if (rc == 0)
-        out->state = file_read_state(opts, &out->generation);
-    if (rc == 0 && out->state == NDS_READ_VALUE) {
-        uint64_t off = 0, len = out->total_size;
-        if (opts && nds_byte_range_resolve(opts, out->total_size, &off, &len) != 0)
-            rc = nds_err_prefix(NDS_ERANGE, "file: read %s", key);
-        else
-            rc = file_pread_value(fd, key, off, len, out);
-    }
-    if (fd >= 0)
-        close(fd);
     return rc;
 }
 
@@ -323,50 +305,62 @@ static int file_preadv_all(int fd, const char *key, uint64_t off, const struct i
     return rc;
 }
 
-/* Opens key's value for read_into / read_ranges, setting out's state, generation and size;
- * *fd < 0 when the value is missing. */
-static int open_to_read(file_state *s, const char *key, int *fd, nds_read_result *out) {
-    int rc = file_open_value(s, key, fd, out);
-    out->state = out->generation.kind == NDS_GEN_VALUE ? NDS_READ_VALUE : NDS_READ_MISSING;
-    return rc;
-}
-
-/* Reads the span of the iov lengths' sum at offset of a value of total bytes into iov. */
-static int read_span(int fd, const char *key, uint64_t offset, const struct iovec *iov,
-                     size_t iovcnt, uint64_t total) {
-    uint64_t span = 0;
-    for (size_t i = 0; i < iovcnt; i++)
-        span += iov[i].iov_len;
-    if (offset > total || span > total - offset)
-        return nds_err(NDS_ERANGE, "file: read %s: %llu bytes at %llu, past its %llu", key,
-                       (unsigned long long)span, (unsigned long long)offset,
-                       (unsigned long long)total);
-    return file_preadv_all(fd, key, offset, iov, iovcnt);
-}
-
-static int file_read_into(void *state, const char *key, uint64_t offset, const struct iovec *iov,
-                          size_t iovcnt, nds_read_result *out) {
-    int fd;
-    int rc = open_to_read(state, key, &fd, out);
-    if (rc != 0 || fd < 0)
-        return rc;
-    rc = read_span(fd, key, offset, iov, iovcnt, out->total_size);
-    close(fd);
-    return rc;
-}
-
-/* The ranges in one open of the value, so all from one version of it. */
-static int file_read_ranges(void *state, const char *key, const nds_byte_range *ranges, size_t n,
-                            nds_read_result *out) {
-    int fd;
-    int rc = open_to_read(state, key, &fd, out);
-    if (rc != 0 || fd < 0)
-        return rc;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        struct iovec iov = {ranges[i].dst, ranges[i].len};
-        rc = read_span(fd, key, ranges[i].offset, &iov, 1, out->total_size);
+/* Reads the ranges from their first to their last (none past total): runs of ranges that follow
+ * each other read as one preadv. */
+static int read_ranges_from(int fd, const char *key, const nds_byte_range *ranges, size_t n,
+                            uint64_t total) {
+    for (size_t i = 0; i < n; i++)
+        if (ranges[i].offset > total || ranges[i].len > total - ranges[i].offset)
+            return nds_err(NDS_ERANGE, "file: read %s: %zu bytes at %llu, past its %llu", key,
+                           ranges[i].len, (unsigned long long)ranges[i].offset,
+                           (unsigned long long)total);
+    struct iovec *iov = malloc(n * sizeof *iov);
+    if (!iov)
+        return nds_err(NDS_ENOMEM, "file: read %s: out of memory", key);
+    int rc = 0;
+    for (size_t i = 0, run; rc == 0 && i < n; i += run) {
+        uint64_t end = ranges[i].offset;
+        for (run = 0; i + run < n && ranges[i + run].offset == end; run++) {
+            iov[run] = (struct iovec){ranges[i + run].dst, ranges[i + run].len};
+            end += ranges[i + run].len;
+        }
+        rc = file_preadv_all(fd, key, ranges[i].offset, iov, run);
     }
-    close(fd);
+    free(iov);
+    return rc;
+}
+
+static int file_read_value(void *state, const char *key, const nds_read_options *opts,
+                     nds_read_result *out) {
+    int fd;
+    int rc = file_open_value(state, key, &fd, out);
+    if (rc == 0)
+        out->state = file_read_state(opts, &out->generation);
+    if (rc == 0 && out->state == NDS_READ_VALUE) {
+        uint64_t off = 0, len = out->total_size;
+        if (opts && nds_byte_range_resolve(opts, out->total_size, &off, &len) != 0)
+            rc = nds_err_prefix(NDS_ERANGE, "file: read %s", key);
+        else
+            rc = file_pread_value(fd, key, off, len, out);
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* The ranges from one open of the value, so all from one version of it. */
+static int file_read(void *state, const char *key, const nds_read_options *opts,
+                     const nds_byte_range *ranges, size_t n, nds_read_result *out) {
+    if (n == 0)
+        return file_read_value(state, key, opts, out);
+    int fd;
+    int rc = file_open_value(state, key, &fd, out);
+    if (rc == 0)
+        out->state = file_read_state(opts, &out->generation);
+    if (rc == 0 && out->state == NDS_READ_VALUE)
+        rc = read_ranges_from(fd, key, ranges, n, out->total_size);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 
@@ -644,7 +638,8 @@ const nds_kv_driver nds_kv_driver_file = {
     .version = NDS_KV_DRIVER_VERSION,
     .name = "file",
     .url_scheme = "file",
-    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_LOCAL,
+    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_LOCAL |
+                    NDS_KV_CAP_READ_INTO,
     .parse_url = file_parse_url,
     .open = file_open,
     .close = file_close,
@@ -652,13 +647,10 @@ const nds_kv_driver nds_kv_driver_file = {
     .to_json = NULL,
     .read = file_read,
     .write = nds_file_write,
-    .write_iov = nds_file_write_iov,
     .list = file_list,
     .delete_range = file_delete_range,
     .commit = NULL,
     .stage = nds_file_stage,
     .publish = nds_file_publish,
     .discard = nds_file_discard,
-    .read_into = file_read_into,
-    .read_ranges = file_read_ranges,
 };

@@ -309,7 +309,8 @@ static int read_media(gcs_state *s, const char *key, const nds_read_options *o,
     return rc;
 }
 
-static int gcs_read(void *state, const char *key, const nds_read_options *o, nds_read_result *out) {
+static int gcs_read_value(void *state, const char *key, const nds_read_options *o,
+                          nds_read_result *out) {
     gcs_state *s = state;
     if (o->if_equal.kind == NDS_GEN_VALUE && !is_gcs_generation(&o->if_equal)) {
         out->state = NDS_READ_ABORTED; /* no GCS object has that generation */
@@ -486,14 +487,35 @@ static int gcs_delete(gcs_state *s, const char *key, const nds_write_options *o,
     return rc;
 }
 
-static int gcs_write(void *state, const char *key, const uint8_t *data, size_t len,
-                     const nds_write_options *o, nds_generation *new_gen) {
+/* Ranges: one ranged GET from the first range's start to the last one's end, copied into the
+ * caller's buffers (one request, whatever the number of ranges). */
+static int gcs_read(void *state, const char *key, const nds_read_options *o,
+                    const nds_byte_range *ranges, size_t n, nds_read_result *out) {
+    if (n == 0) return gcs_read_value(state, key, o, out);
+    return nds_kv_read_ranges_span(gcs_read_value, state, key, o, ranges, n, out);
+}
+
+static int gcs_write_value(void *state, const char *key, const uint8_t *data, size_t len,
+                           const nds_write_options *o, nds_generation *new_gen) {
     gcs_state *s = state;
     if (o->if_equal.kind == NDS_GEN_VALUE && !is_gcs_generation(&o->if_equal))
         return nds_err(NDS_ECONFLICT,
                        "gcs: %s of gs://%s/%s: condition failed: \"%.40s\" is no gcs generation",
                        data ? "write" : "delete", s->bucket, key, o->if_equal.value);
     return data ? upload(s, key, data, len, o, new_gen) : gcs_delete(s, key, o, new_gen);
+}
+
+/* The pieces are gathered into one upload body. */
+static int gcs_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
+                     const nds_write_options *o, nds_generation *new_gen) {
+    if (!iov) return gcs_write_value(state, key, NULL, 0, o, new_gen);
+    const uint8_t *data;
+    size_t len;
+    uint8_t *owned;
+    int rc = nds_iov_gather(iov, iovcnt, &data, &len, &owned);
+    if (!rc) rc = gcs_write_value(state, key, data, len, o, new_gen);
+    free(owned);
+    return rc;
 }
 
 /* ---- listing ---- */

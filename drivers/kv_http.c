@@ -243,8 +243,8 @@ static int read_get(http_state *s, const char *key, const nds_read_options *o, n
     return rc;
 }
 
-static int http_read(void *state, const char *key, const nds_read_options *o,
-                     nds_read_result *out) {
+static int http_read_value(void *state, const char *key, const nds_read_options *o,
+                           nds_read_result *out) {
     http_state *s = state;
     bool head = o->if_equal.kind == NDS_GEN_ABSENT || o->byte_length == 0;
     if (!head) {
@@ -254,11 +254,20 @@ static int http_read(void *state, const char *key, const nds_read_options *o,
     return read_head(s, key, o, out);
 }
 
-static int http_write(void *state, const char *key, const uint8_t *data, size_t len,
+/* Ranges: one ranged GET from the first range's start to the last one's end, copied into the
+ * caller's buffers (one request, whatever the number of ranges). */
+static int http_read(void *state, const char *key, const nds_read_options *o,
+                     const nds_byte_range *ranges, size_t n, nds_read_result *out) {
+    if (n == 0) return http_read_value(state, key, o, out);
+    return nds_kv_read_ranges_span(http_read_value, state, key, o, ranges, n, out);
+}
+
+static int http_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
                       const nds_write_options *o, nds_generation *new_gen) {
+    (void)iovcnt, (void)o, (void)new_gen;
     http_state *s = state;
     return nds_err(NDS_EREADONLY, "http: %s of %s/%s: the http kvstore is read-only",
-                   data ? "write" : "delete", s->base_url, key[0] == '/' ? key + 1 : key);
+                   iov ? "write" : "delete", s->base_url, key[0] == '/' ? key + 1 : key);
 }
 
 static int http_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) {

@@ -309,10 +309,33 @@ static int lm_read_bytes(lm_state *s, MDB_txn *txn, const uint8_t *data, size_t 
     return 1;
 }
 
-/* Applies conditions and range to the value found (or not) inside txn. Same outcome as a single
- * atomic read: the whole decision sees one snapshot. */
-static int lm_read_in(lm_state *s, MDB_txn *txn, const char *key, const MDB_val *v, bool found,
-                      const nds_read_options *o, nds_read_result *out) {
+/* Copies the ranges out of the mapped value (inside the read's guard and transaction). */
+static int lm_copy_ranges(lm_state *s, const MDB_val *v, const nds_byte_range *ranges, size_t n,
+                          const char *key, uint64_t total) {
+    MDB_val span = {(size_t)total, (uint8_t *)v->mv_data + LM_HDR};
+    int rc = nds_lmdb_check_val(s->e, &span, true, key);
+    return rc ? rc : nds_byte_ranges_copy(ranges, n, span.mv_data, total, key);
+}
+
+/* A read inside its transaction (fn of a guard: a corrupt page ends it with the guard's error). */
+typedef struct lm_read_call {
+    lm_state *s;
+    MDB_txn *txn;
+    const char *key;
+    MDB_val k;
+    const nds_read_options *o;
+    const nds_byte_range *ranges; /* read's n > 0 form: copied from the mapped value */
+    size_t n;
+    nds_read_result *out;
+} lm_read_call;
+
+/* Applies conditions and range to the value found (or not) inside c's txn. Same outcome as a
+ * single atomic read: the whole decision sees one snapshot. */
+static int lm_read_in(lm_read_call *c, const MDB_val *v, bool found) {
+    lm_state *s = c->s;
+    const nds_read_options *o = c->o;
+    nds_read_result *out = c->out;
+    const char *key = c->key;
     int rc = lm_gen_of(s->e, v, found, &out->generation);
     if (rc)
         return rc;
@@ -323,26 +346,19 @@ static int lm_read_in(lm_state *s, MDB_txn *txn, const char *key, const MDB_val 
         out->state = NDS_READ_UNCHANGED;
     else if (!found)
         out->state = NDS_READ_MISSING;
-    else {
+    else if (c->n > 0) {
+        out->state = NDS_READ_VALUE;
+        return lm_copy_ranges(s, v, c->ranges, c->n, key, out->total_size);
+    } else {
         uint64_t off, len;
         if ((rc = nds_byte_range_resolve(o, out->total_size, &off, &len)) != 0)
             return nds_err_prefix(rc, "lmdb: read %s", key);
         out->state = NDS_READ_VALUE;
-        return lm_read_bytes(s, txn, (const uint8_t *)v->mv_data + LM_HDR + off, (size_t)len,
+        return lm_read_bytes(s, c->txn, (const uint8_t *)v->mv_data + LM_HDR + off, (size_t)len,
                              &out->value, key);
     }
     return 0;
 }
-
-/* A read inside its transaction (fn of a guard: a corrupt page ends it with the guard's error). */
-typedef struct lm_read_call {
-    lm_state *s;
-    MDB_txn *txn;
-    const char *key;
-    MDB_val k;
-    const nds_read_options *o;
-    nds_read_result *out;
-} lm_read_call;
 
 static int lm_read_fn(void *arg) {
     lm_read_call *c = arg;
@@ -351,15 +367,15 @@ static int lm_read_fn(void *arg) {
     if (mrc != 0 && mrc != MDB_NOTFOUND)
         return nds_lmdb_err(mrc, "read %s in %s", c->key, c->s->e->canon);
     int rc = mrc == 0 ? nds_lmdb_check_val(c->s->e, &v, false, c->key) : 0;
-    return rc ? rc : lm_read_in(c->s, c->txn, c->key, &v, mrc == 0, c->o, c->out);
+    return rc ? rc : lm_read_in(c, &v, mrc == 0);
 }
 
 static int lm_read(void *state, const char *key, const nds_read_options *opts,
-                   nds_read_result *out) {
+                   const nds_byte_range *ranges, size_t n, nds_read_result *out) {
     static const nds_read_options defaults = NDS_READ_OPTIONS_INIT;
     lm_state *s = state;
     memset(out, 0, sizeof *out);
-    lm_read_call c = {s, NULL, key, {0, NULL}, opts ? opts : &defaults, out};
+    lm_read_call c = {s, NULL, key, {0, NULL}, opts ? opts : &defaults, ranges, n, out};
     size_t seen;
     int rc = nds_lmdb_check_process(s);
     if (rc == 0)
@@ -375,8 +391,11 @@ static int lm_read(void *state, const char *key, const nds_read_options *opts,
     mdb_txn_abort(txn);
     nds_lmdb_use_end(s->e);
     if (rc) {
+        uint64_t total = out->total_size; /* still told for a range past the end */
         nds_read_result_dispose(out); /* a copy a fault cut short */
         memset(out, 0, sizeof *out);
+        if (rc == NDS_ERANGE)
+            out->total_size = total;
     }
     return rc;
 }
@@ -507,9 +526,8 @@ static int lm_write_fn(lm_state *s, MDB_txn *txn, void *ctx, int *status) {
     return rc || *status ? rc : lm_counter_save(s, txn, &c);
 }
 
-static int lm_write(void *state, const char *key, const uint8_t *data, size_t len,
-                    const nds_write_options *opts, nds_generation *new_gen) {
-    lm_state *s = state;
+static int lm_write_value(lm_state *s, const char *key, const uint8_t *data, size_t len,
+                          const nds_write_options *opts, nds_generation *new_gen) {
     MDB_val k;
     int rc = lm_key(s, key, &k);
     if (rc)
@@ -522,6 +540,21 @@ static int lm_write(void *state, const char *key, const uint8_t *data, size_t le
     rc = nds_lmdb_write_txn(s, lm_write_fn, &op, data ? "write" : "delete", key);
     if (rc == 0 && new_gen)
         *new_gen = op.new_generation;
+    return rc;
+}
+
+/* The pieces are gathered (one copy when there are several) and stored in one transaction. */
+static int lm_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
+                    const nds_write_options *opts, nds_generation *new_gen) {
+    if (!iov)
+        return lm_write_value(state, key, NULL, 0, opts, new_gen);
+    const uint8_t *data;
+    size_t len;
+    uint8_t *owned;
+    int rc = nds_iov_gather(iov, iovcnt, &data, &len, &owned);
+    if (rc == 0)
+        rc = lm_write_value(state, key, data, len, opts, new_gen);
+    free(owned);
     return rc;
 }
 

@@ -1,6 +1,7 @@
 /* The "memory" kvstore driver: one process-wide ordered store (a skip list keyed by full key).
  *
- * Implements read (with conditions and byte ranges), write, delete, list by prefix, delete_range
+ * Implements read (with conditions, a byte range, or ranges copied into the caller's buffers), write
+ * (of pieces, copied once into the stored value), delete, list by prefix, delete_range
  * and an all-or-nothing multi-key commit. Omits persistence: the data lives until the process
  * exits, and is shared by every instance, so two opens of memory://x/ in one process see the same
  * keys (the core's path prefix keeps different paths apart).
@@ -62,7 +63,8 @@ static int g_mem_instance;
 
 /* ---- values and nodes ---- */
 
-static mem_value *mem_value_new(const uint8_t *data, size_t len) {
+/* A value of len bytes, not filled in yet; NULL when out of memory. */
+static mem_value *mem_value_alloc(size_t len) {
     if (len > SIZE_MAX - sizeof(mem_value))
         return NULL;
     mem_value *v = malloc(sizeof *v + len);
@@ -70,8 +72,28 @@ static mem_value *mem_value_new(const uint8_t *data, size_t len) {
         return NULL;
     atomic_init(&v->refs, 1);
     v->len = len;
-    if (len)
+    return v;
+}
+
+static mem_value *mem_value_new(const uint8_t *data, size_t len) {
+    mem_value *v = mem_value_alloc(len);
+    if (v && len)
         memcpy(v->data, data, len);
+    return v;
+}
+
+/* A value of the pieces iov[0..iovcnt) back to back, copied once; NULL when out of memory. */
+static mem_value *mem_value_from_iov(const struct iovec *iov, size_t iovcnt) {
+    size_t len = 0;
+    for (size_t i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len > SIZE_MAX - len)
+            return NULL;
+        len += iov[i].iov_len;
+    }
+    mem_value *v = mem_value_alloc(len);
+    for (size_t i = 0, at = 0; v && i < iovcnt; at += iov[i].iov_len, i++)
+        if (iov[i].iov_len)
+            memcpy(v->data + at, iov[i].iov_base, iov[i].iov_len);
     return v;
 }
 
@@ -221,8 +243,9 @@ static int mem_read_finish(const char *key, mem_value *v, const nds_read_options
     return 0;
 }
 
-static int mem_read(void *state, const char *key, const nds_read_options *opts,
-                    nds_read_result *out) {
+/* read's n == 0 form: the stored bytes themselves, not copied (out holds a reference). */
+static int mem_read_value(void *state, const char *key, const nds_read_options *opts,
+                          nds_read_result *out) {
     (void)state;
     memset(out, 0, sizeof *out);
     mem_value *v = NULL;
@@ -236,6 +259,14 @@ static int mem_read(void *state, const char *key, const nds_read_options *opts,
     pthread_mutex_unlock(&g_mem.mu);
     out->total_size = v ? v->len : 0;
     return mem_read_finish(key, v, opts, out);
+}
+
+/* The ranges are copied from one referenced version of the value, looked up once. */
+static int mem_read(void *state, const char *key, const nds_read_options *opts,
+                    const nds_byte_range *ranges, size_t n, nds_read_result *out) {
+    if (n == 0)
+        return mem_read_value(state, key, opts, out);
+    return nds_kv_read_ranges_span(mem_read_value, state, key, opts, ranges, n, out);
 }
 
 /* ---- write ---- */
@@ -265,19 +296,20 @@ static void mem_apply(const char *key, mem_value *value, mem_node **spare, nds_g
     mem_gen_of(n, new_gen);
 }
 
-static int mem_write(void *state, const char *key, const uint8_t *data, size_t len,
+static int mem_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
                      const nds_write_options *opts, nds_generation *new_gen) {
     (void)state;
     mem_value *value = NULL;
     mem_node *spare = NULL, *old_node = NULL;
     mem_value *old_value = NULL;
+    const bool data = iov != NULL; /* NULL: a delete */
     if (data) {
-        value = mem_value_new(data, len);
+        value = mem_value_from_iov(iov, iovcnt);
         spare = mem_node_new(key);
         if (!value || !spare) {
             mem_value_unref(value);
             mem_node_free(spare);
-            return nds_err(NDS_ENOMEM, "memory: out of memory writing %s (%zu bytes)", key, len);
+            return nds_err(NDS_ENOMEM, "memory: out of memory writing %s", key);
         }
     }
     nds_generation cur, gen;

@@ -623,7 +623,8 @@ static int read_once(s3_store *s, const char *key, const nds_read_options *o,
     return rc;
 }
 
-static int s3_read(void *state, const char *key, const nds_read_options *o, nds_read_result *out) {
+static int s3_read_value(void *state, const char *key, const nds_read_options *o,
+                         nds_read_result *out) {
     s3_store *s = state;
     memset(out, 0, sizeof *out);
     int rc = check_key(key, "read");
@@ -771,10 +772,26 @@ static int s3_delete_range(void *state, const char *begin, const char *end) {
 
 /* ---- write: s3_write.c ---- */
 
-static int s3_write_entry(void *state, const char *key, const uint8_t *data, size_t len,
+/* Ranges: one ranged GET from the first range's start to the last one's end, copied into the
+ * caller's buffers (one request, whatever the number of ranges). */
+static int s3_read(void *state, const char *key, const nds_read_options *o,
+                   const nds_byte_range *ranges, size_t n, nds_read_result *out) {
+    if (n == 0) return s3_read_value(state, key, o, out);
+    return nds_kv_read_ranges_span(s3_read_value, state, key, o, ranges, n, out);
+}
+
+/* The pieces are gathered into one body (a PUT needs its length and checksum up front). */
+static int s3_write_entry(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
                           const nds_write_options *opts, nds_generation *new_gen) {
-    int rc = check_key(key, data ? "write" : "delete");
-    return rc ? rc : s3_write(state, key, data, len, opts, new_gen);
+    int rc = check_key(key, iov ? "write" : "delete");
+    if (rc || !iov) return rc ? rc : s3_write(state, key, NULL, 0, opts, new_gen);
+    const uint8_t *data;
+    size_t len;
+    uint8_t *owned;
+    if (!(rc = nds_iov_gather(iov, iovcnt, &data, &len, &owned)))
+        rc = s3_write(state, key, data, len, opts, new_gen);
+    free(owned);
+    return rc;
 }
 
 static int s3_write_hint_entry(void *state, const char *key, const uint8_t *data, size_t len) {

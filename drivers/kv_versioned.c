@@ -18,8 +18,8 @@
  *
  * Threading: internally synchronised (the handle's view under mu; the engine's own locks).
  * Ownership: the state owns its engine and base handle; staged values own copies of their bytes.
- * read_into reads whole checksum blocks straight into the caller's buffers (the base's read_into)
- * and checks them there. Omits: read_ranges. A base without atomic create-only writes (what the
+ * read's ranges form reads whole checksum blocks straight into the caller's buffers (the base's
+ * ranges form) and checks them there; runs of ranges that follow each other read as one. A base without atomic create-only writes (what the
  * opened instance has: kv_driver.h instance_capabilities) is refused at open, saying why.
  */
 #include <inttypes.h>
@@ -362,50 +362,58 @@ static int lookup_for_read(vk_state *st, const char *key, vs_entry *e, bool *fou
     return 0;
 }
 
+/* The outcome of opts' conditions for the generation lookup_for_read found (out->state is VALUE
+ * or MISSING before). */
+static void apply_conditions(const nds_read_options *o, nds_read_result *out) {
+    if (o->if_equal.kind != NDS_GEN_NONE && !nds_generation_equal(&o->if_equal, &out->generation))
+        out->state = NDS_READ_ABORTED;
+    else if (out->state == NDS_READ_VALUE && o->if_not_equal.kind != NDS_GEN_NONE &&
+             nds_generation_equal(&o->if_not_equal, &out->generation))
+        out->state = NDS_READ_UNCHANGED;
+}
+
+/* Reads the ranges of e's value (none past total), runs of ranges that follow each other as one
+ * vs_store_read_into (checked against the value's checksums). */
+static int read_ranges_of(vk_state *st, const vs_entry *e, const nds_byte_range *ranges, size_t n,
+                          uint64_t total) {
+    for (size_t i = 0; i < n; i++)
+        if (ranges[i].offset > total || ranges[i].len > total - ranges[i].offset)
+            return nds_err(NDS_ERANGE, "versioned store %s: %s holds %" PRIu64 " bytes, not %zu "
+                           "from %" PRIu64, vs_store_url(st->store), e->key, total, ranges[i].len,
+                           ranges[i].offset);
+    struct iovec *iov = malloc(n * sizeof *iov);
+    if (!iov) return nds_err(NDS_ENOMEM, "out of memory");
+    int rc = 0;
+    for (size_t i = 0, run; !rc && i < n; i += run) {
+        uint64_t end = ranges[i].offset;
+        for (run = 0; i + run < n && ranges[i + run].offset == end; run++) {
+            iov[run] = (struct iovec){ranges[i + run].dst, ranges[i + run].len};
+            end += ranges[i + run].len;
+        }
+        rc = vs_store_read_into(st->store, e, ranges[i].offset, iov, run);
+    }
+    free(iov);
+    return rc;
+}
+
+/* Both forms from one lookup in the handle's view, so from one version. */
 static int vk_read(void *state, const char *key, const nds_read_options *opts,
-                   nds_read_result *out) {
+                   const nds_byte_range *ranges, size_t n, nds_read_result *out) {
     vk_state *st = state;
     nds_read_options o = opts ? *opts : (nds_read_options)NDS_READ_OPTIONS_INIT;
     vs_entry e;
     bool found;
     int rc = lookup_for_read(st, key, &e, &found, out);
     if (rc) return rc;
-    if (!found) {
-        if (o.if_equal.kind != NDS_GEN_NONE &&
-            !nds_generation_satisfies(&o.if_equal, &out->generation))
-            out->state = NDS_READ_ABORTED;
-        return 0;
-    }
+    apply_conditions(&o, out);
     uint64_t total = out->total_size, off, len;
-    if (o.if_equal.kind != NDS_GEN_NONE && !nds_generation_equal(&o.if_equal, &out->generation))
-        out->state = NDS_READ_ABORTED;
-    else if (o.if_not_equal.kind != NDS_GEN_NONE &&
-             nds_generation_equal(&o.if_not_equal, &out->generation))
-        out->state = NDS_READ_UNCHANGED;
-    else if (!(rc = nds_byte_range_resolve(&o, total, &off, &len))) {
-        out->state = NDS_READ_VALUE;
+    if (!found || out->state != NDS_READ_VALUE)
+        ; /* nothing to read */
+    else if (n > 0)
+        rc = read_ranges_of(st, &e, ranges, n, total);
+    else if (!(rc = nds_byte_range_resolve(&o, total, &off, &len)))
         rc = vs_store_read_value(st->store, &e, off, len, &out->value);
-    }
-    vs_entry_dispose(&e);
-    return rc;
-}
-
-
-static int vk_read_into(void *state, const char *key, uint64_t offset, const struct iovec *iov,
-                        size_t iovcnt, nds_read_result *out) {
-    vk_state *st = state;
-    vs_entry e;
-    bool found;
-    int rc = lookup_for_read(st, key, &e, &found, out);
-    if (rc || !found) return rc;
-    uint64_t len = 0, total = out->total_size;
-    for (size_t i = 0; i < iovcnt; i++) len += iov[i].iov_len;
-    if (offset > total || len > total - offset)
-        rc = nds_err(NDS_ERANGE, "versioned store %s: %s holds %" PRIu64 " bytes, not %" PRIu64
-                     " from %" PRIu64, vs_store_url(st->store), key, total, len, offset);
-    else
-        rc = vs_store_read_into(st->store, &e, offset, iov, iovcnt);
-    vs_entry_dispose(&e);
+    if (found) vs_entry_dispose(&e);
     return rc;
 }
 
@@ -448,12 +456,18 @@ static int commit_writes(vk_state *st, vs_write *w, size_t n, bool all_or_nothin
     return rc;
 }
 
-static int vk_write(void *state, const char *key, const uint8_t *data, size_t len,
+static int vk_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
                     const nds_write_options *opts, nds_generation *new_gen) {
     vk_state *st = state;
+    const uint8_t *data = NULL;
+    size_t len = 0;
+    uint8_t *owned = NULL;
+    int rc = iov ? nds_iov_gather(iov, iovcnt, &data, &len, &owned) : 0;
+    if (rc) return rc;
     vs_write w = {.key = key, .data = data, .len = len, .is_delete = data == NULL};
     if (opts) w.if_equal = opts->if_equal;
-    int rc = commit_writes(st, &w, 1, true);
+    rc = commit_writes(st, &w, 1, true);
+    free(owned);
     if (!rc && new_gen) {
         if (data) vs_generation(view_get(st).version, new_gen);
         else new_gen->kind = NDS_GEN_ABSENT;
@@ -670,7 +684,7 @@ const nds_kv_driver nds_kv_driver_versioned = {
     .url_scheme = NULL,
     .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_ATOMIC_COMMIT |
                     NDS_KV_CAP_BYTE_RANGE | NDS_KV_CAP_STAGES_IN_MEMORY | NDS_KV_CAP_ADAPTER |
-                    NDS_KV_CAP_SNAPSHOT,
+                    NDS_KV_CAP_SNAPSHOT | NDS_KV_CAP_READ_INTO,
     .parse_url = vk_parse_url,
     .open = vk_open,
     .close = vk_close,
@@ -684,7 +698,6 @@ const nds_kv_driver nds_kv_driver_versioned = {
     .stage = vk_stage,
     .publish = vk_publish,
     .discard = vk_discard,
-    .read_into = vk_read_into,
     .prepare = vk_prepare,
     .prepared_read = vk_prepared_read,
     .prepared_dispose = vk_prepared_dispose,

@@ -3,6 +3,7 @@
  * fallbacks. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,41 +382,52 @@ static char *full_key(const nds_kvstore *kv, const char *key, char *buf, size_t 
         if (full != full##_buf) free(full);                                                        \
     } while (0)
 
-int nds_kvstore_read(nds_kvstore *kv, const char *key, const nds_read_options *opts,
-                     nds_read_result *out) {
+/* The driver's one read method for a key relative to kv (opts NULL: defaults). */
+static int read_full(nds_kvstore *kv, const char *key, const nds_read_options *opts,
+                     const nds_byte_range *ranges, size_t n, nds_read_result *out) {
     static const nds_read_options defaults = NDS_READ_OPTIONS_INIT;
     memset(out, 0, sizeof *out);
     int rc;
     WITH_FULL_KEY(kv, key, full,
-                  rc = kv->inst->driver->read(kv->inst->state, full, opts ? opts : &defaults, out));
+                  rc = kv->inst->driver->read(kv->inst->state, full, opts ? opts : &defaults,
+                                              ranges, n, out));
     return rc;
 }
 
-int nds_kvstore_write(nds_kvstore *kv, const char *key, const void *data, size_t len,
+int nds_kvstore_read(nds_kvstore *kv, const char *key, const nds_read_options *opts,
+                     nds_read_result *out) {
+    return read_full(kv, key, opts, NULL, 0, out);
+}
+
+int nds_kvstore_read_ranges_if(nds_kvstore *kv, const char *key, const nds_read_options *opts,
+                               const nds_byte_range *ranges, size_t n, nds_read_result *out) {
+    return read_full(kv, key, opts, ranges, n, out);
+}
+
+/* The driver's one write method for a key relative to kv; iov NULL deletes. */
+static int write_full(nds_kvstore *kv, const char *key, const struct iovec *iov, size_t iovcnt,
                       const nds_write_options *opts, nds_generation *new_gen) {
     static const nds_write_options defaults = NDS_WRITE_OPTIONS_INIT;
     nds_generation ignored;
     if (kv->inst->driver->capabilities & NDS_KV_CAP_READ_ONLY)
         return nds_err(NDS_EREADONLY, "%s is read-only", kv->url);
-    static const uint8_t empty[1] = {0};
     int rc;
     WITH_FULL_KEY(kv, key, full,
-                  rc = kv->inst->driver->write(kv->inst->state, full, data ? data : empty, len,
+                  rc = kv->inst->driver->write(kv->inst->state, full, iov, iovcnt,
                                                opts ? opts : &defaults,
                                                new_gen ? new_gen : &ignored));
     return rc;
 }
 
+int nds_kvstore_write(nds_kvstore *kv, const char *key, const void *data, size_t len,
+                      const nds_write_options *opts, nds_generation *new_gen) {
+    static const uint8_t empty[1] = {0};
+    struct iovec one = {(void *)(data ? data : empty), len};
+    return write_full(kv, key, &one, 1, opts, new_gen);
+}
+
 int nds_kvstore_delete(nds_kvstore *kv, const char *key, const nds_write_options *opts) {
-    static const nds_write_options defaults = NDS_WRITE_OPTIONS_INIT;
-    nds_generation ignored;
-    if (kv->inst->driver->capabilities & NDS_KV_CAP_READ_ONLY)
-        return nds_err(NDS_EREADONLY, "%s is read-only", kv->url);
-    int rc;
-    WITH_FULL_KEY(kv, key, full,
-                  rc = kv->inst->driver->write(kv->inst->state, full, NULL, 0,
-                                               opts ? opts : &defaults, &ignored));
-    return rc;
+    return write_full(kv, key, NULL, 0, opts, NULL);
 }
 
 int nds_kvstore_capabilities_detect(nds_kvstore *kv, const char *key, uint32_t *caps, char *why,
@@ -440,66 +452,41 @@ int nds_kvstore_write_hint(nds_kvstore *kv, const char *key, const void *data, s
     return rc;
 }
 
-/* Where the driver cannot write pieces: one buffer, then write. */
-static int write_gathered(nds_kvstore *kv, const char *key, const struct iovec *iov, size_t iovcnt,
-                          const nds_write_options *opts, nds_generation *new_gen) {
-    size_t len = 0;
-    for (size_t i = 0; i < iovcnt; i++) len += iov[i].iov_len;
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf) return nds_err(NDS_ENOMEM, "out of memory writing %zu bytes to %s", len, key);
-    for (size_t i = 0, at = 0; i < iovcnt; at += iov[i].iov_len, i++)
-        if (iov[i].iov_len) memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
-    int rc = nds_kvstore_write(kv, key, buf, len, opts, new_gen);
-    free(buf);
-    return rc;
-}
-
 int nds_kvstore_write_iov(nds_kvstore *kv, const char *key, const struct iovec *iov, size_t iovcnt,
                           const nds_write_options *opts, nds_generation *new_gen) {
-    static const nds_write_options defaults = NDS_WRITE_OPTIONS_INIT;
-    const nds_kv_driver *d = kv->inst->driver;
-    if (!d->write_iov || iovcnt == 0) return write_gathered(kv, key, iov, iovcnt, opts, new_gen);
-    if (d->capabilities & NDS_KV_CAP_READ_ONLY)
-        return nds_err(NDS_EREADONLY, "%s is read-only", kv->url);
-    nds_generation ignored;
-    int rc;
-    WITH_FULL_KEY(kv, key, full,
-                  rc = d->write_iov(kv->inst->state, full, iov, iovcnt, opts ? opts : &defaults,
-                                    new_gen ? new_gen : &ignored));
-    return rc;
+    static const struct iovec none = {NULL, 0}; /* iovcnt 0: an empty value, not a delete */
+    return write_full(kv, key, iov ? iov : &none, iov ? iovcnt : 0, opts, new_gen);
 }
 
 bool nds_kvstore_can_read_into(const nds_kvstore *kv) {
-    const nds_kv_driver *d = kv->inst->driver;
-    return d->version >= 3 && d->read_into;
+    return (nds_kvstore_capabilities(kv) & NDS_KV_CAP_READ_INTO) != 0;
 }
+
+/* Ranges on the stack up to this many pieces of a read_into, else on the heap. */
+#define READ_INTO_STACK 32
 
 int nds_kvstore_read_into(nds_kvstore *kv, const char *key, uint64_t offset, const struct iovec *iov,
                           size_t iovcnt, nds_read_result *out) {
-    memset(out, 0, sizeof *out);
-    int rc;
-    WITH_FULL_KEY(kv, key, full,
-                  rc = kv->inst->driver->read_into(kv->inst->state, full, offset, iov, iovcnt, out));
+    nds_byte_range stack[READ_INTO_STACK];
+    nds_byte_range *ranges = iovcnt <= READ_INTO_STACK ? stack : malloc(iovcnt * sizeof *ranges);
+    if (!ranges) return nds_err(NDS_ENOMEM, "out of memory reading %s", key);
+    for (size_t i = 0; i < iovcnt; offset += iov[i].iov_len, i++)
+        ranges[i] = (nds_byte_range){offset, iov[i].iov_len, iov[i].iov_base};
+    int rc = read_full(kv, key, NULL, ranges, iovcnt, out);
+    if (ranges != stack) free(ranges);
     return rc;
 }
 
-bool nds_kvstore_can_read_ranges(const nds_kvstore *kv) {
-    const nds_kv_driver *d = kv->inst->driver;
-    return d->version >= 4 && d->read_ranges;
-}
+bool nds_kvstore_can_read_ranges(const nds_kvstore *kv) { return nds_kvstore_can_read_into(kv); }
 
 int nds_kvstore_read_ranges(nds_kvstore *kv, const char *key, const nds_byte_range *ranges,
                             size_t n, nds_read_result *out) {
-    memset(out, 0, sizeof *out);
-    int rc;
-    WITH_FULL_KEY(kv, key, full,
-                  rc = kv->inst->driver->read_ranges(kv->inst->state, full, ranges, n, out));
-    return rc;
+    return read_full(kv, key, NULL, ranges, n, out);
 }
 
 bool nds_kvstore_can_stage(const nds_kvstore *kv) {
     const nds_kv_driver *d = kv->inst->driver;
-    return d->version >= 2 && d->stage && !(d->capabilities & NDS_KV_CAP_READ_ONLY);
+    return d->stage && !(d->capabilities & NDS_KV_CAP_READ_ONLY);
 }
 
 int nds_kvstore_stage(nds_kvstore *kv, const char *key, const void *data, size_t len,
@@ -633,6 +620,79 @@ int nds_byte_range_resolve(const nds_read_options *o, uint64_t total, uint64_t *
     if (o->byte_length >= 0 && (uint64_t)o->byte_length < n) n = (uint64_t)o->byte_length;
     *off = start;
     *len = n;
+    return 0;
+}
+
+int nds_byte_ranges_copy(const nds_byte_range *ranges, size_t n, const uint8_t *data,
+                         uint64_t total, const char *key) {
+    for (size_t i = 0; i < n; i++)
+        if (ranges[i].offset > total || ranges[i].len > total - ranges[i].offset)
+            return nds_err(NDS_ERANGE, "read %s: %zu bytes at %llu, past the value's %llu", key,
+                           ranges[i].len, (unsigned long long)ranges[i].offset,
+                           (unsigned long long)total);
+    for (size_t i = 0; i < n; i++)
+        if (ranges[i].len) memcpy(ranges[i].dst, data + ranges[i].offset, ranges[i].len);
+    return 0;
+}
+
+/* [*lo, *hi): the bytes from the first range's start to the last one's end. */
+static void ranges_span(const nds_byte_range *ranges, size_t n, uint64_t *lo, uint64_t *hi) {
+    *lo = UINT64_MAX, *hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t end = ranges[i].offset + ranges[i].len;
+        if (ranges[i].offset < *lo) *lo = ranges[i].offset;
+        if (end > *hi) *hi = end;
+    }
+}
+
+int nds_kv_read_ranges_span(nds_kv_read_value_fn read_value, void *state, const char *key,
+                            const nds_read_options *opts, const nds_byte_range *ranges, size_t n,
+                            nds_read_result *out) {
+    nds_read_options o = opts ? *opts : (nds_read_options)NDS_READ_OPTIONS_INIT;
+    uint64_t lo, hi;
+    ranges_span(ranges, n, &lo, &hi);
+    for (size_t i = 0; i < n; i++)
+        if (ranges[i].len > UINT64_MAX - ranges[i].offset || lo > INT64_MAX || hi - lo > INT64_MAX)
+            return nds_err(NDS_ERANGE, "read %s: byte range %zu does not fit in 63 bits", key, i);
+    o.byte_start = (int64_t)lo;
+    o.byte_length = (int64_t)(hi - lo);
+    int rc = read_value(state, key, &o, out);
+    if (rc || out->state != NDS_READ_VALUE) return rc;
+    /* the span as the value holds it: shorter when the value ends inside it */
+    nds_byte_range *shifted = malloc(n * sizeof *shifted);
+    if (!shifted) rc = nds_err(NDS_ENOMEM, "out of memory reading %s", key);
+    for (size_t i = 0; !rc && i < n; i++)
+        shifted[i] = (nds_byte_range){ranges[i].offset - lo, ranges[i].len, ranges[i].dst};
+    if (!rc) rc = nds_byte_ranges_copy(shifted, n, out->value.data, out->value.len, key);
+    if (rc == NDS_ERANGE)
+        nds_err(NDS_ERANGE, "read %s: the value's %llu bytes end before byte %llu", key,
+                (unsigned long long)out->total_size, (unsigned long long)hi);
+    free(shifted);
+    nds_bytes_release(&out->value);
+    return rc;
+}
+
+int nds_iov_gather(const struct iovec *iov, size_t iovcnt, const uint8_t **data, size_t *len,
+                   uint8_t **owned) {
+    static const uint8_t empty[1] = {0};
+    *owned = NULL;
+    if (iovcnt <= 1) {
+        *data = iovcnt && iov[0].iov_base ? iov[0].iov_base : empty;
+        *len = iovcnt ? iov[0].iov_len : 0;
+        return 0;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len > SIZE_MAX - total)
+            return nds_err(NDS_ELIMIT, "a value of %zu pieces is too large", iovcnt);
+        total += iov[i].iov_len;
+    }
+    if (!(*owned = malloc(total ? total : 1)))
+        return nds_err(NDS_ENOMEM, "out of memory gathering a value of %zu bytes", total);
+    for (size_t i = 0, at = 0; i < iovcnt; at += iov[i].iov_len, i++)
+        if (iov[i].iov_len) memcpy(*owned + at, iov[i].iov_base, iov[i].iov_len);
+    *data = *owned;
+    *len = total;
     return 0;
 }
 

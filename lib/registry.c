@@ -99,12 +99,20 @@ const nds_codec *nds_codec_find(const char *name) { return find(&codecs, name, m
 
 int nds_kv_driver_register(const nds_kv_driver *d) {
     ensure_builtins();
-    if (!d || d->version < 1 || d->version > NDS_KV_DRIVER_VERSION || !d->name)
-        return nds_err(NDS_EINVAL, "kvstore driver registration: version %u is not 1 to %d",
-                       d ? d->version : 0u, NDS_KV_DRIVER_VERSION);
-    if (d->version >= 2 && (!d->stage != !d->publish || !d->stage != !d->discard))
+    if (!d || !d->name)
+        return nds_err(NDS_EINVAL, "kvstore driver registration: no driver or no name");
+    if (d->version != NDS_KV_DRIVER_VERSION)
+        return nds_err(NDS_EINVAL,
+                       "kvstore driver %s: interface version %u, but this library has version %d "
+                       "(rebuild the driver against this library's ndstore/sys/kv_driver.h)",
+                       d->name, d->version, NDS_KV_DRIVER_VERSION);
+    if (!d->stage != !d->publish || !d->stage != !d->discard)
         return nds_err(NDS_EINVAL, "kvstore driver %s: stage, publish and discard go together",
                        d->name);
+    if (!d->prepare != !d->prepared_read || !d->prepare != !d->prepared_dispose ||
+        !d->prepare != !d->commit_prepared)
+        return nds_err(NDS_EINVAL, "kvstore driver %s: prepare, prepared_read, prepared_dispose "
+                       "and commit_prepared go together", d->name);
     return add(&kv_drivers, d, kv_name);
 }
 

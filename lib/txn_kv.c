@@ -60,7 +60,8 @@ static int read_staged(nds_bytes *value, bool deleted, const nds_generation *gen
     return nds_bytes_copy(&out->value, value->data + off, (size_t)len);
 }
 
-static int tk_read(void *state, const char *key, const nds_read_options *o, nds_read_result *out) {
+static int tk_read_value(void *state, const char *key, const nds_read_options *o,
+                         nds_read_result *out) {
     txn_kv *s = state;
     if (nds_txn_committing(s->t)) return nds_kvstore_read(s->root, key, o, out);
     bool found = false, deleted = false;
@@ -73,6 +74,13 @@ static int tk_read(void *state, const char *key, const nds_read_options *o, nds_
         rc = nds_kvstore_read(s->root, key, o, out);
     nds_bytes_release(&value);
     return rc;
+}
+
+/* Ranges: copied from the value the transaction sees (kv_driver.h read). */
+static int tk_read(void *state, const char *key, const nds_read_options *o,
+                   const nds_byte_range *ranges, size_t n, nds_read_result *out) {
+    if (n == 0) return tk_read_value(state, key, o, out);
+    return nds_kv_read_ranges_span(tk_read_value, state, key, o, ranges, n, out);
 }
 
 /* The generation the transaction sees for key: staged, else stored. */
@@ -92,8 +100,8 @@ static int visible_generation(txn_kv *s, const char *key, bool *staged, nds_gene
     return rc;
 }
 
-static int tk_write(void *state, const char *key, const uint8_t *data, size_t len,
-                    const nds_write_options *o, nds_generation *new_gen) {
+static int tk_write_value(void *state, const char *key, const uint8_t *data, size_t len,
+                          const nds_write_options *o, nds_generation *new_gen) {
     txn_kv *s = state;
     if (nds_txn_committing(s->t)) /* the commit applying staged chunks: straight to the store */
         return data ? nds_kvstore_write(s->root, key, data, len, o, new_gen)
@@ -112,6 +120,19 @@ static int tk_write(void *state, const char *key, const uint8_t *data, size_t le
     const nds_generation *cond = staged ? NULL : &o->if_equal;
     nds_txn_value value = {data, data ? len : 0, data == NULL};
     return nds_txn_stage_key(s->t, s->root, key, &value, cond, new_gen);
+}
+
+/* kv_driver.h write: the pieces gathered into the one value the transaction stages. */
+static int tk_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
+                    const nds_write_options *o, nds_generation *new_gen) {
+    if (!iov) return tk_write_value(state, key, NULL, 0, o, new_gen);
+    const uint8_t *data;
+    size_t len;
+    uint8_t *owned;
+    int rc = nds_iov_gather(iov, iovcnt, &data, &len, &owned);
+    if (!rc) rc = tk_write_value(state, key, data, len, o, new_gen);
+    free(owned);
+    return rc;
 }
 
 /* Listing: the store's keys that are not staged, then the staged ones. */

@@ -68,7 +68,10 @@ enum {
      *  the process commits, and the latest again after one of its conditional writes fails (or
      *  nds_versioned_refresh). Other processes' later commits are not seen before that, so a
      *  reader never mixes two versions. */
-    NDS_KV_CAP_SNAPSHOT = 1u << 7
+    NDS_KV_CAP_SNAPSHOT = 1u << 7,
+    /** Reading byte ranges straight into the caller's buffers costs no more than reading the
+     *  value (a local file's preadv): the core then reads chunks in place. */
+    NDS_KV_CAP_READ_INTO = 1u << 8
 };
 
 #define NDS_READ_OPTIONS_VERSION 1

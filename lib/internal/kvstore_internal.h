@@ -53,8 +53,8 @@ int nds_kvstore_capabilities_detect(nds_kvstore *kv, const char *key, uint32_t *
 /** An unconditional best-effort write of a key nobody writes conditionally (kv_driver.h
  *  write_hint; write where the driver has none). */
 int nds_kvstore_write_hint(nds_kvstore *kv, const char *key, const void *data, size_t len);
-/** nds_kvstore_write of the value iov[0..iovcnt) back to back (kv_driver.h write_iov; gathered
- *  into one buffer for write where the driver has none). */
+/** nds_kvstore_write of the value iov[0..iovcnt) back to back (kv_driver.h write: the driver
+ *  writes the pieces where they are, or gathers them). iovcnt 0 writes an empty value. */
 int nds_kvstore_write_iov(nds_kvstore *kv, const char *key, const struct iovec *iov, size_t iovcnt,
                           const nds_write_options *opts, nds_generation *new_gen);
 /** The context of the handle (never NULL). */
@@ -75,16 +75,22 @@ int nds_kvstore_commit_prepared(nds_kvstore *store, const char *const *tokens, s
                                 const char *message, const char *metadata);
 /** Whether the handle's driver offers two-phase writes (stage + publish, kv_driver.h). */
 bool nds_kvstore_can_stage(const nds_kvstore *kv);
-/** Whether kv's driver reads values straight into the caller's buffers (kv_driver.h read_into). */
+/** Whether reading into the caller's buffers is cheap on kv (NDS_KV_CAP_READ_INTO: a local
+ *  file's preadv); every driver can, through kv_driver.h read's n > 0 form. */
 bool nds_kvstore_can_read_into(const nds_kvstore *kv);
-/** kv_driver.h read_into for a key relative to kv; only where nds_kvstore_can_read_into. */
+/** Reads bytes [offset, offset + the iov lengths' sum) of a key relative to kv into iov (kv_driver.h
+ *  read with contiguous ranges): out gets state, generation and total_size, no value; a value too
+ *  short for the span is NDS_ERANGE; iov is untouched for a missing key. */
 int nds_kvstore_read_into(nds_kvstore *kv, const char *key, uint64_t offset, const struct iovec *iov,
                           size_t iovcnt, nds_read_result *out);
-/** Whether kv's driver reads several ranges of a value at once (kv_driver.h read_ranges). */
+/** The same as nds_kvstore_can_read_into (one capability bit covers both). */
 bool nds_kvstore_can_read_ranges(const nds_kvstore *kv);
-/** kv_driver.h read_ranges for a key relative to kv; only where nds_kvstore_can_read_ranges. */
+/** kv_driver.h read's n > 0 form for a key relative to kv, without conditions. */
 int nds_kvstore_read_ranges(nds_kvstore *kv, const char *key, const nds_byte_range *ranges,
                             size_t n, nds_read_result *out);
+/** kv_driver.h read for a key relative to kv, both forms, with opts' conditions (NULL: none). */
+int nds_kvstore_read_ranges_if(nds_kvstore *kv, const char *key, const nds_read_options *opts,
+                               const nds_byte_range *ranges, size_t n, nds_read_result *out);
 /** Stages a value for key (relative to the handle) where no reader sees it. Only when
  *  nds_kvstore_can_stage. */
 int nds_kvstore_stage(nds_kvstore *kv, const char *key, const void *data, size_t len,

@@ -223,23 +223,25 @@ static void race_compete(void *s, const char *key, const nds_write_options *o) {
     if (o->if_equal.kind == NDS_GEN_ABSENT && race_doc) {
         const char *doc = race_doc;
         race_doc = NULL;
-        NDS_OK(nds_kv_driver_memory.write(s, key, (const uint8_t *)doc, strlen(doc), NULL, NULL));
+        struct iovec one = {(void *)doc, strlen(doc)};
+        NDS_OK(nds_kv_driver_memory.write(s, key, &one, 1, NULL, NULL));
     } else if (o->if_equal.kind == NDS_GEN_VALUE && race_bumps > 0) {
         race_bumps--;
         nds_read_result r;
-        NDS_OK(nds_kv_driver_memory.read(s, key, NULL, &r));
-        NDS_OK(nds_kv_driver_memory.write(s, key, r.value.data, r.value.len, NULL, NULL));
+        NDS_OK(nds_kv_driver_memory.read(s, key, NULL, NULL, 0, &r));
+        struct iovec same = {(void *)r.value.data, r.value.len};
+        NDS_OK(nds_kv_driver_memory.write(s, key, &same, 1, NULL, NULL));
         nds_read_result_dispose(&r);
     }
 }
 
-static int racy_write(void *s, const char *key, const uint8_t *data, size_t len,
+static int racy_write(void *s, const char *key, const struct iovec *iov, size_t iovcnt,
                       const nds_write_options *o, nds_generation *gen) {
     if (!race_key(key))
         __atomic_add_fetch(&race_writes, 1, __ATOMIC_SEQ_CST);
-    else if (data && o)
+    else if (iov && o)
         race_compete(s, key, o);
-    return nds_kv_driver_memory.write(s, key, data, len, o, gen);
+    return nds_kv_driver_memory.write(s, key, iov, iovcnt, o, gen);
 }
 
 static int racy_parse_url(const char *rest, json_object *spec) {
@@ -252,8 +254,9 @@ static void racy_close(void *state) { nds_kv_driver_memory.close(state); }
 static void racy_url_base(void *state, char *buf, size_t cap) {
     (void)state, snprintf(buf, cap, "racy://");
 }
-static int racy_read(void *s, const char *key, const nds_read_options *o, nds_read_result *out) {
-    return nds_kv_driver_memory.read(s, key, o, out);
+static int racy_read(void *s, const char *key, const nds_read_options *o,
+                     const nds_byte_range *ranges, size_t n, nds_read_result *out) {
+    return nds_kv_driver_memory.read(s, key, o, ranges, n, out);
 }
 static int racy_list(void *s, const char *prefix, nds_list_fn fn, void *ctx) {
     return nds_kv_driver_memory.list(s, prefix, fn, ctx);
@@ -297,8 +300,8 @@ static int racy_publish(void *s, nds_kv_staged **st, nds_kv_publish *res, size_t
     for (size_t i = 0; i < n; i++) {
         nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
         wo.if_equal = res[i].if_equal;
-        res[i].status = racy_write(s, st[i]->key, st[i]->data, st[i]->len, &wo,
-                                   &res[i].new_generation);
+        struct iovec value = {st[i]->data, st[i]->len};
+        res[i].status = racy_write(s, st[i]->key, &value, 1, &wo, &res[i].new_generation);
         ck_assert(res[i].status == 0 || res[i].status == NDS_ECONFLICT);
         racy_discard(s, st[i]);
     }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ndstore/sys/kv_driver.h"
+#include "internal/kvstore_internal.h"
 #include "support_check.h"
 #include "support_kv_conformance.h"
 
@@ -662,6 +663,78 @@ START_TEST(byte_ranges) {
 }
 END_TEST
 
+/* ---- ranges into the caller's buffers (kv_driver.h read, n > 0) ---- */
+
+/* Reads ranges of key into buf (fresh '.' each time) under o; returns the state. */
+static nds_read_state read_ranges(nds_kvstore *kv, const char *key, const nds_read_options *o,
+                                  nds_byte_range *ranges, size_t n, char *buf, size_t cap,
+                                  nds_read_result *r) {
+    memset(buf, '.', cap - 1);
+    buf[cap - 1] = '\0';
+    for (size_t i = 0, at = 0; i < n; at += ranges[i].len, i++) ranges[i].dst = (uint8_t *)buf + at;
+    NDS_OK(nds_kvstore_read_ranges_if(kv, key, o, ranges, n, r));
+    ck_assert_ptr_null(r->value.data); /* the bytes went to the buffers, none to out */
+    return r->state;
+}
+
+START_TEST(ranges_into_buffers) {
+    nds_kvstore *kv = open_fresh(_i);
+    nds_generation g = nds_kv_test_put(kv, "v", "0123456789");
+    nds_byte_range ranges[3] = {{8, 2, NULL}, {0, 3, NULL}, {4, 0, NULL}};
+    char buf[8];
+    nds_read_result r;
+    ck_assert_int_eq(read_ranges(kv, "v", NULL, ranges, 3, buf, sizeof buf, &r), NDS_READ_VALUE);
+    ck_assert_str_eq(buf, "89012..");
+    ck_assert_uint_eq(r.total_size, 10);
+    ck_assert(nds_generation_equal(&r.generation, &g));
+    /* The conditions hold for the ranges form too; the buffers stay untouched. */
+    nds_read_options o = NDS_READ_OPTIONS_INIT;
+    o.if_not_equal = g;
+    ck_assert_int_eq(read_ranges(kv, "v", &o, ranges, 3, buf, sizeof buf, &r), NDS_READ_UNCHANGED);
+    ck_assert_str_eq(buf, ".......");
+    o = (nds_read_options)NDS_READ_OPTIONS_INIT;
+    o.if_equal.kind = NDS_GEN_ABSENT;
+    ck_assert_int_eq(read_ranges(kv, "v", &o, ranges, 3, buf, sizeof buf, &r), NDS_READ_ABORTED);
+    ck_assert_str_eq(buf, ".......");
+    ck_assert_int_eq(read_ranges(kv, "gone", NULL, ranges, 3, buf, sizeof buf, &r),
+                     NDS_READ_MISSING);
+    ck_assert_str_eq(buf, ".......");
+    /* A range past the end: NDS_ERANGE, the value's size still told. */
+    nds_byte_range past[2] = {{0, 1, (uint8_t *)buf}, {9, 2, (uint8_t *)buf + 1}};
+    ck_assert_int_eq(nds_kvstore_read_ranges(kv, "v", past, 2, &r), NDS_ERANGE);
+    ck_assert_uint_eq(r.total_size, 10);
+    /* read_into: pieces that follow each other, from an offset. */
+    char a[3] = {0}, b[4] = {0};
+    struct iovec iov[2] = {{a, 2}, {b, 3}};
+    NDS_OK(nds_kvstore_read_into(kv, "v", 3, iov, 2, &r));
+    ck_assert_int_eq(r.state, NDS_READ_VALUE);
+    ck_assert_str_eq(a, "34");
+    ck_assert_str_eq(b, "567");
+    ck_assert_int_eq(nds_kvstore_read_into(kv, "v", 7, iov, 2, &r), NDS_ERANGE);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
+/* The one write method takes the value in pieces; no pieces is an empty value, not a delete. */
+START_TEST(write_in_pieces) {
+    nds_kvstore *kv = open_fresh(_i);
+    struct iovec iov[3] = {{"abc", 3}, {"", 0}, {"defg", 4}};
+    nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+    wo.if_equal.kind = NDS_GEN_ABSENT;
+    nds_generation g;
+    NDS_OK(nds_kvstore_write_iov(kv, "p", iov, 3, &wo, &g));
+    nds_generation now;
+    char *v = nds_kv_test_get(kv, "p", &now);
+    ck_assert_str_eq(v, "abcdefg");
+    ck_assert(nds_generation_equal(&g, &now));
+    free(v);
+    ck_assert_int_eq(nds_kvstore_write_iov(kv, "p", iov, 1, &wo, NULL), NDS_ECONFLICT);
+    NDS_OK(nds_kvstore_write_iov(kv, "p", iov, 0, NULL, NULL));
+    assert_value(kv, "p", "");
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 /* ---- keys and listing ---- */
 
 START_TEST(keys_with_slashes) {
@@ -893,6 +966,8 @@ TCase *nds_kv_conformance_tcase(const char *name, nds_kv_url_fn make_url) {
     tcase_add_loop_test(tc, read_if_not_equal, i, i + 1);
     tcase_add_loop_test(tc, read_if_equal, i, i + 1);
     tcase_add_loop_test(tc, byte_ranges, i, i + 1);
+    tcase_add_loop_test(tc, ranges_into_buffers, i, i + 1);
+    tcase_add_loop_test(tc, write_in_pieces, i, i + 1);
     tcase_add_loop_test(tc, keys_with_slashes, i, i + 1);
     tcase_add_loop_test(tc, list_by_prefix, i, i + 1);
     tcase_add_loop_test(tc, list_callback_stops, i, i + 1);

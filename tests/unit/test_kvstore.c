@@ -31,6 +31,7 @@
 #include "internal/kvstore_internal.h"
 
 extern const nds_kv_driver nds_kv_driver_memory;
+extern const nds_kv_driver nds_kv_driver_file;
 
 /* Lock mechanisms selectable through NDS_FILE_LOCK, indexed by loop tests. */
 static const char *const lock_modes[] = {"dir", "ofd", "flock", "excl"};
@@ -1071,7 +1072,7 @@ static mem_fixture mem_open(void) {
 static char *mem_get(mem_fixture *f, const char *key, nds_generation *g) {
     nds_read_options o = NDS_READ_OPTIONS_INIT;
     nds_read_result r;
-    NDS_OK(f->d->read(f->state, key, &o, &r));
+    NDS_OK(f->d->read(f->state, key, &o, NULL, 0, &r));
     char *s = calloc(1, r.value.len + 1);
     memcpy(s, r.value.data ? (const char *)r.value.data : "", r.value.len);
     if (g)
@@ -1202,6 +1203,35 @@ START_TEST(memory_list_scales) {
 }
 END_TEST
 
+/* The driver interface is at version 1: a driver built for another version (the 0.1 tree's 2 to
+ * 4 included) is refused with a message naming both versions; a half-given group is refused. */
+START_TEST(driver_registration_checks_version) {
+    nds_kv_driver d = nds_kv_driver_memory;
+    d.name = "memory-copy";
+    d.url_scheme = NULL;
+    for (uint32_t v = 0; v <= 5; v++) {
+        if (v == NDS_KV_DRIVER_VERSION) continue;
+        d.version = v;
+        ck_assert_int_eq(nds_kv_driver_register(&d), NDS_EINVAL);
+        ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "interface version"));
+    }
+    ck_assert_int_eq(NDS_KV_DRIVER_VERSION, 1);
+    d.version = NDS_KV_DRIVER_VERSION;
+    d.stage = nds_kv_driver_file.stage; /* without publish and discard */
+    ck_assert_int_eq(nds_kv_driver_register(&d), NDS_EINVAL);
+    d.stage = NULL;
+    static nds_kv_driver copy;
+    copy = d;
+    NDS_OK(nds_kv_driver_register(&copy));
+    nds_kvstore *kv = open_store("{\"driver\":\"memory-copy\",\"path\":\"reg/\"}");
+    nds_kv_test_put(kv, "k", "v");
+    char *v = nds_kv_test_get(kv, "k", NULL);
+    ck_assert_str_eq(v, "v");
+    free(v);
+    nds_kvstore_free(kv);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("kvstore");
     suite_add_tcase(s, nds_kv_conformance_tcase("memory", memory_url));
@@ -1239,6 +1269,7 @@ int main(void) {
     tcase_add_test(memory, memory_commit_all_or_nothing);
     tcase_add_test(memory, memory_commit_concurrent_transfers);
     tcase_add_test(memory, memory_list_scales);
+    tcase_add_test(memory, driver_registration_checks_version);
     suite_add_tcase(s, memory);
     return nds_test_run(s);
 }

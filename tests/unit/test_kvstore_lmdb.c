@@ -33,6 +33,14 @@
 
 extern const nds_kv_driver nds_kv_driver_lmdb;
 
+/* An unconditional write of len bytes of value through the driver's vtable. */
+static int lm_put(void *st, const char *key, const char *value, size_t len, nds_generation *gen) {
+    static const nds_write_options none = NDS_WRITE_OPTIONS_INIT;
+    nds_generation ignored;
+    struct iovec one = {(void *)value, len};
+    return nds_kv_driver_lmdb.write(st, key, &one, 1, &none, gen ? gen : &ignored);
+}
+
 /* ---- stores ---- */
 
 static char *g_dirs[64];
@@ -351,7 +359,7 @@ static nds_kv_op op_of(const char *key, const char *value, nds_generation cond) 
 static char *vt_get(void *state, const char *key, nds_generation *gen) {
     nds_read_options o = NDS_READ_OPTIONS_INIT;
     nds_read_result r;
-    NDS_OK(nds_kv_driver_lmdb.read(state, key, &o, &r));
+    NDS_OK(nds_kv_driver_lmdb.read(state, key, &o, NULL, 0, &r));
     if (gen)
         *gen = r.generation;
     char *s = r.state == NDS_READ_VALUE ? strndup((const char *)r.value.data, r.value.len) : NULL;
@@ -641,7 +649,7 @@ static void crash_committer(const char *env, int fd) {
             snprintf(keys[k], sizeof keys[k], "k/%02d", k);
             nds_read_options o = NDS_READ_OPTIONS_INIT;
             nds_read_result r;
-            if (nds_kv_driver_lmdb.read(st, keys[k], &o, &r) != 0)
+            if (nds_kv_driver_lmdb.read(st, keys[k], &o, NULL, 0, &r) != 0)
                 _exit(3);
             ops[k] = (nds_kv_op){keys[k], v, CRASH_VALUE, r.generation, {NDS_GEN_NONE, {0}}};
             nds_read_result_dispose(&r);
@@ -662,7 +670,7 @@ static int check_crash_state(void *st) {
         snprintf(key, sizeof key, "k/%02d", k);
         nds_read_options o = NDS_READ_OPTIONS_INIT;
         nds_read_result r;
-        NDS_OK(nds_kv_driver_lmdb.read(st, key, &o, &r));
+        NDS_OK(nds_kv_driver_lmdb.read(st, key, &o, NULL, 0, &r));
         ck_assert_int_eq(r.state, NDS_READ_VALUE);
         ck_assert_uint_eq(r.value.len, CRASH_VALUE);
         int got = atoi((const char *)r.value.data);
@@ -956,10 +964,10 @@ START_TEST(publish_checks_each_condition) {
     char *env = new_env("c.lmdb");
     void *st = open_driver(env);
     nds_generation ga, gb0, gb1, ge;
-    NDS_OK(nds_kv_driver_lmdb.write(st, "a", (const uint8_t *)"a0", 2, NULL, &ga));
-    NDS_OK(nds_kv_driver_lmdb.write(st, "b", (const uint8_t *)"b0", 2, NULL, &gb0));
-    NDS_OK(nds_kv_driver_lmdb.write(st, "b", (const uint8_t *)"b1", 2, NULL, &gb1));
-    NDS_OK(nds_kv_driver_lmdb.write(st, "e", (const uint8_t *)"e0", 2, NULL, &ge));
+    NDS_OK(lm_put(st, "a", "a0", 2, &ga));
+    NDS_OK(lm_put(st, "b", "b0", 2, &gb0));
+    NDS_OK(lm_put(st, "b", "b1", 2, &gb1));
+    NDS_OK(lm_put(st, "e", "e0", 2, &ge));
     const char *keys[] = {"a", "b", "c", "d", "e", "x", "x", "f"};
     const char *vals[] = {"a1", "b2", "c1", "d1", "e1", "x1", "x2", "f1"};
     const nds_generation conds[] = {ga, gb0, g_none, g_absent, g_absent, g_absent, g_absent, ga};
@@ -988,10 +996,10 @@ START_TEST(discard_leaves_nothing) {
     char *env = new_env("d.lmdb");
     void *st = open_driver(env);
     nds_generation g1, g3;
-    NDS_OK(nds_kv_driver_lmdb.write(st, "k1", (const uint8_t *)"one", 3, NULL, &g1));
+    NDS_OK(lm_put(st, "k1", "one", 3, &g1));
     nds_kv_driver_lmdb.discard(st, stage_of(st, "k2", "two", 3));
     nds_kv_driver_lmdb.discard(st, stage_of(st, "k1", "new", 3));
-    NDS_OK(nds_kv_driver_lmdb.write(st, "k3", (const uint8_t *)"three", 5, NULL, &g3));
+    NDS_OK(lm_put(st, "k3", "three", 5, &g3));
     assert_vt(st, "k1", "one", &g1);
     assert_vt(st, "k2", NULL, NULL);
     ck_assert_uint_eq(gen_number(&g3), gen_number(&g1) + 1);
@@ -1005,7 +1013,7 @@ END_TEST
 START_TEST(failed_publish_applies_nothing) {
     char *env = new_env("f.lmdb");
     void *st = open_driver_with(env, ",\"map_size\":65536,\"max_map_size\":65536");
-    NDS_OK(nds_kv_driver_lmdb.write(st, "keep", (const uint8_t *)"k", 1, NULL, NULL));
+    NDS_OK(lm_put(st, "keep", "k", 1, NULL));
     uint8_t *big = pattern(40000, 3);
     nds_kv_staged *staged[4] = {stage_of(st, "small", "s", 1), stage_of(st, "keep", "x", 1),
                                 stage_of(st, "big1", big, 40000), stage_of(st, "big2", big, 40000)};

@@ -625,8 +625,9 @@ static void rc_close(void *state) { nds_kv_driver_memory.close(state); }
 static void rc_url_base(void *state, char *buf, size_t cap) {
     (void)state, snprintf(buf, cap, "pcrace://");
 }
-static int rc_read(void *s, const char *key, const nds_read_options *o, nds_read_result *out) {
-    return nds_kv_driver_memory.read(s, key, o, out);
+static int rc_read(void *s, const char *key, const nds_read_options *o,
+                   const nds_byte_range *ranges, size_t n, nds_read_result *out) {
+    return nds_kv_driver_memory.read(s, key, o, ranges, n, out);
 }
 static int rc_list(void *s, const char *prefix, nds_list_fn fn, void *ctx) {
     return nds_kv_driver_memory.list(s, prefix, fn, ctx);
@@ -635,7 +636,7 @@ static int rc_list(void *s, const char *prefix, nds_list_fn fn, void *ctx) {
 /* The competitor: chunk race_id (64 bytes of 0x5a, a raw 4^3 uint8 chunk) into the stored shard. */
 static void compete(void *s, const char *key) {
     nds_read_result r;
-    NDS_OK(nds_kv_driver_memory.read(s, key, NULL, &r));
+    NDS_OK(nds_kv_driver_memory.read(s, key, NULL, NULL, 0, &r));
     bool have = r.state == NDS_READ_VALUE;
     uint8_t bytes[64];
     memset(bytes, 0x5a, sizeof bytes);
@@ -644,18 +645,19 @@ static void compete(void *s, const char *key) {
     NDS_OK(nds_pc_shard_update(&race_s, shard_of(&race_s, race_id, NULL),
                                have ? r.value.data : NULL, have ? r.value.len : 0, 1 << 20, &c, 1,
                                &f));
-    NDS_OK(nds_kv_driver_memory.write(s, key, f.data, f.len, NULL, NULL));
+    struct iovec shard = {f.data, f.len};
+    NDS_OK(nds_kv_driver_memory.write(s, key, &shard, 1, NULL, NULL));
     nds_buf_dispose(&f);
     nds_read_result_dispose(&r);
 }
 
-static int rc_write(void *s, const char *key, const uint8_t *data, size_t len,
+static int rc_write(void *s, const char *key, const struct iovec *iov, size_t iovcnt,
                     const nds_write_options *o, nds_generation *gen) {
     if (o && o->if_equal.kind != NDS_GEN_NONE && strstr(key, ".shard") && race_left > 0) {
         race_left--;
         compete(s, key);
     }
-    return nds_kv_driver_memory.write(s, key, data, len, o, gen);
+    return nds_kv_driver_memory.write(s, key, iov, iovcnt, o, gen);
 }
 
 static const nds_kv_driver race_driver = {
