@@ -43,6 +43,9 @@ static int add(registry *r, const void *entry, name_fn name) {
 static void install_builtins(void) {
     for (size_t i = 0; i < nds_builtin_kv_driver_count; i++)
         add(&kv_drivers, nds_builtin_kv_drivers[i], kv_name);
+    const nds_kv_driver *test[4];
+    for (size_t i = 0, n = nds_builtin_test_kv_drivers(test, 4); i < n; i++)
+        add(&kv_drivers, test[i], kv_name);
     for (size_t i = 0; i < nds_builtin_format_count; i++)
         add(&formats, nds_builtin_formats[i], format_name);
     for (size_t i = 0; i < nds_builtin_codec_count; i++)

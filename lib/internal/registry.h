@@ -18,6 +18,9 @@ const char *nds_format_alias(const char *name);
 /** The built-in tables (lib/builtins.c) and their lengths. */
 extern const nds_kv_driver *const nds_builtin_kv_drivers[];
 extern const size_t nds_builtin_kv_driver_count;
+/** Test drivers the environment asks for (NDS_TEST_DRIVERS=faulty) in a library configured with
+ *  NDS_TEST_DRIVERS, else none: fills out (cap entries) and returns how many. */
+size_t nds_builtin_test_kv_drivers(const nds_kv_driver **out, size_t cap);
 extern const nds_format *const nds_builtin_formats[];
 extern const size_t nds_builtin_format_count;
 extern const nds_codec *const nds_builtin_codecs[];

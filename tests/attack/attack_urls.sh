@@ -5,6 +5,7 @@
 # middle, unknown names, malformed segments) are refused by every command with one message, and no
 # refused URL leaves a file or directory behind.
 source "$(dirname "$0")/attack_lib.sh"
+export NDS_TEST_DRIVERS=faulty # the faulty test driver: a test build's library registers it when asked
 
 D="file://$T/D/|faulty:|zarr:"
 printf '\001\000\002\000\003\000\004\000' >"$T/in.raw"

@@ -23,6 +23,7 @@ HAVE_NUMPY=0
 if [ -x "$PY" ] && "$PY" -c 'import numpy' 2>/dev/null; then HAVE_NUMPY=1; fi
 
 source "$HERE/check_lib.sh"
+export NDS_TEST_DRIVERS=faulty # the faulty test driver: a test build's library registers it when asked
 
 # expect_fail DESC: exit 1 with exactly one "ndstore: " line on stderr
 expect_fail() {

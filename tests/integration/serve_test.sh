@@ -30,6 +30,7 @@ cd "$T" || exit 1
 pass=0
 fail=0
 source "$HERE/check_lib.sh"
+export NDS_TEST_DRIVERS=faulty # the faulty test driver: a test build's library registers it when asked
 RC=0 OUT="" ERR=""
 
 # serve NAME ARGS...: starts `ndstore serve ARGS` in the background; sets PID and URL (the line it

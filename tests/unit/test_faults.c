@@ -896,6 +896,22 @@ START_TEST(bad_specs_are_refused) {
 }
 END_TEST
 
+/* faulty is a test driver, no built-in: a library knows it only when the environment asks
+ * (NDS_TEST_DRIVERS=faulty, read when the registry is first used), so the command line and the
+ * Python package of a user's build never offer it. */
+START_TEST(faulty_only_when_the_environment_asks) {
+    unsetenv("NDS_TEST_DRIVERS"); /* this forked test's registry is not set up yet */
+    nds_kvstore *kv = NULL;
+    ck_assert_int_eq(nds_kvstore_open(&kv, "{\"driver\":\"faulty\",\"base\":\"memory://nf/\"}",
+                                      NULL),
+                     NDS_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "unknown driver \"faulty\""));
+    ck_assert_int_eq(nds_kvstore_open(&kv, "memory://nf/|faulty:", NULL), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "no kvstore driver has that name"));
+    ck_assert_ptr_null(kv);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("faults");
     TCase *tc = tcase_create("driver");
@@ -904,6 +920,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, modes_short_read_and_after_apply);
     tcase_add_test(tc, keys_pass_through_to_the_base);
     tcase_add_test(tc, bad_specs_are_refused);
+    tcase_add_test(tc, faulty_only_when_the_environment_asks);
     suite_add_tcase(s, tc);
     tc = tcase_create("transactions");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -926,4 +943,7 @@ static Suite *suite(void) {
     return s;
 }
 
-int main(void) { return nds_test_run(suite()); }
+int main(void) {
+    setenv("NDS_TEST_DRIVERS", "faulty", 0); /* as ctest sets it: the suite's store wrapper */
+    return nds_test_run(suite());
+}
