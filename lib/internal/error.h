@@ -1,4 +1,6 @@
-/* Internal error helpers: set the thread-local last error and return the code in one expression.
+/* Error helpers: the exported ones (ndstore/sys/error.h) plus what only the core uses (saving an
+ * error to carry it across threads). They set the thread-local last error and return the code in
+ * one expression.
  *   return nds_err(NDS_EFORMAT, "zarr: .zarray of %s: member \"shape\" must be an array", url);
  * Messages are one lower-case line. nds_err_prefix adds context in front of the message already
  * set, so layers compose "zarr: chunk 0.1 of file:///d/a/: zstd: corrupted block detected". */
@@ -6,25 +8,7 @@
 #define NDS_INTERNAL_ERROR_H
 
 #include <stddef.h>
-#include "ndstore/errors.h"
-
-#if defined(__GNUC__)
-#define NDS_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define NDS_PRINTF(a, b)
-#endif
-
-/** Sets the last error (code, formatted message, no cause); returns code. */
-int nds_err(int code, const char *fmt, ...) NDS_PRINTF(2, 3);
-/** Sets the last error with a foreign cause; returns code. */
-int nds_err_cause(int code, nds_cause_kind kind, long cause, const char *fmt, ...) NDS_PRINTF(4, 5);
-/** Sets the last error from errno (message gets ": strerror(errno)" appended); returns the mapped
- * code (ENOENT -> NDS_ENOTFOUND, EEXIST -> NDS_EEXIST, EACCES/EPERM -> NDS_EPERM, ENOMEM ->
- * NDS_ENOMEM, ENOSPC/EDQUOT -> NDS_ELIMIT, EROFS -> NDS_EREADONLY, else NDS_EIO). */
-int nds_err_errno(int err, const char *fmt, ...) NDS_PRINTF(2, 3);
-/** Prepends "<formatted>: " to the current message (keeping the cause); returns code. If no message
- * is set for code, uses nds_strerror(code). */
-int nds_err_prefix(int code, const char *fmt, ...) NDS_PRINTF(2, 3);
+#include "ndstore/sys/error.h" /* nds_err, nds_err_cause, nds_err_errno, nds_err_prefix (exported) */
 
 /** A saved error, to carry a worker thread's error to the calling thread. */
 typedef struct nds_error_saved {

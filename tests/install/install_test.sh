@@ -7,6 +7,8 @@
 #     (`pkg-config --static`, libndstore.a named as -l:libndstore.a since both are installed);
 #   - find_package(ndstore 0.1): ndstore::ndstore (shared) and ndstore::ndstore_static; a version the
 #     package does not provide (9.0) is refused;
+#   - an out-of-tree kvstore driver (oot_driver.c) built against the installed headers and shared
+#     library alone, used through a spec by a zarr array;
 #   - the Python package (when built): /usr/bin/python3 in a clean environment imports it from P, with
 #     P's libndstore.so, and round-trips an array.
 # Each program is compiled with -Wall -Wextra -Werror -std=c11, runs, and must print "OK <version>";
@@ -79,6 +81,13 @@ else
         $(pkg-config --static --libs ndstore | sed 's/-lndstore\b/-l:libndstore.a/') 2>"$TMP/pc-static.txt"
     then runs "pkg-config --static" "$TMP/pc-static" static
     else bad "pkg-config --static: does not build:"; head -10 "$TMP/pc-static.txt"; fi
+    # An out-of-tree kvstore driver (oot_driver.c): only the installed headers (sys/kv_driver.h,
+    # sys/error.h) and the exported symbols; a missing one fails the build or the link.
+    # shellcheck disable=SC2046,SC2086
+    if $CC $CFLAGS "$SRC/oot_driver.c" -o "$TMP/oot-shared" $(pkg-config --cflags --libs ndstore) \
+        -lpthread -Wl,-rpath,"$(pkg-config --variable=libdir ndstore)" 2>"$TMP/oot-shared.txt"
+    then runs "out-of-tree kvstore driver, zarr array on it" "$TMP/oot-shared" shared
+    else bad "out-of-tree kvstore driver: does not build against the installed library:"; head -10 "$TMP/oot-shared.txt"; fi
 fi
 
 # ---- Python package (when the build has it: NDS_PYTHON) ----

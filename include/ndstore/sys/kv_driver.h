@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 
 #include "ndstore/kvstore.h"
+#include "ndstore/sys/error.h"
 
 #ifdef __cplusplus
 extern "C" {
