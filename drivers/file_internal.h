@@ -1,7 +1,8 @@
 /* What the file kvstore driver's files share: drivers/kv_file.c (spec, read, list, delete_range,
- * the driver table), drivers/file_write.c (write, delete, stage and publish) and
- * drivers/file_root.c (the store root: every path resolved beneath it, no link below it followed).
- * Names, key checks and generations are defined once, in kv_file.c. */
+ * the driver table), drivers/file_write.c (write, delete, stage and publish),
+ * drivers/file_root.c (the store root: every path resolved beneath it, no link below it followed)
+ * and drivers/file_util.c (names, key checks, generations, errno mapping). Calls run one way:
+ * kv_file.c -> file_write.c -> file_root.c -> file_util.c (kv_file.c also calls the lower two). */
 #ifndef NDS_DRIVERS_FILE_INTERNAL_H
 #define NDS_DRIVERS_FILE_INTERNAL_H
 
@@ -51,7 +52,14 @@ int nds_file_open_beneath(file_root *r, const char *rel, int flags, mode_t mode)
 int nds_file_open_dir(file_root *r, const char *rel_dir, bool create);
 /** nds_file_err for a path error of key, naming the link when err is ELOOP (NDS_EUNSUPPORTED). */
 int nds_file_path_err(file_root *r, int err, const char *what, const char *key);
+/** Opens the directory holding key (beneath the root; made when create) as *dirfd, with *name the
+ *  key's last component. *dirfd = -1 (and 0) when it does not exist and create is false.
+ *  @return 0 or an error (message set, naming key and op) */
+int nds_file_parent(file_state *s, const char *key, const char *op, bool create, int *dirfd,
+                    const char **name);
 
+
+/* file_util.c (below every other file of the driver) */
 /** The one place errno becomes a status: "file: <what> <path>: <strerror>". */
 int nds_file_err(int err, const char *what, const char *path);
 bool nds_file_ends_with(const char *s, const char *suffix);
@@ -65,12 +73,6 @@ int nds_file_check_key(const char *key, const char *op);
 /** The generation of a file from its stat. */
 void nds_file_gen(const struct stat *st, nds_generation *g);
 void nds_file_gen_absent(nds_generation *g);
-
-/** Opens the directory holding key (beneath the root; made when create) as *dirfd, with *name the
- *  key's last component. *dirfd = -1 (and 0) when it does not exist and create is false.
- *  @return 0 or an error (message set, naming key and op) */
-int nds_file_parent(file_state *s, const char *key, const char *op, bool create, int *dirfd,
-                    const char **name);
 
 /* file_write.c: the driver's write, stage, publish and discard methods, and the locked delete
  * that delete_range uses too (*dirfd: the key's directory when a file was unlinked, else -1; its

@@ -370,3 +370,24 @@ int nds_file_path_err(file_root *r, int err, const char *what, const char *key) 
                          "which a file store does not follow",
                          what, key, r->dir);
 }
+
+int nds_file_parent(file_state *s, const char *key, const char *op, bool create, int *dirfd,
+                    const char **name) {
+    const char *rel;
+    *dirfd = -1;
+    int rc = nds_file_rel(&s->root, key, op, &rel);
+    if (rc != 0)
+        return rc;
+    const char *slash = strrchr(rel, '/');
+    *name = slash ? slash + 1 : rel;
+    char *dir = strndup(rel, slash ? (size_t)(slash - rel) : 0);
+    if (!dir)
+        return nds_err(NDS_ENOMEM, "file: %s %s: out of memory", op, key);
+    int fd = nds_file_open_dir(&s->root, dir, create);
+    free(dir);
+    if (fd >= 0)
+        *dirfd = fd;
+    else if (create || (fd != -ENOENT && fd != -ENOTDIR))
+        return nds_file_path_err(&s->root, -fd, op, key);
+    return 0;
+}

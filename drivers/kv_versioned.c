@@ -722,6 +722,13 @@ vs_store *vs_store_of(nds_kvstore *kv, vs_snapshot *view) {
     return st->store;
 }
 
+int nds_versioned_gc(nds_kvstore *kv, const nds_gc_options *opts, nds_gc_result *result) {
+    memset(result, 0, sizeof *result);
+    vk_state *st;
+    int rc = versioned_state(kv, &st);
+    return rc ? rc : vs_gc_run(st->store, opts, result);
+}
+
 int nds_versioned_current(nds_kvstore *kv, uint64_t *version) {
     vk_state *st;
     int rc = versioned_state(kv, &st);

@@ -1,7 +1,7 @@
-/* What the lmdb kvstore driver's two files share: drivers/kv_lmdb.c (spec, read, write, commit,
- * stage and publish, the driver table) and drivers/lmdb_list.c (list and delete_range). Keys,
- * generations and write transactions are defined once, in kv_lmdb.c; the environment table, the
- * map and the guard against corrupt files in lmdb_env.c. */
+/* What the lmdb kvstore driver's files share: drivers/kv_lmdb.c (spec, read, write, commit,
+ * stage and publish, the driver table) and drivers/lmdb_list.c (list and delete_range) both call
+ * drivers/lmdb_txn.c (fork check, stored keys, write transactions), which calls lmdb_env.c (the
+ * environment table, the map and the guard against corrupt files). Calls run one way. */
 #ifndef NDS_DRIVERS_LMDB_INTERNAL_H
 #define NDS_DRIVERS_LMDB_INTERNAL_H
 
@@ -29,6 +29,7 @@ typedef struct lm_state {
  * 0) and sets *status to an NDS code when it decides to abort on its own (a failed condition). */
 typedef int (*lm_txn_fn)(lm_state *s, MDB_txn *txn, void *ctx, int *status);
 
+/* lmdb_txn.c */
 /** NDS_EUNSUPPORTED when the instance was opened by the parent of a fork (LMDB forbids its use). */
 int nds_lmdb_check_process(const lm_state *s);
 /** The stored key for a full key (env-relative when it starts with "<env>/"). */

@@ -1,10 +1,13 @@
 /* What the s3 driver's files share: the store instance, signed requests, error mapping, credentials
- * and the conditional-write machinery (probe, lease lock). Not a public interface.
+ * and the conditional-write machinery (probe, lease lock). Not a public interface. Calls run one
+ * way, from the driver down to the requests:
  *
- * kv_s3.c     the driver (spec, URL, read, write, multipart, list, delete_range) and signed
- * requests s3_creds.c  credentials: environment, ~/.aws/credentials profiles, anonymous s3_write.c
- * writes and deletes per conditional-write mode, multipart uploads s3_cond.c   conditional writes:
- * the "auto" probe (once per process per endpoint) and the lease lock s3_xml.c    the XML documents
+ * kv_s3.c      the driver (spec, URL, read, list, delete_range, the driver table)
+ * s3_write.c   writes and deletes per conditional-write mode, multipart uploads
+ * s3_cond.c    conditional writes: the "auto" probe (once per process per endpoint), the lease lock
+ * s3_creds.c   credentials: environment, ~/.aws/credentials profiles, anonymous
+ * s3_request.c signed requests, sending, status errors, ETag generations, HEAD, spec errors
+ * s3_xml.c     the XML documents
  */
 #ifndef NDS_DRIVERS_S3_INTERNAL_H
 #define NDS_DRIVERS_S3_INTERNAL_H
@@ -74,7 +77,7 @@ typedef struct s3_req {
     nds_http_request http;
 } s3_req;
 
-/* ---- kv_s3.c ---- */
+/* ---- s3_request.c ---- */
 /** Builds and signs a request. key NULL addresses the bucket; query is already encoded (may be
  * NULL). extra are additional "Name: value" headers (signed). body is borrowed until the request is
  * done. */
@@ -103,6 +106,10 @@ bool s3_etag_generation(const nds_http_response *resp, nds_generation *g);
 void s3_generation(const nds_http_response *resp, nds_generation *g);
 /** The ETag part of a generation into out. */
 void s3_gen_etag(const nds_generation *g, char *out, size_t cap);
+/** Sets g to the absent generation. */
+void s3_gen_absent(nds_generation *g);
+/** Whether a 404 response is of a missing key (NoSuchKey, or no body for HEAD), not bucket. */
+bool s3_missing_key(const nds_http_response *resp);
 /** HEAD of key: its generation (ABSENT when missing). */
 int s3_head(s3_store *s, const char *key, nds_generation *g, const nds_http_retry *policy,
             long timeout_ms);

@@ -186,57 +186,13 @@ static uint64_t last_referencing(const gc_run *g, const vs_gc_object *o) {
 
 /* ---- the previous state ---------------------------------------------------------------------- */
 
-static int note_state(void *ctx, const char *key, uint64_t size) {
-    (void)size;
-    gc_run *g = ctx;
-    uint64_t seq;
-    if (vs_gc_state_key_parse(key, &seq) != 0) return 0; /* not ours */
-    uint64_t *grown = realloc(g->state_seqs, (g->nstates + 1) * sizeof *grown);
-    if (!grown) return nds_err(NDS_ENOMEM, "versioned store gc: out of memory");
-    g->state_seqs = grown;
-    g->state_seqs[g->nstates++] = seq;
-    return 0;
-}
-
-/* Reads and decodes state seq into *out. A missing or corrupt state is NDS_ECORRUPT (the caller
- * falls back); other errors (I/O) are returned as they are. */
-static int read_state(vs_store *s, uint64_t seq, vs_gc_state *out) {
-    char key[VS_OBJECT_KEY_MAX], where[VS_OBJECT_KEY_MAX + 600];
-    vs_gc_state_key(seq, key);
-    snprintf(where, sizeof where, "versioned store %s: gc state %s", vs_store_url(s), key);
-    nds_read_result r;
-    int rc = nds_kvstore_read(vs_store_base(s), key, NULL, &r);
-    if (rc) return nds_err_prefix(rc, "%s", where);
-    if (r.state != NDS_READ_VALUE)
-        return nds_err(NDS_ECORRUPT, "%s: deleted while being read", where);
-    rc = vs_gc_state_decode(r.value.data, r.value.len, seq, where, out);
-    nds_read_result_dispose(&r);
-    return rc;
-}
-
-static int newest_first(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* Lists the states (newest first). */
-static int list_states(vs_store *s, uint64_t **seqs, size_t *n) {
-    gc_run tmp = {0};
-    int rc = nds_kvstore_list(vs_store_base(s), VS_GC_STATE_PREFIX, note_state, &tmp);
-    if (!rc && tmp.nstates)
-        qsort(tmp.state_seqs, tmp.nstates, sizeof *tmp.state_seqs, newest_first);
-    *seqs = tmp.state_seqs;
-    *n = tmp.nstates;
-    return rc;
-}
-
 static void set_note(gc_run *g, const char *fmt, const char *detail) {
     snprintf(g->result->note, sizeof g->result->note, fmt, detail);
 }
 
 /* Finds the state to start from: the newest, when it decodes and fits the history. */
 static int load_previous(gc_run *g) {
-    int rc = list_states(g->s, &g->state_seqs, &g->nstates);
+    int rc = vs_gc_states_list(g->s, &g->state_seqs, &g->nstates);
     if (rc) return rc;
     g->seq = g->nstates ? g->state_seqs[0] + 1 : 1;
     if (g->nstates == 0) {
@@ -248,7 +204,7 @@ static int load_previous(gc_run *g) {
      * costs the newest run's work (done again), not a full scan. */
     char bad[sizeof g->result->note] = "";
     for (size_t i = 0; i < g->nstates && i < 2; i++) {
-        rc = read_state(g->s, g->state_seqs[i], &g->prev);
+        rc = vs_gc_state_read(g->s, g->state_seqs[i], &g->prev);
         if (rc != NDS_ECORRUPT) break;
         if (!bad[0]) snprintf(bad, sizeof bad, "%s", nds_error_last()->message);
     }
@@ -454,7 +410,10 @@ static int note_tag(void *ctx, const char *name, uint64_t v) {
     return 0;
 }
 
-static int oldest_first(const void *a, const void *b) { return -newest_first(a, b); }
+static int oldest_first(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
 
 static int list_tags(gc_run *g) {
     g->ntags = 0;
@@ -728,7 +687,7 @@ static int write_state(gc_run *g) {
 static int check_still_newest(gc_run *g) {
     uint64_t *seqs = NULL;
     size_t n = 0;
-    int rc = list_states(g->s, &seqs, &n);
+    int rc = vs_gc_states_list(g->s, &seqs, &n);
     bool stale = !rc && n && seqs[0] > g->seq;
     free(seqs);
     if (rc || !stale) return rc;
@@ -805,12 +764,10 @@ static int run(gc_run *g) {
     return rc;
 }
 
-int nds_versioned_gc(nds_kvstore *kv, const nds_gc_options *opts, nds_gc_result *result) {
+int vs_gc_run(vs_store *s, const nds_gc_options *opts, nds_gc_result *result) {
     nds_gc_options o = opts ? *opts : (nds_gc_options)NDS_GC_OPTIONS_INIT;
     memset(result, 0, sizeof *result);
-    vs_snapshot view, latest;
-    vs_store *s = vs_store_of(kv, &view);
-    if (!s) return NDS_EINVAL;
+    vs_snapshot latest;
     if (o.keep_last == 0 && o.older_than_ms < 0)
         return nds_err(NDS_EINVAL, "gc: say what to keep (keep_last or older_than)");
     if (o.grace_ms < 0) return nds_err(NDS_EINVAL, "gc: grace_ms must be >= 0");
@@ -830,29 +787,5 @@ int nds_versioned_gc(nds_kvstore *kv, const nds_gc_options *opts, nds_gc_result 
     free(g.tree);
     free(g.tags);
     free(g.collected);
-    return rc;
-}
-
-/* ---- tagging a collected version ------------------------------------------------------------- */
-
-int vs_gc_version_collected(vs_store *s, uint64_t v, bool *collected) {
-    *collected = false;
-    uint64_t *seqs = NULL;
-    size_t n = 0;
-    int rc = list_states(s, &seqs, &n);
-    /* The newest state that decodes (a corrupt newest one is skipped: the one before it knows
-     * at least what was collected up to it). */
-    for (size_t i = 0; !rc && i < n; i++) {
-        vs_gc_state st;
-        rc = read_state(s, seqs[i], &st);
-        if (rc == NDS_ECORRUPT) {
-            rc = 0;
-            continue;
-        }
-        if (!rc) *collected = vs_gc_state_collected(&st, v);
-        vs_gc_state_dispose(&st);
-        break;
-    }
-    free(seqs);
     return rc;
 }

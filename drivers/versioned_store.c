@@ -425,49 +425,6 @@ int vs_store_tag(vs_store *s, const char *tag, uint64_t *version) {
     return rc;
 }
 
-/* NDS_EINVAL naming v when gc collected it (some of its objects are deleted). */
-static int tag_refuse_collected(vs_store *s, uint64_t v, bool *collected) {
-    int rc = vs_gc_version_collected(s, v, collected);
-    if (!rc && *collected)
-        rc = nds_err(NDS_EINVAL,
-                     "versioned store %s: version %" PRIu64
-                     " was collected by gc (objects it references are deleted); it cannot be "
-                     "tagged",
-                     s->url, v);
-    return rc;
-}
-
-int vs_store_tag_create(vs_store *s, const char *name, uint64_t v) {
-    if (!vs_tag_name_valid(name))
-        return nds_err(NDS_EINVAL,
-                       "versioned store %s: \"%s\" is not a valid tag name (1-128 of A-Z a-z 0-9 "
-                       ". _ -, not all digits, not \"latest\")",
-                       s->url, name);
-    vs_snapshot snap;
-    int rc = vs_store_version(s, v, &snap);
-    bool collected = false;
-    if (!rc) rc = tag_refuse_collected(s, v, &collected);
-    if (rc) return rc;
-    nds_buf b = {0};
-    char *key = nds_asprintf("%s%s", VS_TAG_PREFIX, name);
-    if (!key) return nds_err(NDS_ENOMEM, "out of memory");
-    if (!(rc = vs_tag_encode(v, wall_ns(), &b))) {
-        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
-        wo.if_equal.kind = NDS_GEN_ABSENT;
-        rc = nds_kvstore_write(s->base, key, b.data, b.len, &wo, NULL);
-        if (rc == NDS_ECONFLICT)
-            rc = nds_err(NDS_ECONFLICT, "versioned store %s: tag \"%s\" exists (tags never move)",
-                         s->url, name);
-    }
-    /* Asked again after the write: a gc run that listed the tags before it may have written a
-     * state collecting v since; then the tag is withdrawn (versioned_gc.c, "Order of a run"). */
-    if (!rc) rc = tag_refuse_collected(s, v, &collected);
-    if (rc && collected) (void)nds_kvstore_delete(s->base, key, NULL);
-    nds_buf_dispose(&b);
-    free(key);
-    return rc;
-}
-
 /* ---- reads ------------------------------------------------------------------------------------------- */
 
 int vs_store_lookup(vs_store *s, const vs_snapshot *snap, const char *key, vs_entry *out,

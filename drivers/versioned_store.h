@@ -9,6 +9,7 @@
 #define NDS_DRIVERS_VERSIONED_STORE_H
 
 #include "ndstore/sys/kv_driver.h"
+#include "ndstore/versioned.h"
 #include "versioned_internal.h"
 
 typedef struct vs_store vs_store;
@@ -124,9 +125,17 @@ int vs_store_prepared_load(vs_store *s, const char *token, vs_prepared *out);
 int vs_store_commit_prepared(vs_store *s, vs_snapshot *snap, const char *const *tokens, size_t n,
                              const vs_write *extra, size_t nextra, const vs_commit_options *o);
 
+/* versioned_gc_read.c */
 /** Whether the newest readable gc state says version v is collected (some of its objects deleted;
  *  versioned_gc.c). Taggers ask after writing their tag: see the order in versioned_gc.c. */
 int vs_gc_version_collected(vs_store *s, uint64_t v, bool *collected);
+/** The gc states' sequence numbers, newest first (*seqs malloc'd: the caller frees it). */
+int vs_gc_states_list(vs_store *s, uint64_t **seqs, size_t *n);
+/** Reads and decodes state seq into *out. A missing or corrupt state is NDS_ECORRUPT (the caller
+ *  falls back); other errors (I/O) are returned as they are. */
+int vs_gc_state_read(vs_store *s, uint64_t seq, vs_gc_state *out);
+/** A gc run (nds_versioned_gc, include/ndstore/versioned.h) on s. (versioned_gc.c) */
+int vs_gc_run(vs_store *s, const nds_gc_options *opts, nds_gc_result *result);
 
 /** The engine behind a versioned store handle and the version the handle sees; NULL (message
  *  set, NDS_EINVAL) when kv is not a versioned store. (kv_versioned.c) */

@@ -1,4 +1,6 @@
-/* Listing a versioned store's tags (nds_versioned_tags, `ndstore tag URL`, `ndstore log`, gc).
+/* A versioned store's tags: creating one (refused for a version gc collected, asked again after the
+ * write: versioned_gc.c "Order of a run") and listing them (nds_versioned_tags, `ndstore tag
+ * URL`, `ndstore log`, gc).
  *
  * Tags live under "tags/" in the base store, one create-only object each (docs/versioned-format.md);
  * a listing reads every one, so the cost is one list plus one read per tag. Keys under "tags/"
@@ -7,8 +9,11 @@
  * guess which version it keeps). Base stores list in no fixed order, so the tags are collected
  * and handed out sorted by name. Threading: any thread; the callback runs on the caller's.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "versioned_store.h"
 #include "versioned_internal.h"
@@ -62,5 +67,56 @@ int vs_store_tags(vs_store *s, vs_tag_fn fn, void *ctx) {
     for (size_t i = 0; !rc && i < c.n; i++) rc = fn(ctx, c.tags[i].name, c.tags[i].version);
     for (size_t i = 0; i < c.n; i++) free(c.tags[i].name);
     free(c.tags);
+    return rc;
+}
+
+/* ---- creating a tag ---- */
+
+static int64_t wall_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* NDS_EINVAL naming v when gc collected it (some of its objects are deleted). */
+static int tag_refuse_collected(vs_store *s, uint64_t v, bool *collected) {
+    int rc = vs_gc_version_collected(s, v, collected);
+    if (!rc && *collected)
+        rc = nds_err(NDS_EINVAL,
+                     "versioned store %s: version %" PRIu64
+                     " was collected by gc (objects it references are deleted); it cannot be "
+                     "tagged",
+                     vs_store_url(s), v);
+    return rc;
+}
+
+int vs_store_tag_create(vs_store *s, const char *name, uint64_t v) {
+    if (!vs_tag_name_valid(name))
+        return nds_err(NDS_EINVAL,
+                       "versioned store %s: \"%s\" is not a valid tag name (1-128 of A-Z a-z 0-9 "
+                       ". _ -, not all digits, not \"latest\")",
+                       vs_store_url(s), name);
+    vs_snapshot snap;
+    int rc = vs_store_version(s, v, &snap);
+    bool collected = false;
+    if (!rc) rc = tag_refuse_collected(s, v, &collected);
+    if (rc) return rc;
+    nds_buf b = {0};
+    char *key = nds_asprintf("%s%s", VS_TAG_PREFIX, name);
+    if (!key) return nds_err(NDS_ENOMEM, "out of memory");
+    if (!(rc = vs_tag_encode(v, wall_ns(), &b))) {
+        nds_write_options wo = NDS_WRITE_OPTIONS_INIT;
+        wo.if_equal.kind = NDS_GEN_ABSENT;
+        rc = nds_kvstore_write(vs_store_base(s), key, b.data, b.len, &wo, NULL);
+        if (rc == NDS_ECONFLICT)
+            rc = nds_err(NDS_ECONFLICT, "versioned store %s: tag \"%s\" exists (tags never move)",
+                         vs_store_url(s), name);
+    }
+    /* Asked again after the write: a gc run that listed the tags before it may have written a
+     * state collecting v since; then the tag is withdrawn (versioned_gc.c, "Order of a run"). */
+    if (!rc) rc = tag_refuse_collected(s, v, &collected);
+    if (rc && collected) (void)nds_kvstore_delete(vs_store_base(s), key, NULL);
+    nds_buf_dispose(&b);
+    free(key);
     return rc;
 }
