@@ -467,6 +467,10 @@ bool nds_kvstore_can_read_into(const nds_kvstore *kv) {
 
 int nds_kvstore_read_into(nds_kvstore *kv, const char *key, uint64_t offset, const struct iovec *iov,
                           size_t iovcnt, nds_read_result *out) {
+    if (iovcnt == 0) { /* still the ranges form: state, generation and size, no value */
+        nds_byte_range none = {offset, 0, NULL};
+        return read_full(kv, key, NULL, &none, 1, out);
+    }
     nds_byte_range stack[READ_INTO_STACK];
     nds_byte_range *ranges = iovcnt <= READ_INTO_STACK ? stack : malloc(iovcnt * sizeof *ranges);
     if (!ranges) return nds_err(NDS_ENOMEM, "out of memory reading %s", key);
@@ -481,7 +485,8 @@ bool nds_kvstore_can_read_ranges(const nds_kvstore *kv) { return nds_kvstore_can
 
 int nds_kvstore_read_ranges(nds_kvstore *kv, const char *key, const nds_byte_range *ranges,
                             size_t n, nds_read_result *out) {
-    return read_full(kv, key, NULL, ranges, n, out);
+    static const nds_byte_range none = {0, 0, NULL}; /* n == 0 stays the ranges form */
+    return read_full(kv, key, NULL, n ? ranges : &none, n ? n : 1, out);
 }
 
 bool nds_kvstore_can_stage(const nds_kvstore *kv) {

@@ -85,7 +85,8 @@ int nds_kvstore_read_into(nds_kvstore *kv, const char *key, uint64_t offset, con
                           size_t iovcnt, nds_read_result *out);
 /** The same as nds_kvstore_can_read_into (one capability bit covers both). */
 bool nds_kvstore_can_read_ranges(const nds_kvstore *kv);
-/** kv_driver.h read's n > 0 form for a key relative to kv, without conditions. */
+/** kv_driver.h read's n > 0 form for a key relative to kv, without conditions (n == 0 too: state,
+ *  generation and size, never a value). */
 int nds_kvstore_read_ranges(nds_kvstore *kv, const char *key, const nds_byte_range *ranges,
                             size_t n, nds_read_result *out);
 /** kv_driver.h read for a key relative to kv, both forms, with opts' conditions (NULL: none). */

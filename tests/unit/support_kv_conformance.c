@@ -665,12 +665,15 @@ END_TEST
 
 /* ---- ranges into the caller's buffers (kv_driver.h read, n > 0) ---- */
 
-/* Reads ranges of key into buf (fresh '.' each time) under o; returns the state. */
+#define RANGE_BUF 8 /* bytes of the buffer ranges_into_buffers reads into, its NUL included */
+
+/* Reads ranges of key into buf (RANGE_BUF bytes, fresh '.' each time) under o; returns the
+ * state. */
 static nds_read_state read_ranges(nds_kvstore *kv, const char *key, const nds_read_options *o,
-                                  nds_byte_range *ranges, size_t n, char *buf, size_t cap,
+                                  nds_byte_range *ranges, size_t n, char *buf,
                                   nds_read_result *r) {
-    memset(buf, '.', cap - 1);
-    buf[cap - 1] = '\0';
+    memset(buf, '.', RANGE_BUF - 1);
+    buf[RANGE_BUF - 1] = '\0';
     for (size_t i = 0, at = 0; i < n; at += ranges[i].len, i++) ranges[i].dst = (uint8_t *)buf + at;
     NDS_OK(nds_kvstore_read_ranges_if(kv, key, o, ranges, n, r));
     ck_assert_ptr_null(r->value.data); /* the bytes went to the buffers, none to out */
@@ -681,22 +684,22 @@ START_TEST(ranges_into_buffers) {
     nds_kvstore *kv = open_fresh(_i);
     nds_generation g = nds_kv_test_put(kv, "v", "0123456789");
     nds_byte_range ranges[3] = {{8, 2, NULL}, {0, 3, NULL}, {4, 0, NULL}};
-    char buf[8];
+    char buf[RANGE_BUF];
     nds_read_result r;
-    ck_assert_int_eq(read_ranges(kv, "v", NULL, ranges, 3, buf, sizeof buf, &r), NDS_READ_VALUE);
+    ck_assert_int_eq(read_ranges(kv, "v", NULL, ranges, 3, buf, &r), NDS_READ_VALUE);
     ck_assert_str_eq(buf, "89012..");
     ck_assert_uint_eq(r.total_size, 10);
     ck_assert(nds_generation_equal(&r.generation, &g));
     /* The conditions hold for the ranges form too; the buffers stay untouched. */
     nds_read_options o = NDS_READ_OPTIONS_INIT;
     o.if_not_equal = g;
-    ck_assert_int_eq(read_ranges(kv, "v", &o, ranges, 3, buf, sizeof buf, &r), NDS_READ_UNCHANGED);
+    ck_assert_int_eq(read_ranges(kv, "v", &o, ranges, 3, buf, &r), NDS_READ_UNCHANGED);
     ck_assert_str_eq(buf, ".......");
     o = (nds_read_options)NDS_READ_OPTIONS_INIT;
     o.if_equal.kind = NDS_GEN_ABSENT;
-    ck_assert_int_eq(read_ranges(kv, "v", &o, ranges, 3, buf, sizeof buf, &r), NDS_READ_ABORTED);
+    ck_assert_int_eq(read_ranges(kv, "v", &o, ranges, 3, buf, &r), NDS_READ_ABORTED);
     ck_assert_str_eq(buf, ".......");
-    ck_assert_int_eq(read_ranges(kv, "gone", NULL, ranges, 3, buf, sizeof buf, &r),
+    ck_assert_int_eq(read_ranges(kv, "gone", NULL, ranges, 3, buf, &r),
                      NDS_READ_MISSING);
     ck_assert_str_eq(buf, ".......");
     /* A range past the end: NDS_ERANGE, the value's size still told. */
@@ -711,6 +714,13 @@ START_TEST(ranges_into_buffers) {
     ck_assert_str_eq(a, "34");
     ck_assert_str_eq(b, "567");
     ck_assert_int_eq(nds_kvstore_read_into(kv, "v", 7, iov, 2, &r), NDS_ERANGE);
+    /* No pieces: still no value handed out, only state and size. */
+    NDS_OK(nds_kvstore_read_into(kv, "v", 3, iov, 0, &r));
+    ck_assert_int_eq(r.state, NDS_READ_VALUE);
+    ck_assert_ptr_null(r.value.data);
+    NDS_OK(nds_kvstore_read_ranges(kv, "v", NULL, 0, &r));
+    ck_assert_ptr_null(r.value.data);
+    ck_assert_uint_eq(r.total_size, 10);
     nds_kvstore_free(kv);
 }
 END_TEST
