@@ -186,10 +186,10 @@ static nds_read_plan plan_auto(const io_call *c) {
 static const char *plan_refusal(const io_call *c, nds_read_plan plan) {
     const nds_array *a = c->a;
     bool grid = c->grid_shape == a->meta.read_chunk_shape;
-    if (plan == NDS_READ_PLAN_GRID) return grid ? NULL : "the format has no read grid";
-    if (grid) return "it reads the storage grid"; /* not reached: forced plans use it */
     if (c->txn && plan != NDS_READ_PLAN_WHOLE)
         return "only the whole plan overlays a transaction's staged chunks";
+    if (plan == NDS_READ_PLAN_GRID) return grid ? NULL : "the format has no read grid";
+    if (grid) return "it reads the storage grid"; /* not reached: forced plans use it */
     if (plan == NDS_READ_PLAN_STORED && !a->meta.stored_canonical)
         return "the chunks are not stored canonically";
     if (plan == NDS_READ_PLAN_CACHED && !nds_context_cache(a->ctx))
