@@ -18,7 +18,7 @@
 #include "internal/txn_internal.h"
 
 static const char *const PLAN_NAMES[NDS_READ_PLAN_COUNT] = {
-    "auto", "stored", "decode", "runs", "whole", "cached", "grid",
+    "auto", "stored", "decode", "whole", "cached", "grid",
 };
 
 const char *nds_read_plan_name(nds_read_plan plan) {
@@ -56,12 +56,12 @@ static int overlay_staged(read_job *j) {
 }
 
 /* Sets up job j for grid index i of the call; false when the call selects nothing there. */
-static bool job_init(read_job *j, read_call *rc, size_t i, uint8_t *chunk, bool pieces) {
+static bool job_init(read_job *j, read_call *rc, size_t i, uint8_t *chunk, bool alone) {
     io_call *c = &rc->io;
     memset(j, 0, offsetof(read_job, url));
     j->c = c;
     j->chunk = chunk;
-    j->pieces = pieces;
+    j->alone = alone;
     grid_cell(&c->grid, i, j->cell);
     return select_in_chunk(&c->a->meta, c->grid_shape, c->box, j->cell, &j->s);
 }
@@ -125,8 +125,8 @@ static int read_run(read_call *rc, size_t t) {
         src[pieces] = j->from;
         row_bytes[pieces++] = j->s.extent[last] * c->a->elem;
     }
-    /* The runs' views share the chunk layout (the plans that run decode whole or in part into
-     * their chunk buffers), so one stride serves them all. */
+    /* The runs' views share the chunk layout (in a run no stage reads by planes), so one stride
+     * serves them all. */
     if (!err && pieces)
         nds_strided_copy_rows(last, shape->s.extent, c->buf_stride, shape->from_stride, pieces,
                               dst, src, row_bytes, c->stream);
@@ -156,11 +156,12 @@ static size_t run_span(const io_call *c) {
     return k >= 2 && k <= RUN_MAX ? (size_t)k : 1;
 }
 
-/* The run the call chooses: for plans that decode whole chunks (not those copying stored bytes,
- * nor the cache's), within the memory allowed per task, and when the runs leave work for every
+/* The run the call chooses: for plans that bring chunks into buffers of their own (not the
+ * cache's entries), within the memory allowed per task, and when the runs leave work for every
  * thread. */
 static size_t run_auto(const io_call *c, nds_read_plan plan, size_t threads) {
-    if (plan != NDS_READ_PLAN_DECODE && plan != NDS_READ_PLAN_GRID) return 1;
+    if (plan != NDS_READ_PLAN_DECODE && plan != NDS_READ_PLAN_GRID && plan != NDS_READ_PLAN_STORED)
+        return 1;
     size_t k = run_span(c);
     if (k < 2 || k * c->grid_bytes > RUN_BUDGET) return 1;
     return c->grid.total / k >= 4 * threads ? k : 1;
@@ -197,7 +198,7 @@ static const char *plan_refusal(const io_call *c, nds_read_plan plan) {
     return NULL;
 }
 
-static int plan_call(read_call *rc, nds_read_plan plan, size_t threads) {
+static int plan_call(read_call *rc, nds_read_plan plan, nds_read_runs runs, size_t threads) {
     io_call *c = &rc->io;
     nds_read_plan chosen = plan == NDS_READ_PLAN_AUTO ? plan_auto(c) : plan;
     const char *why = plan_refusal(c, chosen);
@@ -205,9 +206,9 @@ static int plan_call(read_call *rc, nds_read_plan plan, size_t threads) {
         return nds_err(NDS_EUNSUPPORTED, "read of %s: plan %s: %s", nds_kvstore_url(c->a->kv),
                        nds_read_plan_name(chosen), why);
     rc->stages = read_stages_of(chosen);
-    rc->run = plan == NDS_READ_PLAN_AUTO   ? run_auto(c, chosen, threads)
-              : plan == NDS_READ_PLAN_RUNS ? run_span(c)
-                                           : 1;
+    rc->run = runs == NDS_READ_RUNS_AUTO ? run_auto(c, chosen, threads)
+              : runs == NDS_READ_RUNS_ON && chosen != NDS_READ_PLAN_CACHED ? run_span(c)
+                                                                            : 1;
     return 0;
 }
 
@@ -220,7 +221,7 @@ static size_t read_threads(const nds_array *a, const nds_io_options *opts) {
 }
 
 int nds_array_read_with_plan(nds_array *a, const nds_box *box, void *out,
-                             const nds_io_options *opts, nds_read_plan plan) {
+                             const nds_io_options *opts, nds_read_plan plan, nds_read_runs runs) {
     if (nds_dtype_is_vlen(a->meta.dtype)) return nds_array_vlen_refusal(a, "read of");
     pthread_rwlock_rdlock(&a->meta_lock);
     nds_txn *txn = call_txn(a, opts);
@@ -235,7 +236,7 @@ int nds_array_read_with_plan(nds_array *a, const nds_box *box, void *out,
     if (!err) {
         rc.io.txn = staged ? txn : NULL;
         rc.io.stream = nds_box_count(box) * a->elem >= nds_stream_threshold();
-        err = plan_call(&rc, plan, threads ? threads : (size_t)nds_context_threads(a->ctx));
+        err = plan_call(&rc, plan, runs, threads ? threads : (size_t)nds_context_threads(a->ctx));
     }
     if (!err)
         err = nds_pool_for_budget(nds_context_pool(a->ctx), nds_context_budget(a->ctx),
@@ -246,5 +247,5 @@ int nds_array_read_with_plan(nds_array *a, const nds_box *box, void *out,
 }
 
 int nds_array_read(nds_array *a, const nds_box *box, void *out, const nds_io_options *opts) {
-    return nds_array_read_with_plan(a, box, out, opts, NDS_READ_PLAN_AUTO);
+    return nds_array_read_with_plan(a, box, out, opts, NDS_READ_PLAN_AUTO, NDS_READ_RUNS_AUTO);
 }

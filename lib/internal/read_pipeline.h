@@ -23,9 +23,6 @@ typedef enum nds_read_plan {
      *  store reads into place (the format's decode_chunk_pieces / decode_chunk_part /
      *  read_chunk_part, each falling back to a whole decode). */
     NDS_READ_PLAN_DECODE,
-    /** DECODE with the chunks along the last dimension decoded together and the output written a
-     *  whole row at a time (read runs). */
-    NDS_READ_PLAN_RUNS,
     /** The stored value is read whole and decoded whole into a chunk buffer: the general plan,
      *  the one that overlays a transaction's staged elements. */
     NDS_READ_PLAN_WHOLE,
@@ -41,10 +38,19 @@ typedef enum nds_read_plan {
 /** The plan's name ("stored", "decode", ...), for tests and messages. */
 const char *nds_read_plan_name(nds_read_plan plan);
 
-/** nds_array_read with the plan forced (AUTO: chosen as nds_array_read does). A plan that cannot
- *  read this array or call is NDS_EUNSUPPORTED with a message naming the plan and why. */
+/** Whether a read goes in runs: the chunks a box spans along the last dimension (2 to 8 of
+ *  them) brought into buffers side by side and the output written a whole row at a time. */
+typedef enum nds_read_runs {
+    NDS_READ_RUNS_AUTO = 0, /* as the call chooses */
+    NDS_READ_RUNS_OFF,
+    NDS_READ_RUNS_ON /* wherever the box allows (steps of 1 along the last dimension) */
+} nds_read_runs;
+
+/** nds_array_read with the plan and runs forced (AUTO: chosen as nds_array_read does). A plan
+ *  that cannot read this array or call is NDS_EUNSUPPORTED with a message naming the plan and
+ *  why; runs go with every plan but the cached one (its views are the cache's entries). */
 int nds_array_read_with_plan(nds_array *a, const nds_box *box, void *out,
-                             const nds_io_options *opts, nds_read_plan plan);
+                             const nds_io_options *opts, nds_read_plan plan, nds_read_runs runs);
 
 /** One chunk going through the pipeline. */
 typedef struct read_job {
@@ -53,7 +59,8 @@ typedef struct read_job {
     chunk_sel s;
     char key[KEY_MAX];
     uint8_t *chunk;   /* a chunk buffer (canonical, c->grid_bytes) for stages that decode whole */
-    bool pieces;      /* decode may hand whole chunks over a piece at a time (not in runs) */
+    bool alone;       /* placed by itself, not in a run: its view may have its own strides
+                       * (planes) and decode may place a whole chunk a piece at a time */
     nds_read_result r; /* what fetch read (state NONE when nothing) */
     bool missing;     /* the chunk is not stored: its selection is the fill value */
     bool placed;      /* the selection is in the caller's buffer already */
@@ -78,8 +85,7 @@ typedef struct read_stages {
     void (*finish)(read_job *j, int rc);
 } read_stages;
 
-/** The stage implementations of each plan (read_stages.c); never AUTO or RUNS (RUNS uses DECODE's
- *  stages with its own placement). */
+/** The stage implementations of each plan (read_stages.c); NULL for AUTO. */
 const read_stages *read_stages_of(nds_read_plan plan);
 
 /* ---- placing (read_place.c) ---- */

@@ -11,8 +11,8 @@
 #include "internal/read_pipeline.h"
 
 #define BIT(p) (1u << (p))
-#define ALL_BUT_GRID_STORED (BIT(NDS_READ_PLAN_DECODE) | BIT(NDS_READ_PLAN_RUNS) | \
-                             BIT(NDS_READ_PLAN_WHOLE) | BIT(NDS_READ_PLAN_CACHED))
+#define ALL_BUT_GRID_STORED (BIT(NDS_READ_PLAN_DECODE) | BIT(NDS_READ_PLAN_WHOLE) | \
+                             BIT(NDS_READ_PLAN_CACHED))
 
 /* One layout: a spec (printf format taking the kvstore URL), whether it lives in files (reads
  * into place, by planes, in part from the store) or in memory, and the plans it must take. */
@@ -203,8 +203,10 @@ static void assert_box(const subject *t, const nds_box *box, const uint16_t *out
     }
 }
 
-/* Reads every box with plan on a (into a 64-byte aligned buffer: reads into place need it). */
-static void check_plan(const subject *t, size_t li, nds_array *a, nds_read_plan plan) {
+/* Reads every box with plan (and runs) on a, into a 64-byte aligned buffer (reads into place
+ * need it). */
+static void check_plan(const subject *t, size_t li, nds_array *a, nds_read_plan plan,
+                       nds_read_runs runs) {
     nds_box boxes[8];
     size_t nb = boxes_of(t, boxes);
     for (size_t b = 0; b < nb; b++) {
@@ -212,9 +214,9 @@ static void check_plan(const subject *t, size_t li, nds_array *a, nds_read_plan 
         uint16_t *out = aligned_alloc(64, bytes);
         memset(out, 0xAB, bytes);
         char what[256];
-        snprintf(what, sizeof what, "%s, plan %s, box %zu", LAYOUTS[li].name,
-                 nds_read_plan_name(plan), b);
-        int rc = nds_array_read_with_plan(a, &boxes[b], out, NULL, plan);
+        snprintf(what, sizeof what, "%s, plan %s, runs %d, box %zu", LAYOUTS[li].name,
+                 nds_read_plan_name(plan), (int)runs, b);
+        int rc = nds_array_read_with_plan(a, &boxes[b], out, NULL, plan, runs);
         if (plan == NDS_READ_PLAN_AUTO || (LAYOUTS[li].plans & BIT(plan))) {
             ck_assert_msg(rc == 0, "%s: %s", what, nds_error_last()->message);
             assert_box(t, &boxes[b], out, what);
@@ -233,10 +235,12 @@ START_TEST(every_plan_reads_every_layout) {
     subject t;
     subject_make(&t, li, "every");
     for (int p = NDS_READ_PLAN_AUTO; p < NDS_READ_PLAN_COUNT; p++)
-        check_plan(&t, li, p == NDS_READ_PLAN_CACHED ? t.cached : t.a, (nds_read_plan)p);
-    check_plan(&t, li, t.cached, NDS_READ_PLAN_AUTO);
+        for (int runs = NDS_READ_RUNS_AUTO; runs <= NDS_READ_RUNS_ON; runs++)
+            check_plan(&t, li, p == NDS_READ_PLAN_CACHED ? t.cached : t.a, (nds_read_plan)p,
+                       (nds_read_runs)runs);
+    check_plan(&t, li, t.cached, NDS_READ_PLAN_AUTO, NDS_READ_RUNS_AUTO);
     /* A second cached pass: the hits are revalidated, not decoded again. */
-    check_plan(&t, li, t.cached, NDS_READ_PLAN_CACHED);
+    check_plan(&t, li, t.cached, NDS_READ_PLAN_CACHED, NDS_READ_RUNS_AUTO);
     subject_free(&t);
 }
 END_TEST
@@ -264,7 +268,8 @@ START_TEST(transactions_overlay_with_the_whole_plan) {
     for (int p = NDS_READ_PLAN_AUTO; p < NDS_READ_PLAN_COUNT; p++) {
         for (size_t b = 0; b < nb; b++) {
             uint16_t *out = malloc(nds_box_count(&boxes[b]) * 2);
-            int rc = nds_array_read_with_plan(t.a, &boxes[b], out, &io, (nds_read_plan)p);
+            int rc = nds_array_read_with_plan(t.a, &boxes[b], out, &io, (nds_read_plan)p,
+                                              NDS_READ_RUNS_AUTO);
             if (p == NDS_READ_PLAN_AUTO || p == NDS_READ_PLAN_WHOLE) {
                 ck_assert_msg(rc == 0, "plan %s: %s", nds_read_plan_name(p),
                               nds_error_last()->message);
@@ -293,7 +298,7 @@ START_TEST(every_plan_names_a_damaged_chunk) {
     for (int p = NDS_READ_PLAN_DECODE; p < NDS_READ_PLAN_COUNT; p++) {
         if (p == NDS_READ_PLAN_GRID) continue;
         int rc = nds_array_read_with_plan(p == NDS_READ_PLAN_CACHED ? t.cached : t.a, &box, out,
-                                          NULL, (nds_read_plan)p);
+                                          NULL, (nds_read_plan)p, NDS_READ_RUNS_OFF);
         ck_assert_msg(rc == NDS_ECORRUPT, "plan %s: %d", nds_read_plan_name(p), rc);
         ck_assert_msg(strstr(nds_error_last()->message, "3.1.2"), "plan %s: %s",
                       nds_read_plan_name(p), nds_error_last()->message);
@@ -313,7 +318,8 @@ START_TEST(stored_plan_checks_sizes) {
                         box3(5, 40, 600, 6, 41, 610)}; /* span */
     for (size_t b = 0; b < 3; b++) {
         uint16_t *out = aligned_alloc(64, 4 * 32 * 512 * 2);
-        int rc = nds_array_read_with_plan(t.a, &boxes[b], out, NULL, NDS_READ_PLAN_STORED);
+        int rc = nds_array_read_with_plan(t.a, &boxes[b], out, NULL, NDS_READ_PLAN_STORED,
+                                          NDS_READ_RUNS_OFF);
         ck_assert_msg(rc == NDS_ECORRUPT, "box %zu: %d", b, rc);
         const char *m = nds_error_last()->message;
         ck_assert_msg(strstr(m, "1.1.1") && strstr(m, "expected 131072 bytes"), "%s", m);
