@@ -202,17 +202,40 @@ static int fetch_span(read_job *j) {
     return 0;
 }
 
+/* fetch_span into the job's chunk buffer, from a store that reads into buffers cheaply: the
+ * buffer is reused from chunk to chunk (a thread's scratch or its run's slot), where a value the
+ * driver allocates would be fresh memory every time (page faults: issue 17). */
+static int fetch_span_into(read_job *j) {
+    const nds_array *a = j->c->a;
+    uint64_t lo, hi;
+    sel_byte_span(j->c, &j->s, &lo, &hi);
+    uint8_t *chunk = job_chunk(j);
+    if (!chunk) return nds_err(NDS_ENOMEM, "out of memory");
+    struct iovec iov = {chunk, (size_t)(hi - lo)};
+    int rc = nds_kvstore_read_into(a->kv, j->key, lo, &iov, 1, &j->r);
+    if (rc == NDS_ERANGE) return wrong_size(j, lo, true); /* shorter than the span */
+    if (rc) return chunk_error(j, rc);
+    j->missing = j->r.state != NDS_READ_VALUE;
+    if (!j->missing && j->r.total_size != a->chunk_bytes)
+        return wrong_size(j, j->r.total_size, false);
+    j->from = chunk;
+    j->from_stride = j->c->chunk_stride;
+    return 0;
+}
+
 static int fetch_stored(read_job *j) {
     int rc = job_key(j);
     if (rc) return rc;
     if (reads_into_place(j)) return fetch_into_place(j);
     size_t planes;
     uint64_t plane_bytes;
-    if (plane_ranges_pay(j, &planes, &plane_bytes)) return fetch_planes(j, planes, plane_bytes);
-    return fetch_span(j);
+    if (j->alone && plane_ranges_pay(j, &planes, &plane_bytes))
+        return fetch_planes(j, planes, plane_bytes);
+    return nds_kvstore_can_read_into(j->c->a->kv) ? fetch_span_into(j) : fetch_span(j);
 }
 
-/* Stored bytes are canonical: the view is the span read (planes set it when fetched). */
+/* Stored bytes are canonical: the view is the span read (the reads into a buffer of ours set it
+ * when fetched). */
 static int decode_stored(read_job *j) {
     if (j->from) return 0;
     j->from = j->r.value.data;
@@ -318,7 +341,7 @@ static int decode_encoded(read_job *j) {
     const nds_format *f = j->c->a->format;
     int rc = NDS_EUNSUPPORTED;
     /* Pieces are cut along the last dimension: a rank-0 array has none. */
-    if (j->s.whole && j->pieces && f->decode_chunk_pieces && j->c->a->meta.rank > 0)
+    if (j->s.whole && j->alone && f->decode_chunk_pieces && j->c->a->meta.rank > 0)
         rc = decode_pieces(j);
     else if (!j->s.whole && f->decode_chunk_part)
         rc = decode_part(j);
@@ -406,6 +429,5 @@ static const read_stages STAGES[NDS_READ_PLAN_COUNT] = {
 };
 
 const read_stages *read_stages_of(nds_read_plan plan) {
-    if (plan == NDS_READ_PLAN_RUNS) plan = NDS_READ_PLAN_DECODE;
     return plan > NDS_READ_PLAN_AUTO && plan < NDS_READ_PLAN_COUNT ? &STAGES[plan] : NULL;
 }
