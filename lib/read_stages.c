@@ -33,9 +33,10 @@ static int wrong_size(const read_job *j, uint64_t found, bool or_fewer) {
                    (unsigned long long)found, or_fewer ? " or fewer" : "");
 }
 
-/* The job's chunk buffer: its slot of a run, else this thread's scratch. */
+/* The job's chunk buffer: its slot of a run, else this thread's scratch; READ_SLACK bytes
+ * longer than a chunk (see fetch_span_into). */
 static uint8_t *job_chunk(read_job *j) {
-    if (!j->chunk) j->chunk = nds_scratch(NDS_SCRATCH_CHUNK, j->c->grid_bytes);
+    if (!j->chunk) j->chunk = nds_scratch(NDS_SCRATCH_CHUNK, j->c->grid_bytes + READ_SLACK);
     return j->chunk;
 }
 
@@ -211,6 +212,10 @@ static int fetch_span_into(read_job *j) {
     sel_byte_span(j->c, &j->s, &lo, &hi);
     uint8_t *chunk = job_chunk(j);
     if (!chunk) return nds_err(NDS_ENOMEM, "out of memory");
+    /* The kernel copies from the page cache at under half speed into a destination whose offset
+     * in a cache line differs from the source's (measured: 2.2 against 6.0-6.8 GB/s): the span
+     * goes where its first byte has the offset it has in the file. */
+    chunk += ((uintptr_t)lo - (uintptr_t)chunk) & 63;
     struct iovec iov = {chunk, (size_t)(hi - lo)};
     int rc = nds_kvstore_read_into(a->kv, j->key, lo, &iov, 1, &j->r);
     if (rc == NDS_ERANGE) return wrong_size(j, lo, true); /* shorter than the span */

@@ -52,13 +52,17 @@ typedef enum nds_read_runs {
 int nds_array_read_with_plan(nds_array *a, const nds_box *box, void *out,
                              const nds_io_options *opts, nds_read_plan plan, nds_read_runs runs);
 
+/** Bytes a job's chunk buffer holds beyond the chunk: room to place a span read from the store
+ *  at the cache-line offset it has there. */
+#define READ_SLACK 64
+
 /** One chunk going through the pipeline. */
 typedef struct read_job {
     io_call *c;
     uint64_t cell[NDS_MAX_RANK];
     chunk_sel s;
     char key[KEY_MAX];
-    uint8_t *chunk;   /* a chunk buffer (canonical, c->grid_bytes) for stages that decode whole */
+    uint8_t *chunk;   /* a chunk buffer (c->grid_bytes + READ_SLACK) for the stages' bytes */
     bool alone;       /* placed by itself, not in a run: its view may have its own strides
                        * (planes) and decode may place a whole chunk a piece at a time */
     nds_read_result r; /* what fetch read (state NONE when nothing) */
