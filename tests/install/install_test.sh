@@ -7,6 +7,7 @@
 #     (`pkg-config --static`, libndstore.a named as -l:libndstore.a since both are installed);
 #   - find_package(ndstore 0.1): ndstore::ndstore (shared) and ndstore::ndstore_static; a version the
 #     package does not provide (9.0) is refused;
+#   - an out-of-tree codec (tests/unit/oot_codec.c) the same way;
 #   - an out-of-tree kvstore driver (oot_driver.c) built against the installed headers and shared
 #     library alone, used through a spec by a zarr array;
 #   - the Python package (when built): /usr/bin/python3 in a clean environment imports it from P, with
@@ -88,6 +89,14 @@ else
         -lpthread -Wl,-rpath,"$(pkg-config --variable=libdir ndstore)" 2>"$TMP/oot-shared.txt"
     then runs "out-of-tree kvstore driver, zarr array on it" "$TMP/oot-shared" shared
     else bad "out-of-tree kvstore driver: does not build against the installed library:"; head -10 "$TMP/oot-shared.txt"; fi
+    # An out-of-tree codec (tests/unit/oot_codec.c): the installed sys/codec.h and the exported
+    # symbols, used through zarr v2 and v3 specs (its checks use Check and json-c).
+    # shellcheck disable=SC2046,SC2086
+    if $CC $CFLAGS "$ROOT/tests/unit/oot_codec.c" -o "$TMP/oot-codec" \
+        $(pkg-config --cflags --libs ndstore check json-c) \
+        -Wl,-rpath,"$(pkg-config --variable=libdir ndstore)" 2>"$TMP/oot-codec.txt"
+    then runs "out-of-tree codec, zarr v2 and v3 arrays through it" "$TMP/oot-codec" shared
+    else bad "out-of-tree codec: does not build against the installed library:"; head -10 "$TMP/oot-codec.txt"; fi
 fi
 
 # ---- Python package (when the build has it: NDS_PYTHON) ----
