@@ -12,6 +12,7 @@
 #include "internal/error.h"
 #include "internal/format_util.h"
 #include "internal/dtype_util.h"
+#include "internal/scratch.h"
 
 int nds_codec_decode(const nds_codec *c, void *state, const uint8_t *in, size_t len, uint8_t *out,
                      size_t cap, size_t *out_len) {

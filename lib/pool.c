@@ -13,8 +13,8 @@
 
 #include "internal/budget.h"
 #include "internal/error.h"
-#include "internal/format_util.h"
 #include "internal/pool.h"
+#include "internal/scratch.h"
 
 #ifdef __GLIBC__
 #include <malloc.h> /* malloc_trim */
@@ -71,7 +71,7 @@ enum { KEEP_PARTS = 16 };          /* see keep_bytes */
 
 static _Thread_local int tasks_running; /* tasks of any job this thread is inside */
 
-/* After a task under a budget: the thread's reusable buffers (internal/format_util.h scratch, e.g.
+/* After a task under a budget: the thread's reusable buffers (internal/scratch.h, e.g.
  * a decoded chunk) beyond keep bytes are freed and, with glibc, handed back to the system when
  * large (its per-thread arenas would otherwise keep them, so memory would follow the threads, not
  * the budget; small ones are reused from its bins anyway). */

@@ -1,7 +1,7 @@
 /* Helpers every format needs the same way: chunk keys made of decimal grid indices, metadata
  * documents read, written and parsed member by member, specs turned into creation requests,
- * default chunk shapes, codec instances from metadata configs, and per-thread scratch buffers.
- * Thread-safe: no shared state beyond the per-thread scratch. */
+ * default chunk shapes and codec instances from metadata configs; the per-thread scratch buffers
+ * (internal/scratch.h) come with it. Thread-safe: no shared state. */
 #ifndef NDS_INTERNAL_FORMAT_UTIL_H
 #define NDS_INTERNAL_FORMAT_UTIL_H
 
@@ -13,6 +13,7 @@
 #include "ndstore/sys/buf.h"
 #include "ndstore/sys/codec.h"
 #include "internal/json_util.h"
+#include "internal/scratch.h" /* the formats' scratch slots */
 
 /**
  * Writes a chunk key into buf: prefix, then the rank indices of cell, each preceded by sep except
@@ -102,32 +103,6 @@ typedef struct nds_spec_members {
  * <where>: ...". *out is NULL after an error. */
 int nds_format_request_from_spec(const json_object *spec, const char *where,
                                  const nds_spec_members *m, json_object **out);
-
-/** Per-thread scratch buffers, reused across calls on a thread and freed when the thread exits. The
- * core uses the first two slots; formats use the FORMAT slots (a format's decode runs while the
- * core holds NDS_SCRATCH_CHUNK). */
-enum {
-    NDS_SCRATCH_CHUNK = 0,
-    NDS_SCRATCH_ENCODED,
-    NDS_SCRATCH_FORMAT0,
-    NDS_SCRATCH_FORMAT1,
-    NDS_SCRATCH_FORMAT2,
-    NDS_SCRATCH_CODEC,  /* a codec's stored bytes read through a reader (lib/codec_decode.c) */
-    NDS_SCRATCH_DECODE, /* a value decoded whole for a sink (nds_codec_decode_fallback) */
-    NDS_SCRATCH_BLOCKS, /* a codec's block buffers (blosc_blocks.c), over any of the above */
-    NDS_SCRATCH_SLOTS
-};
-/** The calling thread's buffer of slot (its len is whatever the last user left); NULL when out of
- * memory. */
-nds_buf *nds_scratch_buf(int slot);
-/** Slot's storage grown to at least n bytes; NULL with NDS_ENOMEM set. */
-uint8_t *nds_scratch(int slot, size_t n);
-/** The calling thread's buffer of slot, grown to at least n bytes (one when n is 0); NULL with
- * NDS_ENOMEM set. */
-nds_buf *nds_scratch_reserve(int slot, size_t n);
-/** Frees the slot's storage when it holds more than is worth keeping (64 MiB), after a huge chunk.
- */
-void nds_scratch_trim(int slot);
 
 /** Parses a unit as TensorStore writes dimension_units: "8nm" (size 8, name "nm"), "nm" (size 1),
  *  "" (dimensionless). NDS_EINVAL naming what otherwise. */
