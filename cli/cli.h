@@ -5,9 +5,11 @@
  * the command name; it returns the process exit status: 0 success, 1 failure (one line "ndstore: <message>"
  * on stderr), 2 bad usage (a message and a usage line on stderr).
  *
- * The helpers declared here (main.c) print their own errors and return an exit status, so a command reads
- * as a straight line of "if ((rc = step()) != 0) goto out;". The process is single-threaded apart from
- * the library's own pool; nothing here is thread-safe or needs to be.
+ * The helpers declared here (common.c, tiles.c and the files each section names) print their own
+ * errors and return an exit status, so a command reads as a straight line of
+ * "if ((rc = step()) != 0) goto out;". Calls run one way: main.c -> the commands -> the helpers.
+ * The process is single-threaded apart from the library's own pool; nothing here is thread-safe or
+ * needs to be.
  */
 #ifndef NDS_CLI_H
 #define NDS_CLI_H
@@ -75,7 +77,7 @@ void cli_details_print(nds_array *a, json_object *details, FILE *out);
  *  shard, zstd"; precomputed: "2 scales [8_8_8, 16_16_16]; 8_8_8: uint8 [...], ..."). */
 void cli_details_summary(nds_array *a, json_object *details, char *buf, size_t cap);
 
-/* ---- reporting (main.c) ---- */
+/* ---- reporting (common.c) ---- */
 /** Prints "ndstore: <message>" on stderr; returns CLI_FAIL. */
 int cli_fail(const char *fmt, ...) CLI_PRINTF(1, 2);
 /** Prints "ndstore: <last library error>" (or nds_strerror(code) when no message is set); returns
@@ -91,7 +93,7 @@ int cli_bad_option(const char *usage, char **argv, int c);
 /** Resets getopt_long before a command parses its options (argv[0] is the command). */
 void cli_getopt_reset(void);
 
-/* ---- parsing (main.c) ---- */
+/* ---- parsing (common.c) ---- */
 /** Parses "100,200" (optionally "[100, 200]") into out[0..*n). 0, or -1 (message in err). */
 int cli_parse_u64_list(const char *text, uint64_t *out, size_t cap, size_t *n, char *err, size_t errcap);
 /** Parses a byte size: digits with an optional K, M, G, T suffix (powers of 1024, "MiB" and "MB" too). */
@@ -113,7 +115,7 @@ int cli_read_file(const char *path, size_t max, char **out, size_t *len);
 /** Seconds since an arbitrary fixed point (monotonic). */
 double cli_now(void);
 
-/* ---- arrays (main.c) ---- */
+/* ---- arrays (common.c; regions: region_units.c) ---- */
 /** CLI_OK when text, the argument named what ("SPEC", "SRC", "URL"), holds more than blanks; else
  *  prints "WHAT is empty" and returns CLI_FAIL. An empty spec would name the current directory, so
  *  every command checks its SPEC and URL arguments before it opens anything. */
@@ -133,6 +135,7 @@ size_t cli_box_out_shape(const nds_box *box, uint64_t *shape);
 /** Number of elements of box, or CLI_FAIL (printed) when the count overflows; 0 for an empty box. */
 int cli_box_count(const nds_box *box, size_t elem, uint64_t *count, uint64_t *bytes);
 
+/* ---- tiles (tiles.c) ---- */
 /**
  * Splits a box into tiles of about CLI_SLAB_TARGET bytes (at least one unit, at most budget bytes
  * unless one unit is larger), visited in C order of their origins. units[d] (NULL = all 1) is the tile granularity in selected indices, measured from the box's
@@ -174,7 +177,7 @@ typedef struct cli_stream_sides {
  *  a progress bar (label, bytes); the first failure stops both. */
 int cli_stream_slabs(const cli_tiler *t, size_t elem, const cli_stream_sides *sides,
                      const char *label, uint64_t bytes);
-/** A buffer for slabs: large ones are aligned for, and advised to use, transparent huge pages
+/** A buffer for slabs (tiles.c): large ones are aligned for, and advised to use, transparent huge pages
  *  (a few faults instead of one per 4 KiB page). NULL when out of memory. Free with free(). */
 void *cli_slab_alloc(uint64_t bytes);
 

@@ -4,7 +4,8 @@
  * given unit, turned into the domain coordinate (index) it falls in: a slice's start and an index
  * round down, a slice's stop rounds up (the voxels the interval touches), a step must be a whole
  * number of voxels. Dimensions without a unit (a precomputed volume's channel) keep plain indices.
- * The result is region text for nds_box_parse_domain. */
+ * The result is region text for nds_box_parse_domain, which cli_parse_region (last here) turns
+ * into the box a command reads or writes. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -147,5 +148,26 @@ int cli_region_from_units(nds_array *a, const char *region, const char *unit, ch
         return rc;
     }
     *out = text;
+    return CLI_OK;
+}
+
+int cli_parse_region(nds_array *a, const char *region, const char *units, nds_box *box) {
+    size_t rank = nds_array_rank(a);
+    uint64_t shape[NDS_MAX_RANK];
+    int64_t origin[NDS_MAX_RANK];
+    nds_array_shape(a, shape);
+    nds_array_origin(a, origin);
+    if (!region) {
+        nds_box_full(box, rank, shape);
+        return CLI_OK;
+    }
+    char *converted = NULL;
+    if (units && cli_region_from_units(a, region, units, &converted) != CLI_OK)
+        return CLI_FAIL;
+    nds_error_clear();
+    int rc = nds_box_parse_domain(box, converted ? converted : region, rank, origin, shape);
+    free(converted);
+    if (rc != 0)
+        return cli_fail_nds(rc, "region");
     return CLI_OK;
 }
