@@ -128,9 +128,10 @@ static int read_run(read_call *rc, size_t t) {
     }
     /* The runs' views share the chunk layout (in a run no stage reads by planes), so one stride
      * serves them all. */
-    if (!err && pieces)
-        nds_strided_copy_rows(last, shape->s.extent, c->buf_stride, shape->from_stride, pieces,
-                              dst, src, row_bytes, c->stream);
+    if (!err && pieces) {
+        nds_strided_layout outer = {last, shape->s.extent, c->buf_stride, shape->from_stride};
+        nds_strided_copy_rows(&outer, pieces, dst, src, row_bytes, c->stream);
+    }
     for (size_t k = 0; k < n; k++)
         if (used[k]) rc->stages->finish(&jobs[k], err);
     nds_scratch_trim(NDS_SCRATCH_CHUNK);

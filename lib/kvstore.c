@@ -773,20 +773,20 @@ static int refuse_prepare(const nds_kvstore *kv) {
                    kv->url, kv->inst->driver->name);
 }
 
-int nds_kvstore_prepare(nds_kvstore *store, nds_kvstore *const *kvs, nds_kv_op *ops, size_t n,
+int nds_kvstore_prepare(nds_kvstore *store, const nds_kv_ops_across *writes,
                         const nds_kv_side *side, size_t m, char *token, size_t cap) {
     const nds_kv_driver *d = store->inst->driver;
     if (!d->prepare) return refuse_prepare(store);
-    for (size_t i = 0; i < n; i++)
-        if (!same_store(store, kvs[i]))
+    for (size_t i = 0; i < writes->n; i++)
+        if (!same_store(store, writes->kvs[i]))
             return nds_err(NDS_EUNSUPPORTED,
                            "a prepared set must stay within one kvstore, but it spans %s and %s",
-                           store->url, kvs[i]->url);
+                           store->url, writes->kvs[i]->url);
     const char **relative = NULL;
     size_t done;
-    int rc = to_full_keys(kvs, ops, n, &relative, &done);
-    if (!rc) rc = d->prepare(store->inst->state, ops, n, side, m, token, cap);
-    to_relative_keys(ops, relative, done);
+    int rc = to_full_keys(writes->kvs, writes->ops, writes->n, &relative, &done);
+    if (!rc) rc = d->prepare(store->inst->state, writes->ops, writes->n, side, m, token, cap);
+    to_relative_keys(writes->ops, relative, done);
     return rc;
 }
 
@@ -800,20 +800,21 @@ void nds_kvstore_prepared_dispose(nds_kvstore *kv, nds_kv_prepared *p) {
 }
 
 int nds_kvstore_commit_prepared(nds_kvstore *store, const char *const *tokens, size_t n,
-                                nds_kvstore *const *kvs, nds_kv_op *extra, size_t nextra,
-                                const char *message, const char *metadata) {
+                                const nds_kv_ops_across *extra, const char *message,
+                                const char *metadata) {
     const nds_kv_driver *d = store->inst->driver;
     if (!d->commit_prepared) return refuse_prepare(store);
-    for (size_t i = 0; i < nextra; i++)
-        if (!same_store(store, kvs[i]))
+    for (size_t i = 0; i < extra->n; i++)
+        if (!same_store(store, extra->kvs[i]))
             return nds_err(NDS_EUNSUPPORTED, "a commit must stay within one kvstore (%s, %s)",
-                           store->url, kvs[i]->url);
+                           store->url, extra->kvs[i]->url);
     const char **relative = NULL;
     size_t done;
-    int rc = to_full_keys(kvs, extra, nextra, &relative, &done);
+    int rc = to_full_keys(extra->kvs, extra->ops, extra->n, &relative, &done);
     if (!rc)
-        rc = d->commit_prepared(store->inst->state, tokens, n, extra, nextra, message, metadata);
-    to_relative_keys(extra, relative, done);
+        rc = d->commit_prepared(store->inst->state, tokens, n, extra->ops, extra->n, message,
+                                metadata);
+    to_relative_keys(extra->ops, relative, done);
     return rc;
 }
 

@@ -8,19 +8,20 @@
 #include "internal/read_pipeline.h"
 #include "internal/strided.h"
 
-static void copy_box(const io_call *c, size_t rank, const uint64_t *extent, size_t elem,
-                     uint8_t *dst, const int64_t *dst_stride, const uint8_t *src,
-                     const int64_t *src_stride) {
+static void copy_box(const io_call *c, const nds_strided_layout *box, size_t elem, uint8_t *dst,
+                     const uint8_t *src) {
     if (c->stream)
-        nds_strided_copy_streaming(rank, extent, elem, dst, dst_stride, src, src_stride);
+        nds_strided_copy_streaming(box->rank, box->extent, elem, dst, box->dst_stride, src,
+                                   box->src_stride);
     else
-        nds_strided_copy(rank, extent, elem, dst, dst_stride, src, src_stride);
+        nds_strided_copy(box->rank, box->extent, elem, dst, box->dst_stride, src,
+                         box->src_stride);
 }
 
 void read_place_view(const read_job *j) {
     const io_call *c = j->c;
-    copy_box(c, c->a->meta.rank, j->s.extent, c->a->elem, sel_buffer(c, &j->s), c->buf_stride,
-             j->from, j->from_stride);
+    nds_strided_layout box = {c->a->meta.rank, j->s.extent, c->buf_stride, j->from_stride};
+    copy_box(c, &box, c->a->elem, sel_buffer(c, &j->s), j->from);
 }
 
 void read_place_fill(const io_call *c, const chunk_sel *s) {
@@ -66,7 +67,8 @@ static void copy_piece_box(const read_piece_target *t, const uint8_t *data, uint
         dst_stride[k] = k == last ? 1 : c->buf_stride[k];
         dst += (int64_t)lo * dst_stride[k];
     }
-    copy_box(c, rank, extent, 1, dst, dst_stride, data + (start - offset), src_stride);
+    nds_strided_layout box = {rank, extent, dst_stride, src_stride};
+    copy_box(c, &box, 1, dst, data + (start - offset));
 }
 
 /* Copies chunk bytes [offset, offset + len) into the selection, as the few boxes that range is

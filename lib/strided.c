@@ -205,7 +205,6 @@ size_t nds_stream_threshold(void) {
 }
 
 /* One outer index of nds_strided_copy_rows: row i of every piece, side by side. */
-/* One outer index of nds_strided_copy_rows: row i of every piece, side by side. */
 static void copy_piece_rows(size_t pieces, int64_t doff, int64_t soff, uint8_t *const *dst,
                             const uint8_t *const *src, const size_t *row_bytes, bool stream) {
     for (size_t j = 0; j < pieces; j++)
@@ -265,9 +264,11 @@ static size_t joined_bytes(size_t pieces, uint8_t *const *dst, const size_t *row
     return total;
 }
 
-void nds_strided_copy_rows(size_t rank, const uint64_t *extent, const int64_t *dst_stride,
-                           const int64_t *src_stride, size_t pieces, uint8_t *const *dst,
+void nds_strided_copy_rows(const nds_strided_layout *outer, size_t pieces, uint8_t *const *dst,
                            const uint8_t *const *src, const size_t *row_bytes, bool stream) {
+    size_t rank = outer->rank;
+    const uint64_t *extent = outer->extent;
+    const int64_t *dst_stride = outer->dst_stride, *src_stride = outer->src_stride;
     uint64_t idx[NDS_MAX_RANK] = {0};
     for (size_t d = 0; d < rank; d++)
         if (extent[d] == 0) return;

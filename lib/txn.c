@@ -780,7 +780,8 @@ static int prepare_all(nds_txn *t, nds_txn_chunk **chunks, nds_buf *enc, char *t
     }
     nds_kvstore *store = prepare_store(t, chunks);
     if (!rc && !store) rc = nds_err(NDS_EINVAL, "transaction: nothing staged to prepare");
-    if (!rc) rc = nds_kvstore_prepare(store, kvs, ops, nops, side, nside, token, cap);
+    nds_kv_ops_across writes = {kvs, ops, nops};
+    if (!rc) rc = nds_kvstore_prepare(store, &writes, side, nside, token, cap);
     free(ops), free(kvs), free(side), free(names), free(p.ops), free(p.kvs), free(p.whole);
     return rc;
 }

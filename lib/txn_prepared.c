@@ -192,9 +192,10 @@ static int merge_and_commit(const prepared_commit *pc) {
         rc = open_merge_array(&m, pc->root, &ps[i], pc->sets, pc->n, &array);
         if (!rc) rc = merge_group(&m, pc, g, array, &ops[g], &kvs[g], &enc[g]);
     }
+    nds_kv_ops_across extra = {kvs, ops, ngroups};
     if (!rc)
-        rc = nds_kvstore_commit_prepared(pc->root, pc->tokens, pc->n, kvs, ops, ngroups,
-                                         pc->message, pc->metadata);
+        rc = nds_kvstore_commit_prepared(pc->root, pc->tokens, pc->n, &extra, pc->message,
+                                         pc->metadata);
     for (size_t g = 0; enc && g < ngroups; g++) nds_buf_dispose(&enc[g]);
     close_merge_arrays(&m);
     free(ops), free(kvs), free(enc);

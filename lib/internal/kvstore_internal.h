@@ -62,17 +62,25 @@ nds_context *nds_kvstore_context(const nds_kvstore *kv);
 
 /** Whether kv's driver offers prepared commits (kv_driver.h prepare). */
 bool nds_kvstore_can_prepare(const nds_kvstore *kv);
-/** Prepares ops (each key relative to kvs[i], all on store's store) and side values; token (cap
- *  bytes) gets the set's name. NDS_EUNSUPPORTED when the driver has no prepared commits. */
-int nds_kvstore_prepare(nds_kvstore *store, nds_kvstore *const *kvs, nds_kv_op *ops, size_t n,
+/** Writes through several handles: ops[i], its key relative to kvs[i], for i < n (keys are made
+ *  full for the driver and given back relative, so ops is changed in between). */
+typedef struct nds_kv_ops_across {
+    nds_kvstore *const *kvs; /**< the handle of each op */
+    nds_kv_op *ops;
+    size_t n;
+} nds_kv_ops_across;
+/** Prepares writes (all on store's store) and side values side[0..m); token (cap bytes) gets the
+ *  set's name. NDS_EUNSUPPORTED when the driver has no prepared commits. */
+int nds_kvstore_prepare(nds_kvstore *store, const nds_kv_ops_across *writes,
                         const nds_kv_side *side, size_t m, char *token, size_t cap);
 /** Reads a prepared set (keys are full keys); release with nds_kvstore_prepared_dispose. */
 int nds_kvstore_prepared_read(nds_kvstore *kv, const char *token, nds_kv_prepared *out);
 void nds_kvstore_prepared_dispose(nds_kvstore *kv, nds_kv_prepared *p);
-/** Commits prepared sets plus extra ops (keys relative to kvs[i]) as one version. */
+/** Commits prepared sets tokens[0..n) plus the extra writes (all on store's store) as one
+ *  version; message and metadata (JSON object text) describe it, either may be NULL. */
 int nds_kvstore_commit_prepared(nds_kvstore *store, const char *const *tokens, size_t n,
-                                nds_kvstore *const *kvs, nds_kv_op *extra, size_t nextra,
-                                const char *message, const char *metadata);
+                                const nds_kv_ops_across *extra, const char *message,
+                                const char *metadata);
 /** Whether the handle's driver offers two-phase writes (stage + publish, kv_driver.h). */
 bool nds_kvstore_can_stage(const nds_kvstore *kv);
 /** Whether reading into the caller's buffers is cheap on kv (NDS_KV_CAP_READ_INTO: a local

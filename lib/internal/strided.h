@@ -25,17 +25,23 @@ void nds_strided_copy_streaming(size_t rank, const uint64_t *extent, size_t elem
                                 const int64_t *src_stride);
 /** The destination size in bytes from which streaming copies pay: the last-level cache's size. */
 size_t nds_stream_threshold(void);
+/** The layout of an N-d block in a destination and a source: extent[0..rank) indices, one index of
+ *  dimension d moving dst_stride[d] bytes in the destination and src_stride[d] in the source. */
+typedef struct nds_strided_layout {
+    size_t rank;
+    const uint64_t *extent;
+    const int64_t *dst_stride;
+    const int64_t *src_stride;
+} nds_strided_layout;
 /**
- * Copies several pieces that share one layout of rows: for every index of the rank outer
- * dimensions (extent, with byte strides dst_stride / src_stride common to all pieces), the row of
- * row_bytes[j] contiguous bytes of piece j, from src[j] + offset to dst[j] + offset, for j in
- * 0..pieces-1 before the next index. Pieces side by side in dst (the chunks along the last
- * dimension of an array) are then written one whole destination row at a time, which the memory
- * system takes about twice as fast as one piece after the other when rows are short. rank 0
- * copies one row of each piece. stream: non-temporal stores, as nds_strided_copy_streaming.
+ * Copies several pieces that share one layout of rows: for every index of the outer dimensions
+ * (outer, its strides common to all pieces), the row of row_bytes[j] contiguous bytes of piece j,
+ * from src[j] + offset to dst[j] + offset, for j in 0..pieces-1 before the next index. Pieces side
+ * by side in dst (the chunks along the last dimension of an array) are then written one whole
+ * destination row at a time, which the memory system takes about twice as fast as one piece after
+ * the other when rows are short. outer->rank 0 copies one row of each piece. stream: non-temporal stores, as nds_strided_copy_streaming.
  */
-void nds_strided_copy_rows(size_t rank, const uint64_t *extent, const int64_t *dst_stride,
-                           const int64_t *src_stride, size_t pieces, uint8_t *const *dst,
+void nds_strided_copy_rows(const nds_strided_layout *outer, size_t pieces, uint8_t *const *dst,
                            const uint8_t *const *src, const size_t *row_bytes, bool stream);
 /** Fills an N-d strided block with one element value (elem bytes). */
 void nds_strided_fill(size_t rank, const uint64_t *extent, size_t elem, uint8_t *dst,

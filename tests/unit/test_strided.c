@@ -128,7 +128,8 @@ START_TEST(copy_rows_places_every_piece) {
             ext[rank] = row[j];
             naive_copy(rank + 1, ext, 1, want + at[j], dst4, in[j] + j, src4);
         }
-        nds_strided_copy_rows(rank, outer, ds, ss, pieces, dst, src, row, stream);
+        nds_strided_layout rows = {rank, outer, ds, ss};
+        nds_strided_copy_rows(&rows, pieces, dst, src, row, stream);
         ck_assert_msg(memcmp(out, want, dbytes) == 0,
                       "iteration %d (rank %zu, %zu pieces, %llu rows, stream %d, offset %zu)", iter,
                       rank, pieces, (unsigned long long)total, stream, shift);
