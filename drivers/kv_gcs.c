@@ -381,30 +381,38 @@ static int resolve_retried_write(gcs_state *s, const char *key, const char *writ
                          s->bucket, key, resp->attempts);
 }
 
-/* The URL, Content-Type and body of an upload: media for unconditional writes; multipart, carrying
- * a write id in the object's metadata, for conditional ones (so a retry can recognise its own
- * earlier try). */
+/* An upload's request as upload_request builds it. */
+typedef struct gcs_upload {
+    char write_id[33]; /* a conditional write's id in the object's metadata; "" for media */
+    char ctype[96];    /* the Content-Type header line */
+    nds_buf mp;        /* the multipart body; empty for media (the value goes as it is) */
+    char *url;         /* malloc'd */
+} gcs_upload;
+
+/* The URL, Content-Type and body of an upload into up (zeroed by the caller; its mp and url freed
+ * by the caller, also after an error): media for unconditional writes; multipart, carrying a write
+ * id in the object's metadata, for conditional ones (so a retry can recognise its own earlier
+ * try). */
 static int upload_request(gcs_state *s, const char *key, const uint8_t *data, size_t len,
-                          const nds_write_options *o, char *write_id, char *ctype, size_t ctype_cap,
-                          nds_buf *mp, char **url) {
+                          const nds_write_options *o, gcs_upload *up) {
     char boundary[40], query[256];
-    *url = NULL;
     if (o->if_equal.kind == NDS_GEN_NONE) {
         char *ek = nds_http_escape(key, false);
         char *q = ek ? nds_asprintf("uploadType=media&name=%s", ek) : NULL;
-        *url = q ? gcs_url(s, true, NULL, q) : NULL;
+        up->url = q ? gcs_url(s, true, NULL, q) : NULL;
         free(ek), free(q);
-        snprintf(ctype, ctype_cap, "Content-Type: application/octet-stream");
-        return *url ? 0 : nds_err(NDS_ENOMEM, "gcs: out of memory");
+        snprintf(up->ctype, sizeof up->ctype, "Content-Type: application/octet-stream");
+        return up->url ? 0 : nds_err(NDS_ENOMEM, "gcs: out of memory");
     }
-    int rc = random_hex(write_id, 16);
-    if (!rc) rc = multipart_body(key, write_id, data, len, boundary, mp);
+    int rc = random_hex(up->write_id, 16);
+    if (!rc) rc = multipart_body(key, up->write_id, data, len, boundary, &up->mp);
     if (rc) return rc;
-    snprintf(ctype, ctype_cap, "Content-Type: multipart/related; boundary=%s", boundary);
+    snprintf(up->ctype, sizeof up->ctype, "Content-Type: multipart/related; boundary=%s",
+             boundary);
     snprintf(query, sizeof query, "uploadType=multipart&ifGenerationMatch=%s",
              o->if_equal.kind == NDS_GEN_ABSENT ? "0" : o->if_equal.value);
-    *url = gcs_url(s, true, NULL, query);
-    return *url ? 0 : nds_err(NDS_ENOMEM, "gcs: out of memory");
+    up->url = gcs_url(s, true, NULL, query);
+    return up->url ? 0 : nds_err(NDS_ENOMEM, "gcs: out of memory");
 }
 
 /* What an upload's answer means. */
@@ -428,25 +436,23 @@ static int upload_result(gcs_state *s, const char *key, const char *write_id,
 
 static int upload(gcs_state *s, const char *key, const uint8_t *data, size_t len,
                   const nds_write_options *o, nds_generation *new_gen) {
-    char write_id[33] = "", ctype[96];
-    nds_buf mp = {0};
-    char *url = NULL;
-    int rc = upload_request(s, key, data, len, o, write_id, ctype, sizeof ctype, &mp, &url);
+    gcs_upload up = {0};
+    int rc = upload_request(s, key, data, len, o, &up);
     if (!rc) {
-        const char *hdrs[] = {ctype};
-        bool multipart = mp.data != NULL;
-        nds_http_request req = {
-            "POST", url, hdrs, 1, multipart ? mp.data : data, multipart ? mp.len : len, 0, NDS_HTTP_DOCUMENT_MAX};
+        const char *hdrs[] = {up.ctype};
+        bool multipart = up.mp.data != NULL;
+        nds_http_request req = {"POST", up.url, hdrs, 1, multipart ? up.mp.data : data,
+                                multipart ? up.mp.len : len, 0, NDS_HTTP_DOCUMENT_MAX};
         nds_http_response resp;
         rc = gcs_send(s, &req, &resp);
         if (rc)
             rc = nds_err_prefix(rc, "gcs: write of gs://%s/%s", s->bucket, key);
         else
-            rc = upload_result(s, key, write_id, &resp, new_gen);
+            rc = upload_result(s, key, up.write_id, &resp, new_gen);
         nds_http_response_dispose(&resp);
     }
-    nds_buf_dispose(&mp);
-    free(url);
+    nds_buf_dispose(&up.mp);
+    free(up.url);
     return rc;
 }
 
@@ -520,10 +526,21 @@ static int gcs_write(void *state, const char *key, const struct iovec *iov, size
 
 /* ---- listing ---- */
 
+/* A listing under way: the keys under prefix handed to fn(ctx, ...), its progress page by page
+ * (what names it in messages). */
+typedef struct gcs_listing {
+    const char *prefix;
+    nds_list_fn fn;
+    void *ctx;
+    nds_list_progress progress;
+    const char *what;
+} gcs_listing;
+
 /* Calls fn for each item of one page, checking that the listing moves forward; sets *token to the
  * next page's token (malloc'd) or NULL. */
-static int list_page(gcs_state *s, const char *prefix, const nds_buf *body, nds_list_fn fn,
-                     void *ctx, nds_list_progress *progress, const char *what, char **token) {
+static int list_page(gcs_state *s, gcs_listing *l, const nds_buf *body, char **token) {
+    const char *prefix = l->prefix, *what = l->what;
+    nds_list_progress *progress = &l->progress;
     json_object *doc = NULL, *items = NULL, *v;
     int rc = nds_json_parse((const char *)body->data, body->len, "gcs: object listing", &doc);
     if (!rc && json_object_object_get_ex(doc, "nextPageToken", &v) &&
@@ -546,7 +563,7 @@ static int list_page(gcs_state *s, const char *prefix, const nds_buf *body, nds_
         if (json_object_object_get_ex(it, "size", &size)) sz = json_object_get_string(size);
         char *end = NULL;
         uint64_t bytes = strtoull(sz, &end, 10);
-        rc = fn(ctx, key, sz[0] && !*end ? bytes : UINT64_MAX);
+        rc = l->fn(l->ctx, key, sz[0] && !*end ? bytes : UINT64_MAX);
     }
     if (!rc) rc = nds_list_progress_page(progress, n, *token, what);
     json_object_put(doc);
@@ -557,7 +574,7 @@ static int gcs_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) 
     gcs_state *s = state;
     char *ep = nds_http_escape(prefix, false), *token = NULL;
     char *what = nds_asprintf("gcs: listing of gs://%s/%s", s->bucket, prefix);
-    nds_list_progress progress = {0};
+    gcs_listing listing = {prefix, fn, ctx, {0}, what};
     int rc = ep && what ? 0 : nds_err(NDS_ENOMEM, "gcs: out of memory");
     while (!rc) {
         char *et = token ? nds_http_escape(token, false) : NULL;
@@ -575,7 +592,7 @@ static int gcs_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) 
         else if (!rc && resp.status != 200)
             rc = gcs_status_error(s, "listing of", prefix, &resp);
         else if (!rc)
-            rc = list_page(s, prefix, &resp.body, fn, ctx, &progress, what, &token);
+            rc = list_page(s, &listing, &resp.body, &token);
         nds_http_response_dispose(&resp);
         free(url);
         if (!token) break;
@@ -583,7 +600,7 @@ static int gcs_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) 
     free(token);
     free(ep);
     free(what);
-    nds_list_progress_dispose(&progress);
+    nds_list_progress_dispose(&listing.progress);
     return rc;
 }
 

@@ -413,10 +413,19 @@ static int lm_counter_save(lm_state *s, MDB_txn *txn, const lm_counter *c) {
     return mdb_put(txn, s->e->meta, &k, &v, 0);
 }
 
+/* A write transaction under way: the store, LMDB's transaction and its generation counter. */
+typedef struct lm_wtxn {
+    lm_state *s;
+    MDB_txn *txn;
+    lm_counter counter;
+} lm_wtxn;
+
 /* One write (data != NULL) or delete of a stored key, conditional on if_equal. *ok = false (and
  * nothing changed) when the condition fails. @return an LMDB code; *status for corrupt values */
-static int lm_apply(lm_state *s, MDB_txn *txn, lm_counter *c, const nds_kv_op *op, MDB_val *k,
-                    nds_generation *gen, bool *ok, int *status) {
+static int lm_apply(lm_wtxn *w, const nds_kv_op *op, MDB_val *k, nds_generation *gen, bool *ok,
+                    int *status) {
+    lm_state *s = w->s;
+    MDB_txn *txn = w->txn;
     MDB_val v;
     int rc = mdb_get(txn, s->e->data, k, &v);
     if (rc && rc != MDB_NOTFOUND)
@@ -431,7 +440,7 @@ static int lm_apply(lm_state *s, MDB_txn *txn, lm_counter *c, const nds_kv_op *o
         return rc == 0 ? mdb_del(txn, s->e->data, k, NULL) : 0;
     }
     uint64_t n;
-    if ((rc = lm_counter_take(s, txn, c, &n)) != 0)
+    if ((rc = lm_counter_take(s, txn, &w->counter, &n)) != 0)
         return rc;
     v.mv_size = op->len + LM_HDR;
     if ((rc = mdb_put(txn, s->e->data, k, &v, MDB_RESERVE)) != 0)
@@ -448,13 +457,13 @@ static int lm_write_fn(lm_state *s, MDB_txn *txn, void *ctx, int *status) {
     nds_kv_op *op = ctx;
     MDB_val k;
     lm_key(s, op->key, &k); /* checked by lm_write */
-    lm_counter c = {0};
+    lm_wtxn w = {s, txn, {0}};
     bool ok = true;
-    int rc = lm_apply(s, txn, &c, op, &k, &op->new_generation, &ok, status);
+    int rc = lm_apply(&w, op, &k, &op->new_generation, &ok, status);
     if (rc == 0 && *status == 0 && !ok)
         *status = nds_err(NDS_ECONFLICT, "lmdb: %s %s: generation changed",
                           op->data ? "write" : "delete", op->key);
-    return rc || *status ? rc : lm_counter_save(s, txn, &c);
+    return rc || *status ? rc : lm_counter_save(s, txn, &w.counter);
 }
 
 static int lm_write_value(lm_state *s, const char *key, const uint8_t *data, size_t len,
@@ -530,11 +539,10 @@ static int lm_commit_keys(lm_state *s, nds_kv_op *ops, size_t n, MDB_val *keys) 
 
 static int lm_commit_fn(lm_state *s, MDB_txn *txn, void *ctx, int *status) {
     lm_commit_ctx *c = ctx;
-    lm_counter counter = {0};
+    lm_wtxn w = {s, txn, {0}};
     for (size_t i = 0; i < c->n; i++) {
         bool ok = true;
-        int rc = lm_apply(s, txn, &counter, &c->ops[i], &c->keys[i], &c->ops[i].new_generation,
-                          &ok, status);
+        int rc = lm_apply(&w, &c->ops[i], &c->keys[i], &c->ops[i].new_generation, &ok, status);
         if (rc || *status)
             return rc;
         if (!ok) {
@@ -543,7 +551,7 @@ static int lm_commit_fn(lm_state *s, MDB_txn *txn, void *ctx, int *status) {
             return 0;
         }
     }
-    return lm_counter_save(s, txn, &counter);
+    return lm_counter_save(s, txn, &w.counter);
 }
 
 /* Checks every op's condition and applies every op in one write transaction: all or nothing. */
@@ -614,7 +622,7 @@ typedef struct lm_publish_ctx {
 static int lm_publish_fn(lm_state *s, MDB_txn *txn, void *ctx, int *status) {
     (void)status;
     lm_publish_ctx *p = ctx;
-    lm_counter c = {0};
+    lm_wtxn w = {s, txn, {0}};
     p->err = 0;
     for (size_t i = 0; i < p->n; i++) /* outcomes of this attempt only */
         p->res[i].status = 0;
@@ -626,7 +634,7 @@ static int lm_publish_fn(lm_state *s, MDB_txn *txn, void *ctx, int *status) {
         bool ok = true;
         lm_key(s, t->key, &k); /* checked by lm_stage */
         r->new_generation.kind = NDS_GEN_NONE;
-        int mrc = lm_apply(s, txn, &c, &op, &k, &r->new_generation, &ok, &r->status);
+        int mrc = lm_apply(&w, &op, &k, &r->new_generation, &ok, &r->status);
         if (mrc)
             return mrc;
         if (r->status == 0 && !ok)
@@ -634,7 +642,7 @@ static int lm_publish_fn(lm_state *s, MDB_txn *txn, void *ctx, int *status) {
         if (r->status != 0 && r->status != NDS_ECONFLICT && p->err == 0)
             p->err = r->status;
     }
-    return lm_counter_save(s, txn, &c);
+    return lm_counter_save(s, txn, &w.counter);
 }
 
 /* One write transaction (one commit, one sync) for the n values, instead of one per value. When

@@ -352,7 +352,7 @@ static int take_body(const nds_http_response *resp, const nds_read_options *o, c
 static int read_empty(s3_store *s, const char *key, const nds_read_options *o,
                       nds_read_result *out) {
     nds_http_response resp;
-    int rc = s3_send(s, "HEAD", key, NULL, NULL, 0, NULL, 0, NULL, 0, &resp);
+    int rc = s3_send(s, &(s3_call){.method = "HEAD", .key = key}, NULL, 0, &resp);
     if (rc == 0) {
         if (resp.status == 200)
             s3_generation(&resp, &out->generation);
@@ -391,7 +391,8 @@ static int read_once(s3_store *s, const char *key, const nds_read_options *o,
         hdrs[nh++] = inm;
     }
     nds_http_response resp;
-    int rc = s3_send(s, "GET", key, NULL, hdrs, nh, NULL, 0, NULL, 0, &resp);
+    s3_call get = {.method = "GET", .key = key, .extra = hdrs, .nextra = nh};
+    int rc = s3_send(s, &get, NULL, 0, &resp);
     if (rc == 0) {
         if (resp.status == 200 || resp.status == 206)
             s3_generation(&resp, &out->generation);
@@ -437,7 +438,7 @@ static int list_page(s3_store *s, const char *eprefix, const char *prefix, const
     free(etok);
     s3_req r;
     nds_http_response resp = {0};
-    int rc = q ? s3_req_build(s, &r, "GET", NULL, q, NULL, 0, NULL, 0)
+    int rc = q ? s3_req_build(s, &r, &(s3_call){.method = "GET", .query = q})
                : nds_err(NDS_ENOMEM, "s3: out of memory");
     free(q);
     if (rc) return rc;
@@ -514,7 +515,7 @@ static int delete_batch(s3_store *s, char **keys, size_t n) {
         rc = reqs && hr && resps && rcs ? 0 : nds_err(NDS_ENOMEM, "s3: out of memory");
     size_t built = 0;
     for (; rc == 0 && built < n; built++) {
-        rc = s3_req_build(s, &reqs[built], "DELETE", keys[built], NULL, NULL, 0, NULL, 0);
+        rc = s3_req_build(s, &reqs[built], &(s3_call){.method = "DELETE", .key = keys[built]});
         if (rc == 0) hr[built] = reqs[built].http;
     }
     if (rc == 0) nds_http_perform_many(s->http, hr, &s->retry, resps, rcs, n);

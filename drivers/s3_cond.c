@@ -94,8 +94,9 @@ static int probe_req(s3_store *s, const char *method, const char *key, const cha
                      const char *body, long *status, nds_http_response *keep) {
     nds_http_response resp;
     const char *hdrs[1] = {hdr};
-    int rc = s3_send(s, method, key, NULL, hdrs, hdr ? 1 : 0, (const uint8_t *)body,
-                     body ? strlen(body) : 0, NULL, 0, &resp);
+    s3_call probe = {method, key, NULL, hdrs, hdr ? 1 : 0, (const uint8_t *)body,
+                     body ? strlen(body) : 0};
+    int rc = s3_send(s, &probe, NULL, 0, &resp);
     if (rc == 0 && (resp.status == 401 || resp.status == 403))
         rc = s3_status_error(s, &resp, "probe", key);
     if (rc == 0) *status = resp.status;
@@ -303,7 +304,7 @@ static void parse_lease_body(const nds_http_response *resp, long def_ms, char *o
 static int lease_inspect(s3_store *s, const char *key, lease_view *v) {
     memset(v, 0, sizeof *v);
     nds_http_response resp;
-    int rc = s3_send(s, "GET", key, NULL, NULL, 0, NULL, 0, NULL, 0, &resp);
+    int rc = s3_send(s, &(s3_call){.method = "GET", .key = key}, NULL, 0, &resp);
     if (rc == 0 && resp.status == 404) {
         nds_http_response_dispose(&resp);
         return 0;
@@ -335,8 +336,8 @@ static int create_only(s3_store *s, const char *key, const char *body, const cha
     nds_http_response resp;
     const char *hdr[1] = {"If-None-Match: *"};
     *won = false;
-    int rc =
-        s3_send(s, "PUT", key, NULL, hdr, 1, (const uint8_t *)body, strlen(body), NULL, 0, &resp);
+    s3_call put = {"PUT", key, NULL, hdr, 1, (const uint8_t *)body, strlen(body)};
+    int rc = s3_send(s, &put, NULL, 0, &resp);
     if (rc == 0 && ok2xx(resp.status))
         *won = true;
     else if (rc == 0 && !refused(resp.status))
@@ -400,7 +401,7 @@ static int lease_contend(s3_store *s, s3_lease *l, const char *body, char *holde
     rc = claim_break(s, l->lock_key, v.etag.value, body, l->token, 0, &won);
     if (rc == 0 && won) {
         nds_http_response resp;
-        rc = s3_send(s, "DELETE", l->lock_key, NULL, NULL, 0, NULL, 0, NULL, 0, &resp);
+        rc = s3_send(s, &(s3_call){.method = "DELETE", .key = l->lock_key}, NULL, 0, &resp);
         if (rc == 0 && resp.status >= 300 && resp.status != 404)
             rc = s3_status_error(s, &resp, "DELETE", l->lock_key);
         nds_http_response_dispose(&resp);
@@ -459,7 +460,8 @@ void s3_lease_release(s3_store *s, s3_lease *l) {
         left > 0) { /* past the deadline the lease may have been broken: not ours to delete */
         nds_http_retry once = {1, 0, 0}; /* a retry could land after the deadline */
         nds_http_response resp;
-        if (s3_send(s, "DELETE", l->lock_key, NULL, NULL, 0, NULL, 0, &once, left, &resp) == 0)
+        s3_call del = {.method = "DELETE", .key = l->lock_key};
+        if (s3_send(s, &del, &once, left, &resp) == 0)
             nds_http_response_dispose(&resp);
     }
     free(l->lock_key);

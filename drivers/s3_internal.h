@@ -77,18 +77,25 @@ typedef struct s3_req {
     nds_http_request http;
 } s3_req;
 
+/** What a request asks of the store, everything borrowed (zero members: none). */
+typedef struct s3_call {
+    const char *method;        /**< "GET", "PUT", ... */
+    const char *key;           /**< NULL addresses the bucket */
+    const char *query;         /**< already encoded, without '?'; may be NULL */
+    const char *const *extra;  /**< additional "Name: value" headers (signed) */
+    size_t nextra;
+    const uint8_t *body;       /**< borrowed until the request is done; may be NULL */
+    size_t len;
+} s3_call;
+
 /* ---- s3_request.c ---- */
-/** Builds and signs a request. key NULL addresses the bucket; query is already encoded (may be
- * NULL). extra are additional "Name: value" headers (signed). body is borrowed until the request is
- * done. */
-int s3_req_build(s3_store *s, s3_req *r, const char *method, const char *key, const char *query,
-                 const char *const *extra, size_t nextra, const uint8_t *body, size_t len);
+/** Builds and signs the request c describes into r. */
+int s3_req_build(s3_store *s, s3_req *r, const s3_call *c);
 void s3_req_dispose(s3_req *r);
-/** Builds, sends (with policy, NULL = the store's retries) and disposes one request. @return as
- *  nds_http_perform, with the error message naming op and key */
-int s3_send(s3_store *s, const char *method, const char *key, const char *query,
-            const char *const *extra, size_t nextra, const uint8_t *body, size_t len,
-            const nds_http_retry *policy, long timeout_ms, nds_http_response *resp);
+/** Builds, sends (with policy, NULL = the store's retries; timeout_ms 0 = the store's) and
+ *  disposes one request. @return as nds_http_perform, with the error message naming op and key */
+int s3_send(s3_store *s, const s3_call *c, const nds_http_retry *policy, long timeout_ms,
+            nds_http_response *resp);
 /** The error for an unexpected HTTP status: names op, s3://bucket/key, status, the server's error
  * code and message; cause NDS_CAUSE_HTTP. */
 int s3_status_error(const s3_store *s, const nds_http_response *resp, const char *op,

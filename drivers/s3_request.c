@@ -55,8 +55,10 @@ static int sign_req(s3_store *s, s3_req *r, const char *method, const char *path
     return rc ? rc : add_hdr(r, nds_asprintf("Authorization: %s", auth));
 }
 
-int s3_req_build(s3_store *s, s3_req *r, const char *method, const char *key, const char *query,
-                 const char *const *extra, size_t nextra, const uint8_t *body, size_t len) {
+int s3_req_build(s3_store *s, s3_req *r, const s3_call *c) {
+    const char *method = c->method, *key = c->key, *query = c->query;
+    const uint8_t *body = c->body;
+    size_t len = c->len;
     memset(r, 0, sizeof *r);
     char *ekey = key ? nds_http_escape(key, true) : NULL;
     if (key && !ekey) return nds_err(NDS_ENOMEM, "s3: out of memory");
@@ -82,7 +84,7 @@ int s3_req_build(s3_store *s, s3_req *r, const char *method, const char *key, co
     if (!rc) rc = add_hdr(r, nds_asprintf("x-amz-content-sha256: %s", hash));
     if (!rc && s->creds.session_token)
         rc = add_hdr(r, nds_asprintf("x-amz-security-token: %s", s->creds.session_token));
-    for (size_t i = 0; !rc && i < nextra; i++) rc = add_hdr(r, nds_strdup(extra[i]));
+    for (size_t i = 0; !rc && i < c->nextra; i++) rc = add_hdr(r, nds_strdup(c->extra[i]));
     if (!rc && !s->creds.anonymous) rc = sign_req(s, r, method, path, query, hash, date);
     free(path);
     if (rc) {
@@ -105,17 +107,17 @@ void s3_redact(const s3_store *s, char *msg) {
     }
 }
 
-int s3_send(s3_store *s, const char *method, const char *key, const char *query,
-            const char *const *extra, size_t nextra, const uint8_t *body, size_t len,
-            const nds_http_retry *policy, long timeout_ms, nds_http_response *resp) {
+int s3_send(s3_store *s, const s3_call *c, const nds_http_retry *policy, long timeout_ms,
+            nds_http_response *resp) {
     s3_req r;
     memset(resp, 0, sizeof *resp);
-    int rc = s3_req_build(s, &r, method, key, query, extra, nextra, body, len);
+    int rc = s3_req_build(s, &r, c);
     if (rc) return rc;
     if (timeout_ms > 0) r.http.timeout_ms = timeout_ms;
     rc = nds_http_perform(s->http, &r.http, policy ? policy : &s->retry, resp);
     s3_req_dispose(&r);
-    if (rc) rc = nds_err_prefix(rc, "s3: %s s3://%s/%s", method, s->bucket, key ? key : "");
+    if (rc)
+        rc = nds_err_prefix(rc, "s3: %s s3://%s/%s", c->method, s->bucket, c->key ? c->key : "");
     return rc;
 }
 
@@ -210,7 +212,7 @@ bool s3_missing_key(const nds_http_response *resp) {
 int s3_head(s3_store *s, const char *key, nds_generation *g, const nds_http_retry *policy,
             long timeout_ms) {
     nds_http_response resp;
-    int rc = s3_send(s, "HEAD", key, NULL, NULL, 0, NULL, 0, policy, timeout_ms, &resp);
+    int rc = s3_send(s, &(s3_call){.method = "HEAD", .key = key}, policy, timeout_ms, &resp);
     if (rc == 0) {
         if (resp.status == 200)
             s3_generation(&resp, g);

@@ -49,6 +49,7 @@ typedef struct mp_upload {
     char *query_id; /* "uploadId=<escaped>" */
     char **etags;   /* per part, as the server sent them (quoted) */
     size_t nparts;
+    size_t part;    /* bytes of every part but the last */
     nds_buf complete_xml; /* CompleteMultipartUpload body */
 } mp_upload;
 
@@ -78,8 +79,8 @@ static void mp_free(mp_upload *m) {
 
 static void mp_abort(s3_store *s, const char *key, mp_upload *m) {
     nds_http_response resp;
-    if (m->query_id &&
-        s3_send(s, "DELETE", key, m->query_id, NULL, 0, NULL, 0, NULL, 0, &resp) == 0)
+    s3_call abort_req = {.method = "DELETE", .key = key, .query = m->query_id};
+    if (m->query_id && s3_send(s, &abort_req, NULL, 0, &resp) == 0)
         nds_http_response_dispose(&resp);
 }
 
@@ -114,7 +115,8 @@ static void mp_expected_etag(const uint8_t *data, size_t len, size_t nparts, siz
 static int mp_initiate(s3_store *s, const char *key, const char *meta, mp_upload *m) {
     nds_http_response resp;
     const char *hdrs[1] = {meta};
-    int rc = s3_send(s, "POST", key, "uploads", hdrs, 1, NULL, 0, NULL, 0, &resp);
+    s3_call post = {.method = "POST", .key = key, .query = "uploads", .extra = hdrs, .nextra = 1};
+    int rc = s3_send(s, &post, NULL, 0, &resp);
     if (rc == 0 && resp.status != 200)
         rc = s3_status_error(s, &resp, "initiate multipart upload of", key);
     if (rc == 0)
@@ -128,7 +130,7 @@ static int mp_initiate(s3_store *s, const char *key, const char *meta, mp_upload
 }
 
 /* Sends parts [first, first + n) concurrently; records their ETags. */
-static int mp_send_parts(s3_store *s, const char *key, const uint8_t *data, size_t len, size_t part,
+static int mp_send_parts(s3_store *s, const char *key, const uint8_t *data, size_t len,
                          mp_upload *m, size_t first, size_t n) {
     s3_req *reqs = calloc(n, sizeof *reqs);
     nds_http_request *hr = calloc(n, sizeof *hr);
@@ -138,10 +140,10 @@ static int mp_send_parts(s3_store *s, const char *key, const uint8_t *data, size
     size_t built = 0;
     for (; rc == 0 && built < n; built++) {
         size_t i = first + built, off, plen;
-        mp_part(s, len, i, m->nparts, part, &off, &plen);
+        mp_part(s, len, i, m->nparts, m->part, &off, &plen);
         char *q = nds_asprintf("partNumber=%zu&%s", i + 1, m->query_id);
-        rc = q ? s3_req_build(s, &reqs[built], "PUT", key, q, NULL, 0, data + off, plen)
-               : nds_err(NDS_ENOMEM, "s3: out of memory");
+        s3_call put = {.method = "PUT", .key = key, .query = q, .body = data + off, .len = plen};
+        rc = q ? s3_req_build(s, &reqs[built], &put) : nds_err(NDS_ENOMEM, "s3: out of memory");
         free(q);
         if (rc == 0) hr[built] = reqs[built].http;
     }
@@ -187,11 +189,12 @@ static int mp_start(s3_store *s, const char *key, const uint8_t *data, size_t le
     size_t part = (size_t)s->part_size;
     if (len / part >= 10000) part = len / 9999 + 1; /* S3 allows 10,000 parts */
     m->nparts = (len + part - 1) / part;
+    m->part = part;
     m->etags = calloc(m->nparts, sizeof *m->etags);
     int rc = m->etags ? mp_initiate(s, key, mu->meta, m) : nds_err(NDS_ENOMEM, "s3: out of memory");
     for (size_t i = 0; rc == 0 && i < m->nparts; i += (size_t)s->concurrency) {
         size_t n = m->nparts - i < (size_t)s->concurrency ? m->nparts - i : (size_t)s->concurrency;
-        rc = mp_send_parts(s, key, data, len, part, m, i, n);
+        rc = mp_send_parts(s, key, data, len, m, i, n);
     }
     if (rc == 0) rc = mp_build_complete(m);
     if (rc) mp_abort(s, key, m);
@@ -214,12 +217,14 @@ static int mutation_send(s3_store *s, const mutation *m, const nds_http_retry *p
     nds_http_response resp;
     int rc;
     if (m->mp) {
-        rc = s3_send(s, "POST", m->key, m->mp->query_id, hdrs, nh, m->mp->complete_xml.data,
-                     m->mp->complete_xml.len, policy, timeout_ms, &resp);
+        s3_call complete = {"POST", m->key, m->mp->query_id, hdrs, nh, m->mp->complete_xml.data,
+                            m->mp->complete_xml.len};
+        rc = s3_send(s, &complete, policy, timeout_ms, &resp);
     } else {
         if (m->data) hdrs[nh++] = m->meta;
-        rc = s3_send(s, m->data ? "PUT" : "DELETE", m->key, NULL, hdrs, nh, m->data, m->len, policy,
-                     timeout_ms, &resp);
+        s3_call put_or_delete = {m->data ? "PUT" : "DELETE", m->key, NULL, hdrs, nh, m->data,
+                                 m->len};
+        rc = s3_send(s, &put_or_delete, policy, timeout_ms, &resp);
     }
     *status = resp.status;
     *attempts = resp.attempts;

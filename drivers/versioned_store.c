@@ -594,7 +594,10 @@ typedef struct attempt {
     uint64_t nodes;
     vs_superseded *sup;
     size_t nsup, capsup;
-    int rc; /* first failure of a callback that cannot return one */
+    int rc;             /* first failure of a callback that cannot return one */
+    vs_root root;       /* the new version's tree, once built */
+    bool has_sup;       /* the index object holds a superseded list (nsup > 0) ... */
+    vs_ref sup_ref;     /* ... at this place in it */
 } attempt;
 
 static int attempt_load(void *ctx, const vs_ref *ref, unsigned level, const vs_node **node) {
@@ -931,19 +934,20 @@ static size_t make_ops(batch *b, uint64_t v, vs_op *ops) {
     return n;
 }
 
+/* The commit document of the version a built on parent (its tree, index object and superseded
+ * list), for ops. */
 static int encode_commit(const vs_op *ops, size_t nops, const attempt *a,
-                         const vs_snapshot *parent, const vs_root *root, bool has_sup,
-                         const vs_ref *sup, const vs_commit_options *o, nds_buf *out) {
+                         const vs_snapshot *parent, const vs_commit_options *o, nds_buf *out) {
     vs_commit c = {.version = parent->version + 1,
                    .parent = parent->version,
                    .time_ns = wall_ns(),
                    .message = (char *)o->message,
                    .metadata = (char *)o->metadata,
-                   .root = *root,
-                   .has_superseded = has_sup,
+                   .root = a->root,
+                   .has_superseded = a->has_sup,
                    .tokens = (vs_id *)o->tokens,
                    .ntokens = o->ntokens};
-    if (has_sup) c.superseded = *sup;
+    if (a->has_sup) c.superseded = a->sup_ref;
     /* The data objects this version references values in (counted from the writes that apply, so
      * a value whose condition failed is not counted), and the new index object (its superseded
      * list dies with it). */
@@ -965,26 +969,24 @@ static int try_commit(vs_store *s, batch *b, vs_op *ops, size_t nops, vs_snapsho
                       const vs_commit_options *o) {
     attempt a = {.s = s};
     vs_tree_io io = {attempt_load, attempt_release, attempt_store, attempt_superseded, &a};
-    vs_root root;
-    vs_ref sup = {0};
     char index_key[VS_OBJECT_KEY_MAX], commit_key[VS_OBJECT_KEY_MAX];
     nds_buf commit = {0};
     int rc = vs_id_random(&a.index_id);
-    if (!rc) rc = vs_tree_apply(&io, &snap->root, ops, nops, &root);
+    if (!rc) rc = vs_tree_apply(&io, &snap->root, ops, nops, &a.root);
     if (!rc) rc = a.rc;
-    bool has_sup = !rc && a.nsup > 0;
-    if (has_sup) {
+    a.has_sup = !rc && a.nsup > 0;
+    if (a.has_sup) {
         size_t len;
-        sup = (vs_ref){a.index_id, a.index.len, 0, 0};
-        rc = vs_superseded_encode(a.sup, a.nsup, &a.index, &len, &sup.crc);
-        sup.length = len;
+        a.sup_ref = (vs_ref){a.index_id, a.index.len, 0, 0};
+        rc = vs_superseded_encode(a.sup, a.nsup, &a.index, &len, &a.sup_ref.crc);
+        a.sup_ref.length = len;
     }
     vs_object_key(VS_INDEX_PREFIX, &a.index_id, index_key);
     if (!rc && a.index.len) {
         rc = write_create_only(s, index_key, &a.index);
         if (rc) rc = nds_err_prefix(rc, "versioned store %s: writing %s", s->url, index_key);
     }
-    if (!rc) rc = encode_commit(ops, nops, &a, snap, &root, has_sup, &sup, o, &commit);
+    if (!rc) rc = encode_commit(ops, nops, &a, snap, o, &commit);
     if (!rc) {
         vs_commit_key(snap->version + 1, commit_key);
         rc = write_create_only(s, commit_key, &commit);
@@ -993,7 +995,7 @@ static int try_commit(vs_store *s, batch *b, vs_op *ops, size_t nops, vs_snapsho
     }
     if (!rc) {
         snap->version++;
-        snap->root = root;
+        snap->root = a.root;
         note_head(s, snap->version);
         char text[24];
         int len = snprintf(text, sizeof text, "%" PRIu64 "\n", snap->version);

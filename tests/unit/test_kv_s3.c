@@ -181,8 +181,8 @@ static s3_store *raw_store(const char *spec) {
 
 static void raw_put(s3_store *s, const char *key, const char *body) {
     nds_http_response resp;
-    NDS_OK(
-        s3_send(s, "PUT", key, NULL, NULL, 0, (const uint8_t *)body, strlen(body), NULL, 0, &resp));
+    s3_call put = {.method = "PUT", .key = key, .body = (const uint8_t *)body, .len = strlen(body)};
+    NDS_OK(s3_send(s, &put, NULL, 0, &resp));
     ck_assert_int_eq(resp.status, 200);
     nds_http_response_dispose(&resp);
 }
