@@ -14,9 +14,18 @@
 #include "cli.h"
 #include "ome.h"
 
+/* Dimension d in the region's unit: the size of a voxel (0 when d has no physical unit) and where
+ * its index 0 is. */
+typedef struct dim_scale {
+    size_t d;
+    double per_voxel, offset;
+} dim_scale;
+
 /* One number of an item: part 0 a start (or an index when alone), 1 a stop, 2 a step. */
-static int convert_number(const char *text, size_t len, int part, bool alone, double per_voxel,
-                          double offset, size_t d, char *out, size_t cap) {
+static int convert_number(const char *text, size_t len, int part, bool alone,
+                          const dim_scale *scale, char *out, size_t cap) {
+    size_t d = scale->d;
+    double per_voxel = scale->per_voxel, offset = scale->offset;
     char tmp[64];
     if (len >= sizeof tmp) return cli_fail("region dimension %zu: number too long", d);
     memcpy(tmp, text, len);
@@ -41,9 +50,8 @@ static int convert_number(const char *text, size_t len, int part, bool alone, do
     return CLI_OK;
 }
 
-/* Converts one item (between commas) of dimension d into out (appended). */
-static int convert_item(const char *p, size_t n, double per_voxel, double offset, size_t d,
-                        char *out, size_t cap) {
+/* Converts one item (between commas) of dimension scale->d into out (appended). */
+static int convert_item(const char *p, size_t n, const dim_scale *scale, char *out, size_t cap) {
     size_t colons = 0;
     for (size_t i = 0; i < n; i++) colons += p[i] == ':';
     int part = 0;
@@ -55,8 +63,7 @@ static int convert_item(const char *p, size_t n, double per_voxel, double offset
         while (b > a && isspace((unsigned char)b[-1])) b--;
         char num[32] = "";
         if (b > a) {
-            int rc = convert_number(a, (size_t)(b - a), part, colons == 0, per_voxel, offset, d,
-                                    num, sizeof num);
+            int rc = convert_number(a, (size_t)(b - a), part, colons == 0, scale, num, sizeof num);
             if (rc != CLI_OK) return rc;
         }
         size_t used = strlen(out);
@@ -67,18 +74,17 @@ static int convert_item(const char *p, size_t n, double per_voxel, double offset
     return CLI_OK;
 }
 
-/* The voxel size of dimension d in `unit`s (0 when d has no physical unit), and where its index
- * 0 is in `unit`s. */
-static int voxel_size(const nds_unit *u, double at, const char *unit, size_t d, double *out,
-                      double *offset) {
-    *out = *offset = 0;
+/* The voxel size of dimension scale->d in `unit`s (0 when it has no physical unit), and where its
+ * index 0 is in `unit`s, into scale. */
+static int voxel_size(const nds_unit *u, double at, const char *unit, dim_scale *scale) {
+    scale->per_voxel = scale->offset = 0;
     if (u->size <= 0) return CLI_OK;
     double from = nds_unit_metres(u->name), to = nds_unit_metres(unit);
     if (from == 0)
         return cli_fail("region dimension %zu: the array's unit \"%s\" is not a length ndstore "
-                        "converts", d, u->name);
-    *out = u->size * from / to;
-    *offset = at * from / to;
+                        "converts", scale->d, u->name);
+    scale->per_voxel = u->size * from / to;
+    scale->offset = at * from / to;
     return CLI_OK;
 }
 
@@ -130,10 +136,10 @@ int cli_region_from_units(nds_array *a, const char *region, const char *unit, ch
         } else if (d >= rank) {
             rc = cli_fail("region \"%s\" has more dimensions than the array (%zu)", region, rank);
         } else {
-            double per_voxel, offset;
-            rc = voxel_size(&units[d], phys.offset[d], unit, d, &per_voxel, &offset);
-            if (rc == CLI_OK && per_voxel > 0) {
-                rc = convert_item(p, (size_t)(q - p), per_voxel, offset, d, text, cap);
+            dim_scale scale = {d, 0, 0};
+            rc = voxel_size(&units[d], phys.offset[d], unit, &scale);
+            if (rc == CLI_OK && scale.per_voxel > 0) {
+                rc = convert_item(p, (size_t)(q - p), &scale, text, cap);
             } else if (rc == CLI_OK) {
                 size_t used = strlen(text);
                 snprintf(text + used, cap - used, "%.*s", (int)(q - p), p);

@@ -446,11 +446,20 @@ static int probe(nds_kvstore *kv, const char *key, const serve_range *r, bool he
     return 0;
 }
 
-/* A 200 or 206 whose body is [start, start + len) of the value probe read (its first block, held
- * in *first, is handed over; the value holds first->total_size bytes). */
+/* The bytes a read answers with: [start, start + len) of the value, as a 206 (partial) or a 200,
+ * the body left out for a HEAD. */
+typedef struct serve_span {
+    uint64_t start, len;
+    bool partial, head;
+} serve_span;
+
+/* A 200 or 206 whose body is span's bytes of the value probe read (its first block, held in
+ * *first, is handed over; the value holds first->total_size bytes). */
 static enum MHD_Result queue_value(struct MHD_Connection *conn, serve_req *req,
                                    const serve_site *site, const char *key, nds_read_result *first,
-                                   uint64_t start, uint64_t len, bool partial, bool head) {
+                                   const serve_span *span) {
+    uint64_t start = span->start, len = span->len;
+    bool partial = span->partial, head = span->head;
     serve_body *b = calloc(1, sizeof *b);
     char *k = strdup(key);
     if (!b || !k) {
@@ -521,7 +530,8 @@ static enum MHD_Result answer_read(struct MHD_Connection *conn, serve_req *req,
         nds_read_result_dispose(&first);
         return queue_store_error(conn, req, site, NDS_EIO, short_why);
     }
-    return queue_value(conn, req, site, key, &first, start, len, r.kind != SERVE_RANGE_NONE, head);
+    serve_span span = {start, len, r.kind != SERVE_RANGE_NONE, head};
+    return queue_value(conn, req, site, key, &first, &span);
 }
 
 /* ---- the handler ---- */
