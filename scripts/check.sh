@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the Check unit suites and fuzz-corpus replays (Release build), installing and building
+# Runs every test: the structure check (scripts/check_structure.py: no call cycles between files, at most
+# 7 parameters), the Check unit suites and fuzz-corpus replays (Release build), installing and building
 # against the installed library, the same suites under AddressSanitizer + UndefinedBehaviorSanitizer, the
 # CLI integration tests, the multi-process writers test, the S3/GCS/HTTP drivers, interop with zarr-python
 # and zarrita, and the same unit suites in a fresh clone in an empty folder. Installs what it needs first.
@@ -40,6 +41,18 @@ build() { # build DIR CMAKE-ARGS...
 }
 
 stage "build (release)" build build -DCMAKE_BUILD_TYPE=Release
+# Issue 22's structure rules on the release build's objects and the sources (nothing built here): no
+# call cycle between files, no function over 7 parameters. Any output fails the stage, as does the
+# checker's own self-test. formats/ joins the list when the format interface work lands.
+structure() {
+  local out
+  out=$(python3 scripts/check_structure.py --self-test 2>&1 &&
+    python3 scripts/check_structure.py "$root/build" lib drivers cli 2>&1)
+  local rc=$?
+  [ -n "$out" ] && echo "$out"
+  [ "$rc" -eq 0 ] && [ -z "$out" ]
+}
+stage "structure (no call cycles, at most 7 parameters)" structure
 stage "unit tests (release)" bash -c "cd build && ctest --output-on-failure -j$jobs"
 # The release build installed into a temporary prefix; programs built against it with pkg-config and
 # find_package(ndstore), shared and static, run.
