@@ -177,8 +177,8 @@ typedef struct cli_stream_sides {
  *  a progress bar (label, bytes); the first failure stops both. */
 int cli_stream_slabs(const cli_tiler *t, size_t elem, const cli_stream_sides *sides,
                      const char *label, uint64_t bytes);
-/** A buffer for slabs (tiles.c): large ones are aligned for, and advised to use, transparent huge pages
- *  (a few faults instead of one per 4 KiB page). NULL when out of memory. Free with free(). */
+/** A buffer for slabs (tiles.c): large ones are aligned for, and advised to use, transparent huge
+ *  pages (a few faults instead of one per 4 KiB page). NULL when out of memory. Free with free(). */
 void *cli_slab_alloc(uint64_t bytes);
 
 /* ---- specs (spec_build.c) ---- */
