@@ -321,8 +321,9 @@ static void to_host(const n5 *z, uint8_t *data, size_t count) {
     if (z->swap) nds_byteswap(data, count, z->m.itemsize);
 }
 
-static int n5_decode_chunk(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
-                           uint8_t *out) {
+/* The whole block from its stored bytes, in memory. */
+static int decode_whole(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
+                        uint8_t *out) {
     const n5 *z = state;
     (void)cell;
     block_header h;
@@ -350,6 +351,11 @@ static int n5_decode_chunk(void *state, const uint64_t *cell, const uint8_t *dat
     }
     if (rc == 0) to_host(z, out, z->m.block_nbytes / z->m.itemsize);
     return rc;
+}
+
+/* Whole decodes only: a block's header says its size, and it may be clipped or big-endian. */
+static int n5_decode_chunk(void *state, const uint64_t *cell, nds_decode_request *rq) {
+    return nds_format_decode_fallback(state, cell, rq, decode_whole);
 }
 
 /* The block's extent: blockSize, clipped to the dataset at its upper edges. */

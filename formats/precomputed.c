@@ -150,12 +150,17 @@ static int pc_parse_chunk_key(void *state, const char *key, uint64_t *cell) {
 
 /* A storage chunk: one precomputed chunk (unsharded, and hashed shards, whose chunk data this is
  * before data_encoding), or a shard box's whole shard file. */
-static int pc_decode_chunk(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
-                           uint8_t *out) {
+static int decode_whole(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
+                        uint8_t *out) {
     const precomputed *p = state;
     if (p->layout != SHARD_BOX) return nds_pc_decode_one(p, cell, data, len, out);
     size_t bytes = p->chunk_bytes << (p->box[0] + p->box[1] + p->box[2]);
     return nds_pc_decode_box(p, cell, data, len, out, bytes);
+}
+
+/* Whole decodes only (the encodings are images and segmentations, not byte streams). */
+static int pc_decode_chunk(void *state, const uint64_t *cell, nds_decode_request *rq) {
+    return nds_format_decode_fallback(state, cell, rq, decode_whole);
 }
 
 static int pc_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk, nds_buf *out) {
@@ -167,14 +172,11 @@ static int pc_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chu
 
 /* A write to part of a shard box: only the chunks it reaches are decoded (those it changes in
  * part) and encoded; the others keep their stored bytes. */
-static int pc_update_chunk(void *state, const uint64_t *cell, const uint8_t *old, size_t old_len,
-                           const nds_box *changed, void (*merge)(void *ctx, uint8_t *chunk),
-                           void *merge_ctx, uint8_t *chunk, nds_buf *out, int *all_fill) {
+static int pc_update_chunk(void *state, nds_update_request *u) {
     const precomputed *p = state;
     if (p->layout != SHARD_BOX) return NDS_EUNSUPPORTED;
-    out->len = 0;
-    return nds_pc_update_box(p, cell, old, old_len, changed, merge, merge_ctx, chunk, out,
-                             all_fill);
+    u->out->len = 0;
+    return nds_pc_update_box(p, u);
 }
 
 /* ---- vtable: hashed shards (grouped writes) -------------------------------------------------- */

@@ -372,21 +372,20 @@ static int decode_partial(const precomputed *p, const uint64_t *cell, const uint
     return rc;
 }
 
-int nds_pc_update_box(const precomputed *p, const uint64_t *cell, const uint8_t *old, size_t len,
-                      const nds_box *changed, void (*merge)(void *ctx, uint8_t *chunk), void *ctx,
-                      uint8_t *box, nds_buf *out, int *all_fill) {
+int nds_pc_update_box(const precomputed *p, nds_update_request *u) {
     nds_pc_chunk_ref *refs = NULL;
     size_t n = 0;
-    int rc = old ? nds_pc_shard_parse(&p->s.sharding, nds_pc_box_shard(p, cell), old, len,
-                                      p->max_entries, &refs, &n)
-                 : 0;
-    if (!rc) rc = decode_partial(p, cell, old, refs, n, changed, box);
+    const uint64_t *cell = u->cell;
+    int rc = u->old ? nds_pc_shard_parse(&p->s.sharding, nds_pc_box_shard(p, cell), u->old,
+                                         u->old_len, p->max_entries, &refs, &n)
+                    : 0;
+    if (!rc) rc = decode_partial(p, cell, u->old, refs, n, u->changed, u->chunk);
     if (!rc) {
-        merge(ctx, box);
-        rc = build_box(p, cell, box, changed, old, refs, n, out);
+        u->merge(u->merge_ctx, u->chunk);
+        rc = build_box(p, cell, u->chunk, u->changed, u->old, refs, n, u->out);
     }
     free(refs);
     nds_pc_scratch_trim();
-    *all_fill = !rc && out->len == 0;
+    u->all_fill = !rc && u->out->len == 0;
     return rc;
 }

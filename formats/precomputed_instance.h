@@ -17,6 +17,7 @@
 #include "precomputed_shard.h"
 #include "ndstore/box.h"
 #include "ndstore/sys/buf.h"
+#include "ndstore/sys/format.h"
 
 /* How the open scale maps onto the core's chunk grid (see precomputed.c's file comment). */
 typedef enum layout { UNSHARDED, SHARD_BOX, SHARD_HASHED } layout;
@@ -64,13 +65,11 @@ int nds_pc_decode_box(const precomputed *p, const uint64_t *cell, const uint8_t 
                       uint8_t *out, size_t out_bytes);
 /** Encodes the canonical buffer of shard-box cell as a shard file (chunks all 0 are left out). */
 int nds_pc_encode_box(const precomputed *p, const uint64_t *cell, const uint8_t *box, nds_buf *out);
-/** A write's read-modify-write of shard box cell, which it changes only inside changed (box
- *  coordinates; nds_format.update_chunk): decodes from old[0..len) (NULL: no shard stored) only
- *  the chunks the box changes in part, calls merge once, encodes the chunks the box reaches (a
- *  chunk left all 0 is removed) and keeps the stored bytes of the rest; *all_fill when the shard
- *  holds no chunk any more. */
-int nds_pc_update_box(const precomputed *p, const uint64_t *cell, const uint8_t *old, size_t len,
-                      const nds_box *changed, void (*merge)(void *ctx, uint8_t *chunk), void *ctx,
-                      uint8_t *box, nds_buf *out, int *all_fill);
+/** A write's read-modify-write of shard box u->cell, which it changes only inside u->changed
+ *  (box coordinates; format.h nds_update_request): decodes from u->old (NULL: no shard stored)
+ *  only the chunks the box changes in part, calls u->merge once, encodes the chunks the box
+ *  reaches (a chunk left all 0 is removed) and keeps the stored bytes of the rest;
+ *  u->all_fill when the shard holds no chunk any more. */
+int nds_pc_update_box(const precomputed *p, nds_update_request *u);
 
 #endif

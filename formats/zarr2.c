@@ -119,6 +119,9 @@ static void zarr2_fill_meta(const zarr2 *z, nds_array_meta *meta) {
     memcpy(meta->fill_value, z->m.fill, sizeof z->m.fill);
     meta->stored_canonical = !z->codec && !z->filters && !z->m.fortran && !z->swap &&
                              !nds_dtype_is_vlen(z->m.dtype);
+    /* C order with a compressor: the compressor's decoded bytes are the chunk's (decode_chunk) */
+    if (z->codec && !z->filters && !z->m.fortran && !nds_dtype_is_vlen(z->m.dtype))
+        meta->decode_caps = z->codec->decode_caps;
 }
 
 /* ---- open ------------------------------------------------------------------------------------ */
@@ -302,8 +305,9 @@ static int no_dense_chunk(const zarr2 *z) {
     return nds_err(NDS_EINTERNAL, "zarr: %s: an object array has no dense chunk (decode_vlen)", z->url);
 }
 
-static int zarr2_decode_chunk(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
-                              uint8_t *out) {
+/* The whole chunk from its stored bytes, in memory. */
+static int decode_whole(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
+                        uint8_t *out) {
     const zarr2 *z = state;
     size_t n = z->m.chunk_nbytes;
     (void)cell;
@@ -343,47 +347,15 @@ static int decode_request(const zarr2 *z, nds_decode_request *rq) {
     return nds_codec_decode_chunk(z->codec, z->codec_state, rq, z->m.chunk_nbytes, unit);
 }
 
-/* C-order chunks with a compressor decode only the bytes asked for where it can (blosc, zstd). */
-static int zarr2_decode_chunk_part(void *state, const uint64_t *cell, const uint8_t *data,
-                                   size_t len, uint8_t *out, size_t begin, size_t end) {
+/* C-order chunks with a compressor: a part, a reader and pieces as the compressor does them
+ * (blosc, zstd); the rest (and whole decodes, whose size must be exactly the chunk's) whole. */
+static int zarr2_decode_chunk(void *state, const uint64_t *cell, nds_decode_request *rq) {
     const zarr2 *z = state;
-    (void)cell;
-    if (!parts_are_chunk_parts(z)) return NDS_EUNSUPPORTED;
-    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
-    rq.in = data;
-    rq.in_len = len;
-    rq.dst = out;
-    rq.begin = begin;
-    rq.end = end;
-    return decode_request(z, &rq);
-}
-
-/* The same, reading only the stored bytes the part needs where the compressor can (blosc). */
-static int zarr2_read_chunk_part(void *state, const uint64_t *cell, const nds_part_reader *r,
-                                 uint8_t *out, size_t begin, size_t end) {
-    const zarr2 *z = state;
-    (void)cell;
-    if (!parts_are_chunk_parts(z)) return NDS_EUNSUPPORTED;
-    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
-    rq.reader = r;
-    rq.dst = out;
-    rq.begin = begin;
-    rq.end = end;
-    return decode_request(z, &rq);
-}
-
-/* C-order chunks decoded a piece at a time where the compressor can (blosc), else whole. */
-static int zarr2_decode_chunk_pieces(void *state, const uint64_t *cell, const uint8_t *data,
-                                     size_t len, nds_piece_sink sink, void *arg) {
-    const zarr2 *z = state;
-    (void)cell;
-    if (!parts_are_chunk_parts(z)) return NDS_EUNSUPPORTED;
-    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
-    rq.in = data;
-    rq.in_len = len;
-    rq.sink = sink;
-    rq.sink_arg = arg;
-    return decode_request(z, &rq);
+    if (nds_dtype_is_vlen(z->m.dtype)) return no_dense_chunk(z);
+    bool whole = !rq->reader && !rq->sink && rq->end == SIZE_MAX;
+    if (whole || !parts_are_chunk_parts(z))
+        return nds_format_decode_fallback(state, cell, rq, decode_whole);
+    return decode_request(z, rq);
 }
 
 /* With filters: the chunk in its stored layout, through the filters, then the compressor. */
@@ -663,9 +635,6 @@ const nds_format nds_format_zarr2 = {
     .chunk_key = zarr2_chunk_key,
     .parse_chunk_key = zarr2_parse_chunk_key,
     .decode_chunk = zarr2_decode_chunk,
-    .decode_chunk_part = zarr2_decode_chunk_part,
-    .read_chunk_part = zarr2_read_chunk_part,
-    .decode_chunk_pieces = zarr2_decode_chunk_pieces,
     .encode_chunk = zarr2_encode_chunk,
     .metadata_json = zarr2_metadata_json,
     .resize = zarr2_resize,

@@ -81,6 +81,7 @@ static void zarr3_fill_meta(const zarr3 *z, nds_array_meta *meta) {
     meta->elem_size = z->m.itemsize; /* fixed-width strings; 0 otherwise */
     memcpy(meta->fill_value, z->m.fill, sizeof z->m.fill);
     meta->stored_canonical = nds_z3_chain_is_identity(z->m.chain);
+    meta->decode_caps = nds_z3_chain_decode_caps(z->m.chain);
     const nds_z3_shard *s = nds_z3_chain_shard(z->m.chain);
     if (s && s->count > 1 && z->m.rank > 0) /* reads by inner chunk */
         memcpy(meta->read_chunk_shape, s->chunk, sizeof meta->read_chunk_shape);
@@ -231,32 +232,22 @@ static int zarr3_parse_chunk_key(void *state, const char *key, uint64_t *cell) {
 
 /* ---- chunks ---------------------------------------------------------------------------------- */
 
-static int zarr3_decode_chunk(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
-                              uint8_t *out) {
+/* The whole chunk from its stored bytes, in memory. */
+static int decode_whole(void *state, const uint64_t *cell, const uint8_t *data, size_t len,
+                        uint8_t *out) {
     const zarr3 *z = state;
     (void)cell;
     return nds_z3_chain_decode(z->m.chain, data, len, out);
 }
 
-static int zarr3_decode_chunk_part(void *state, const uint64_t *cell, const uint8_t *data,
-                                   size_t len, uint8_t *out, size_t begin, size_t end) {
+/* A part, a reader and pieces by the chain's one codec where its decoded bytes are the chunk's
+ * (blosc, zstd); the rest (and whole decodes, whose size must be exactly the chunk's) whole. */
+static int zarr3_decode_chunk(void *state, const uint64_t *cell, nds_decode_request *rq) {
     const zarr3 *z = state;
-    (void)cell;
-    return nds_z3_chain_decode_part(z->m.chain, data, len, out, begin, end);
-}
-
-static int zarr3_read_chunk_part(void *state, const uint64_t *cell, const nds_part_reader *r,
-                                 uint8_t *out, size_t begin, size_t end) {
-    const zarr3 *z = state;
-    (void)cell;
-    return nds_z3_chain_read_part(z->m.chain, r, out, begin, end);
-}
-
-static int zarr3_decode_chunk_pieces(void *state, const uint64_t *cell, const uint8_t *data,
-                                     size_t len, nds_piece_sink sink, void *arg) {
-    const zarr3 *z = state;
-    (void)cell;
-    return nds_z3_chain_decode_pieces(z->m.chain, data, len, sink, arg);
+    bool whole = !rq->reader && !rq->sink && rq->end == SIZE_MAX;
+    if (whole || !nds_z3_chain_decodes_parts(z->m.chain))
+        return nds_format_decode_fallback(state, cell, rq, decode_whole);
+    return nds_z3_chain_decode_request(z->m.chain, rq);
 }
 
 static int zarr3_encode_chunk(void *state, const uint64_t *cell, const uint8_t *chunk,
@@ -281,14 +272,9 @@ static int zarr3_encode_vlen(void *state, const uint64_t *cell, const uint8_t *l
     return nds_z3_chain_encode_vlen(z->m.chain, list, len, out);
 }
 
-static int zarr3_update_chunk(void *state, const uint64_t *cell, const uint8_t *old,
-                              size_t old_len, const nds_box *changed,
-                              void (*merge)(void *ctx, uint8_t *chunk), void *merge_ctx,
-                              uint8_t *chunk, nds_buf *out, int *all_fill) {
+static int zarr3_update_chunk(void *state, nds_update_request *u) {
     const zarr3 *z = state;
-    (void)cell;
-    nds_z3_merge m = {merge, merge_ctx};
-    return nds_z3_chain_update(z->m.chain, old, old_len, changed, &m, chunk, out, all_fill);
+    return nds_z3_chain_update(z->m.chain, u);
 }
 
 /* cell is in inner-chunk units: the shard holding it, and its place (C order) in the shard. */
@@ -501,9 +487,6 @@ const nds_format nds_format_zarr3 = {
     .chunk_key = zarr3_chunk_key,
     .parse_chunk_key = zarr3_parse_chunk_key,
     .decode_chunk = zarr3_decode_chunk,
-    .decode_chunk_part = zarr3_decode_chunk_part,
-    .read_chunk_part = zarr3_read_chunk_part,
-    .decode_chunk_pieces = zarr3_decode_chunk_pieces,
     .update_chunk = zarr3_update_chunk,
     .encode_chunk = zarr3_encode_chunk,
     .metadata_json = zarr3_metadata_json,

@@ -754,46 +754,17 @@ static bool part_is_chunk_part(const nds_z3_chain *c) {
            !nds_dtype_is_subbyte(c->arr.dtype); /* whole decodes normalise them (decode_ab) */
 }
 
-/* Decodes with the chain's one bytes-to-bytes codec as rq asks (a part, through a reader, into
- * pieces), the chunk's bytes put into the host's order; NDS_EUNSUPPORTED (no message) when the
- * chain is not that. */
-static int decode_request(const nds_z3_chain *c, nds_decode_request *rq) {
-    if (!part_is_chunk_part(c)) return NDS_EUNSUPPORTED;
+int nds_z3_chain_decodes_parts(const nds_z3_chain *c) { return part_is_chunk_part(c); }
+
+unsigned nds_z3_chain_decode_caps(const nds_z3_chain *c) {
+    return part_is_chunk_part(c) ? c->bb[0].codec->decode_caps : 0;
+}
+
+int nds_z3_chain_decode_request(const nds_z3_chain *c, nds_decode_request *rq) {
     const bb_codec *b = &c->bb[0];
     rq->align = c->elem;
     return nds_codec_decode_chunk(b->codec, b->state, rq, c->nbytes,
                                   c->swap ? nds_dtype_swap_unit(c->tarr.dtype) : 0);
-}
-
-int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out,
-                             size_t begin, size_t end) {
-    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
-    rq.in = in;
-    rq.in_len = len;
-    rq.dst = out;
-    rq.begin = begin;
-    rq.end = end;
-    return decode_request(c, &rq);
-}
-
-int nds_z3_chain_read_part(const nds_z3_chain *c, const nds_part_reader *r, uint8_t *out,
-                           size_t begin, size_t end) {
-    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
-    rq.reader = r;
-    rq.dst = out;
-    rq.begin = begin;
-    rq.end = end;
-    return decode_request(c, &rq);
-}
-
-int nds_z3_chain_decode_pieces(const nds_z3_chain *c, const uint8_t *in, size_t len,
-                               nds_piece_sink sink, void *arg) {
-    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
-    rq.in = in;
-    rq.in_len = len;
-    rq.sink = sink;
-    rq.sink_arg = arg;
-    return decode_request(c, &rq);
 }
 
 /* ---- encode ---------------------------------------------------------------------------------- */
@@ -819,13 +790,11 @@ static int stored_layout(const nds_z3_chain *c, const uint8_t *chunk, uint8_t **
     return 0;
 }
 
-int nds_z3_chain_update(const nds_z3_chain *c, const uint8_t *old, size_t old_len,
-                        const nds_box *changed, const nds_z3_merge *merge, uint8_t *chunk,
-                        nds_buf *out, int *all_fill) {
+int nds_z3_chain_update(const nds_z3_chain *c, nds_update_request *u) {
     /* The shard's coordinates are the chunk's only when nothing transposes before sharding, and
      * its stored bytes are the chunk's only when no bytes-to-bytes codec follows. */
     if (c->ab != AB_SHARDING || c->transpose || c->aa || c->n_bb != 0) return NDS_EUNSUPPORTED;
-    return nds_z3_shard_update(c->shard, old, old_len, changed, merge, chunk, out, all_fill);
+    return nds_z3_shard_update(c->shard, u);
 }
 
 int nds_z3_chain_decode_vlen(const nds_z3_chain *c, const uint8_t *in, size_t len,

@@ -21,6 +21,7 @@
 #include "ndstore/dtype.h"
 #include "ndstore/sys/buf.h"
 #include "ndstore/sys/codec.h"
+#include "ndstore/sys/format.h"
 
 /** Largest canonical chunk (or shard, or inner chunk) a chain accepts: 2 GiB. */
 #define NDS_Z3_MAX_CHUNK_BYTES (UINT64_C(1) << 31)
@@ -73,20 +74,16 @@ const nds_z3_array *nds_z3_chain_array(const nds_z3_chain *c);
 
 /** Decodes in[0..len) into out (the canonical bytes of the chain's array). Corrupt input: ECORRUPT. */
 int nds_z3_chain_decode(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out);
-/** Decodes at least bytes [begin, end) of the canonical chunk into out, decoding only what holds
- *  them, when the chain is one codec that can (blosc) over the bytes codec; else NDS_EUNSUPPORTED
- *  (no message). */
-int nds_z3_chain_decode_part(const nds_z3_chain *c, const uint8_t *in, size_t len, uint8_t *out,
-                             size_t begin, size_t end);
-/** nds_z3_chain_decode_part reading the stored bytes through r, only as far as the part needs
- * (format.h read_chunk_part). */
-int nds_z3_chain_read_part(const nds_z3_chain *c, const nds_part_reader *r, uint8_t *out,
-                           size_t begin, size_t end);
-/** The canonical chunk handed to sink a piece at a time, in the host's byte order, when the
- * chain is one codec that can (blosc) over the bytes codec; else NDS_EUNSUPPORTED (no message).
- * (format.h decode_chunk_pieces) */
-int nds_z3_chain_decode_pieces(const nds_z3_chain *c, const uint8_t *in, size_t len,
-                               nds_piece_sink sink, void *arg);
+/** 1 when the chain is one bytes-to-bytes codec straight over the bytes of the canonical order
+ *  (no transpose, no checksum over all): its decoded bytes [begin, end) are the chunk's, so a
+ *  part, a reader and pieces go to that codec (nds_z3_chain_decode_request). */
+int nds_z3_chain_decodes_parts(const nds_z3_chain *c);
+/** What that codec does itself (codec.h NDS_DECODE_*) when nds_z3_chain_decodes_parts, else 0:
+ *  the array's nds_array_meta.decode_caps. */
+unsigned nds_z3_chain_decode_caps(const nds_z3_chain *c);
+/** Decodes as rq asks (format.h decode_chunk) with the chain's one codec, the chunk's bytes put
+ *  into the host's order. Only for a chain of nds_z3_chain_decodes_parts. */
+int nds_z3_chain_decode_request(const nds_z3_chain *c, nds_decode_request *rq);
 /** For a chain whose array-to-bytes codec is vlen-utf8 / vlen-bytes (data_type string / bytes):
  *  decodes the stored bytes through the codecs after it into out (replaced): the element list,
  *  which the core checks (format.h decode_vlen). */
@@ -96,18 +93,10 @@ int nds_z3_chain_encode_vlen(const nds_z3_chain *c, const uint8_t *list, size_t 
                              nds_buf *out);
 /** Encodes a canonical array into out (replacing its contents; out->len set). */
 int nds_z3_chain_encode(const nds_z3_chain *c, const uint8_t *chunk, nds_buf *out);
-/** A write's merge, as nds_format.update_chunk receives it. */
-typedef struct nds_z3_merge {
-    void (*fn)(void *ctx, uint8_t *chunk);
-    void *ctx;
-} nds_z3_merge;
-
-/** The read-modify-write of a chunk that a write changes only inside changed (see
+/** The read-modify-write of a chunk that a write changes only inside u->changed (see
  *  nds_format.update_chunk), for a chain of sharding_indexed alone (nds_z3_shard_update); any
  *  other chain: NDS_EUNSUPPORTED (no message, merge not called). */
-int nds_z3_chain_update(const nds_z3_chain *c, const uint8_t *old, size_t old_len,
-                        const nds_box *changed, const nds_z3_merge *merge, uint8_t *chunk,
-                        nds_buf *out, int *all_fill);
+int nds_z3_chain_update(const nds_z3_chain *c, nds_update_request *u);
 
 /** The normalised codecs list (every default written out) as a new JSON array. */
 int nds_z3_chain_to_json(const nds_z3_chain *c, json_object **out);

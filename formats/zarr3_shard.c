@@ -447,18 +447,16 @@ int nds_z3_shard_encode(const nds_z3_shard *s, const uint8_t *chunk, nds_buf *ou
     return encode_shard(s, chunk, NULL, NULL, NULL, out, &stored);
 }
 
-int nds_z3_shard_update(const nds_z3_shard *s, const uint8_t *old, size_t old_len,
-                        const nds_box *changed, const nds_z3_merge *merge, uint8_t *chunk,
-                        nds_buf *out, int *all_fill) {
+int nds_z3_shard_update(const nds_z3_shard *s, nds_update_request *u) {
     uint64_t *old_e = NULL, stored = 0;
-    int rc = old ? read_shard_index(s, old, old_len, &old_e) : 0;
+    int rc = u->old ? read_shard_index(s, u->old, u->old_len, &old_e) : 0;
     /* the old elements where the merge does not overwrite them and the encode reads them */
-    if (!rc) rc = decode_inner_chunks(s, old, old_e, changed, chunk);
+    if (!rc) rc = decode_inner_chunks(s, u->old, old_e, u->changed, u->chunk);
     if (!rc) {
-        merge->fn(merge->ctx, chunk);
-        rc = encode_shard(s, chunk, old, old_e, changed, out, &stored);
+        u->merge(u->merge_ctx, u->chunk);
+        rc = encode_shard(s, u->chunk, u->old, old_e, u->changed, u->out, &stored);
     }
-    *all_fill = !rc && stored == 0;
+    u->all_fill = !rc && stored == 0;
     free(old_e);
     return rc;
 }

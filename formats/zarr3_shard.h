@@ -66,15 +66,13 @@ int nds_z3_shard_decode(const nds_z3_shard *s, const uint8_t *in, size_t len, ui
 /** Encodes a canonical shard into out (replacing its contents). Inner chunks that are all fill
  *  value are not stored (their index entry is empty). */
 int nds_z3_shard_encode(const nds_z3_shard *s, const uint8_t *chunk, nds_buf *out);
-/** A write's read-modify-write of a shard it changes only inside changed (shard coordinates;
- *  nds_format.update_chunk): decodes from old[0..old_len) (NULL: no shard stored) only the inner
- *  chunks the box changes in part, calls merge once, encodes the inner chunks the box reaches
- *  and copies the stored bytes of the rest into out; *all_fill when no inner chunk is left
- *  stored. Elements of chunk in inner chunks the box does not reach are left as they were. A
+/** A write's read-modify-write of a shard it changes only inside u->changed (shard coordinates;
+ *  format.h nds_update_request): decodes from u->old (NULL: no shard stored) only the inner chunks
+ *  the box changes in part, calls u->merge once, encodes the inner chunks the box reaches and
+ *  copies the stored bytes of the rest into u->out; u->all_fill when no inner chunk is left
+ *  stored. Elements of u->chunk in inner chunks the box does not reach are left as they were. A
  *  corrupt old shard: NDS_ECORRUPT (merge not called). */
-int nds_z3_shard_update(const nds_z3_shard *s, const uint8_t *old, size_t old_len,
-                        const nds_box *changed, const nds_z3_merge *merge, uint8_t *chunk,
-                        nds_buf *out, int *all_fill);
+int nds_z3_shard_update(const nds_z3_shard *s, nds_update_request *u);
 
 /**
  * Decodes and validates an encoded index (index_nbytes bytes) of a shard of total bytes into

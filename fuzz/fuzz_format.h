@@ -18,6 +18,18 @@ static inline void check(int ok) {
     if (!ok) __builtin_trap();
 }
 
+/* A whole decode of stored bytes in[0..len) into out (the canonical chunk, n bytes) through the
+ * format's one decode (format.h decode_chunk). */
+static inline int fuzz_decode(const nds_format *f, void *st, const uint64_t *cell,
+                              const uint8_t *in, size_t len, uint8_t *out, size_t n) {
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.in = in;
+    rq.in_len = len;
+    rq.dst = out;
+    rq.cap = n;
+    return f->decode_chunk(st, cell, &rq);
+}
+
 /* Stores a metadata document under key and opens the array it describes through the format. */
 static inline int fuzz_open_document(const nds_format *f, nds_kvstore *kv, const char *key,
                                      const char *doc, void **st, nds_array_meta *meta) {

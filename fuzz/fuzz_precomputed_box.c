@@ -70,20 +70,22 @@ static void exercise(nds_kvstore *kv, unsigned config, const uint8_t *shard, siz
     uint64_t cell[4] = {0, 0, 0, 0};
     uint8_t *whole = malloc(BYTES), *chunk = malloc(BYTES), *got = malloc(BYTES);
     if (whole && chunk && got) {
-        int ok = F.decode_chunk(st, cell, shard, len, whole) == 0;
+        int ok = fuzz_decode(&F, st, cell, shard, len, whole, BYTES) == 0;
         nds_box box;
         draw_box(len, &box);
         memset(chunk, 0x5a, BYTES); /* what the format neither decodes nor encodes */
         nds_buf out = {0};
-        int all_fill = 0;
-        int rc = F.update_chunk(st, cell, shard, len, &box, merge_box, &box, chunk, &out, &all_fill);
+        nds_update_request u = {.cell = cell, .old = shard, .old_len = len, .changed = &box,
+                                .merge = merge_box, .merge_ctx = &box, .chunk = chunk, .out = &out};
+        int rc = F.update_chunk(st, &u);
+        int all_fill = u.all_fill;
         if (ok) {
             check(rc == 0);
             merge_box(&box, whole);
             if (all_fill) {
                 for (size_t i = 0; i < BYTES; i++) check(whole[i] == 0);
             } else {
-                check(F.decode_chunk(st, cell, out.data, out.len, got) == 0);
+                check(fuzz_decode(&F, st, cell, out.data, out.len, got, BYTES) == 0);
                 check(memcmp(whole, got, BYTES) == 0);
             }
         }

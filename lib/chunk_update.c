@@ -71,7 +71,8 @@ int nds_array_load_chunk(nds_array *a, const uint64_t *cell, const char *key, ui
     if (r.state == NDS_READ_UNCHANGED)
         memcpy(chunk, nds_cache_data(hit), a->chunk_bytes);
     else if (*present)
-        rc = a->format->decode_chunk(a->state, cell, r.value.data, r.value.len, chunk);
+        rc = nds_format_decode_whole(a->format, a->state, cell, r.value.data, r.value.len, chunk,
+                                     a->chunk_bytes);
     else
         nds_fill_elements(chunk, a->chunk_elems, a->elem, a->meta.fill_value);
     nds_cache_release(cache, hit);
@@ -183,7 +184,9 @@ static int store_chunk(chunk_update *u, int was_present) {
 static int merge_decoded(chunk_update *u, const uint8_t *stored, size_t len) {
     nds_array *a = u->a;
     const nds_chunk_change *ch = u->ch;
-    int rc = stored ? a->format->decode_chunk(a->state, ch->cell, stored, len, u->chunk) : 0;
+    int rc = stored ? nds_format_decode_whole(a->format, a->state, ch->cell, stored, len,
+                                              u->chunk, a->chunk_bytes)
+                    : 0;
     if (rc) return chunk_error(a, u->key, rc);
     if (!stored) nds_fill_elements(u->chunk, a->chunk_elems, a->elem, a->meta.fill_value);
     ch->merge(ch->ctx, ch->cell, u->chunk);
@@ -203,8 +206,12 @@ static int merge_stored(chunk_update *u, const uint8_t *stored, size_t len, nds_
     const nds_chunk_change *ch = u->ch;
     enc->len = 0;
     if (ch->update_stored) return ch->update_stored(a, ch, stored, len, enc, all_fill);
-    return a->format->update_chunk(a->state, ch->cell, stored, len, ch->changed,
-                                   merge_for_format, (void *)ch, u->chunk, enc, all_fill);
+    nds_update_request fu = {.cell = ch->cell, .old = stored, .old_len = len,
+                           .changed = ch->changed, .merge = merge_for_format,
+                           .merge_ctx = (void *)ch, .chunk = u->chunk, .out = enc};
+    int rc = a->format->update_chunk(a->state, &fu);
+    *all_fill = fu.all_fill;
+    return rc;
 }
 
 /* A write to part of a chunk, done in its stored form so that the format skips what the write
@@ -239,7 +246,7 @@ static int update_stored_form(chunk_update *u) {
 static bool updates_stored_form(const chunk_update *u) {
     const nds_array *a = u->a;
     if (u->ch->update_stored) return true; /* no dense form */
-    return u->ch->changed && a->format->version >= 3 && a->format->update_chunk &&
+    return u->ch->changed && a->format->update_chunk &&
            !a->meta.stored_canonical;
 }
 

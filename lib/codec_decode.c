@@ -1,7 +1,8 @@
 /* The codec decode's shared parts (include/ndstore/sys/codec.h): the generic fallback a codec
  * calls for what it does not do itself (a reader's value read whole, a part decoded whole, pieces
- * handed over as one), the common whole decode, and the formats' chunk decode that puts a part or
- * the pieces into the host's byte order (internal/format_util.h).
+ * handed over as one), the common whole decode, the same fallback for a format's chunk decode
+ * (format.h nds_format_decode_fallback), and the formats' chunk decode that puts a part or the
+ * pieces into the host's byte order (internal/format_util.h).
  *
  * Threading: any thread; the buffers are the calling thread's scratch (NDS_SCRATCH_CODEC for a
  * value read through a reader, NDS_SCRATCH_DECODE for a value decoded for a sink). */
@@ -13,6 +14,7 @@
 #include "internal/format_util.h"
 #include "internal/dtype_util.h"
 #include "internal/scratch.h"
+#include "ndstore/sys/format.h"
 
 int nds_codec_decode(const nds_codec *c, void *state, const uint8_t *in, size_t len, uint8_t *out,
                      size_t cap, size_t *out_len) {
@@ -29,7 +31,7 @@ int nds_codec_decode(const nds_codec *c, void *state, const uint8_t *in, size_t 
 /* The reader's whole value into the codec scratch; a value shorter than it said is cut short.
  * The first read, of one byte, learns the size (an empty value, NDS_ERANGE, decodes as empty:
  * the codec then says what is wrong with it). */
-static int read_whole(const nds_codec *c, const nds_part_reader *r, const uint8_t **in,
+static int read_whole(const char *who, const nds_part_reader *r, const uint8_t **in,
                       size_t *len) {
     uint64_t value_len = 0;
     uint8_t first;
@@ -37,13 +39,13 @@ static int read_whole(const nds_codec *c, const nds_part_reader *r, const uint8_
     if (rc == NDS_ERANGE) value_len = 0;
     else if (rc) return rc;
     if (value_len > SIZE_MAX - 1)
-        return nds_err(NDS_ELIMIT, "%s: a stored value of %llu bytes is too large", c->name,
+        return nds_err(NDS_ELIMIT, "%s: a stored value of %llu bytes is too large", who,
                        (unsigned long long)value_len);
     nds_buf *b = nds_scratch_reserve(NDS_SCRATCH_CODEC, (size_t)value_len);
     if (!b) return NDS_ENOMEM;
     rc = value_len ? r->read(r->arg, 0, (size_t)value_len, b->data, &value_len) : 0;
     if (rc == NDS_ERANGE)
-        return nds_err(NDS_ECORRUPT, "%s: stored value cut short while it was read", c->name);
+        return nds_err(NDS_ECORRUPT, "%s: stored value cut short while it was read", who);
     *in = b->data;
     *len = (size_t)value_len;
     return rc;
@@ -84,7 +86,7 @@ int nds_codec_decode_fallback(const nds_codec *c, void *state, nds_decode_reques
     if (req->reader) {
         nds_decode_request mem = *req;
         mem.reader = NULL;
-        int rc = read_whole(c, req->reader, &mem.in, &mem.in_len);
+        int rc = read_whole(c->name, req->reader, &mem.in, &mem.in_len);
         /* The codec's own decode of the value in memory (a part where it can decode one). */
         if (rc == 0) rc = c->decode(state, &mem);
         req->out_len = mem.out_len;
@@ -93,6 +95,55 @@ int nds_codec_decode_fallback(const nds_codec *c, void *state, nds_decode_reques
     }
     if (req->sink) return whole_to_sink(c, state, req, whole);
     return whole_into(c, state, req, whole, req->dst);
+}
+
+/* ---- formats: the chunk decode's fallback (format.h) ---- */
+
+/* The whole chunk decoded into dst (cap bytes, the canonical chunk). */
+static int chunk_whole_into(void *state, const uint64_t *cell, nds_decode_request *req,
+                            nds_chunk_decode_whole_fn whole, uint8_t *dst) {
+    int rc = whole(state, cell, req->in, req->in_len, dst);
+    req->out_len = rc ? 0 : req->cap;
+    return rc;
+}
+
+/* The whole chunk decoded into the decode scratch and handed to the sink as one piece. */
+static int chunk_whole_to_sink(void *state, const uint64_t *cell, nds_decode_request *req,
+                               nds_chunk_decode_whole_fn whole) {
+    uint8_t *buf = nds_scratch(NDS_SCRATCH_DECODE, req->cap ? req->cap : 1);
+    if (!buf) return NDS_ENOMEM;
+    int rc = chunk_whole_into(state, cell, req, whole, buf);
+    size_t end = req->end < req->cap ? req->end : req->cap;
+    size_t begin = req->begin < end ? req->begin : end;
+    if (req->align > 1) begin -= begin % req->align;
+    if (rc == 0 && end > begin) rc = req->sink(req->sink_arg, begin, buf + begin, end - begin);
+    nds_scratch_trim(NDS_SCRATCH_DECODE);
+    return rc;
+}
+
+int nds_format_decode_fallback(void *state, const uint64_t *cell, nds_decode_request *req,
+                               nds_chunk_decode_whole_fn whole) {
+    if (req->reader) {
+        nds_decode_request mem = *req;
+        mem.reader = NULL;
+        int rc = read_whole("chunk", req->reader, &mem.in, &mem.in_len);
+        if (rc == 0) rc = nds_format_decode_fallback(state, cell, &mem, whole);
+        req->out_len = mem.out_len;
+        nds_scratch_trim(NDS_SCRATCH_CODEC);
+        return rc;
+    }
+    if (req->sink) return chunk_whole_to_sink(state, cell, req, whole);
+    return chunk_whole_into(state, cell, req, whole, req->dst);
+}
+
+int nds_format_decode_whole(const nds_format *f, void *state, const uint64_t *cell,
+                            const uint8_t *in, size_t len, uint8_t *out, size_t n) {
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.in = in;
+    rq.in_len = len;
+    rq.dst = out;
+    rq.cap = n;
+    return f->decode_chunk(state, cell, &rq);
 }
 
 /* A sink that puts each piece into the host's byte order before handing it on. */

@@ -66,10 +66,20 @@ static int decode_whole(read_job *j) {
     nds_array *a = j->c->a;
     uint8_t *chunk = job_chunk(j);
     if (!chunk) return nds_err(NDS_ENOMEM, "out of memory");
-    int rc = a->format->decode_chunk(a->state, j->cell, j->r.value.data, j->r.value.len, chunk);
+    int rc = nds_format_decode_whole(a->format, a->state, j->cell, j->r.value.data,
+                                     j->r.value.len, chunk, a->chunk_bytes);
     if (rc) return chunk_error(j, rc);
     view_chunk(j, chunk);
     return 0;
+}
+
+/* A decode request for bytes [lo, hi) of the job's canonical chunk. */
+static nds_decode_request part_request(const read_job *j, uint64_t lo, uint64_t hi) {
+    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
+    rq.begin = (size_t)lo;
+    rq.end = (size_t)hi;
+    rq.cap = j->c->a->chunk_bytes;
+    return rq;
 }
 
 static void finish_value(read_job *j, int rc) {
@@ -282,12 +292,13 @@ static int read_value_part(void *arg, uint64_t offset, size_t len, uint8_t *dst,
 }
 
 /* Decodes the part of the chunk the selection needs reading only the stored bytes it needs, from
- * a store that reads into place (file). NDS_EUNSUPPORTED (no message): read the value whole
- * instead, as when it changed between two reads (NDS_ECONFLICT). */
+ * a store that reads into place (file), where the format says it reads parts
+ * (NDS_DECODE_READER). NDS_EUNSUPPORTED (no message): read the value whole instead, as when it
+ * changed between two reads (NDS_ECONFLICT). */
 static int fetch_part(read_job *j) {
     nds_array *a = j->c->a;
-    const nds_format *f = a->format;
-    if (j->s.whole || !f->read_chunk_part || !nds_kvstore_can_read_into(a->kv))
+    if (j->s.whole || !(a->meta.decode_caps & NDS_DECODE_READER) ||
+        !nds_kvstore_can_read_into(a->kv))
         return NDS_EUNSUPPORTED;
     uint8_t *chunk = job_chunk(j);
     if (!chunk) return nds_err(NDS_ENOMEM, "out of memory");
@@ -295,12 +306,15 @@ static int fetch_part(read_job *j) {
     sel_byte_span(j->c, &j->s, &lo, &hi);
     part_source src = {a->kv, j->key, {NDS_GEN_NONE, {0}}};
     nds_part_reader r = {read_value_part, &src};
-    int rc = f->read_chunk_part(a->state, j->cell, &r, chunk, lo, hi);
+    nds_decode_request rq = part_request(j, lo, hi);
+    rq.reader = &r;
+    rq.dst = chunk;
+    int rc = a->format->decode_chunk(a->state, j->cell, &rq);
     if (rc == NDS_ENOTFOUND) {
         j->missing = true;
         return 0;
     }
-    if (rc == NDS_ECONFLICT || rc == NDS_EUNSUPPORTED) return NDS_EUNSUPPORTED;
+    if (rc == NDS_ECONFLICT) return NDS_EUNSUPPORTED;
     if (rc) return chunk_error(j, rc);
     view_chunk(j, chunk);
     return 0;
@@ -319,38 +333,44 @@ static int decode_pieces(read_job *j) {
     nds_array *a = j->c->a;
     read_piece_target t;
     read_piece_target_init(&t, j->c, &j->s);
-    int rc = a->format->decode_chunk_pieces(a->state, j->cell, j->r.value.data, j->r.value.len,
-                                            read_place_piece, &t);
-    if (rc && rc != NDS_EUNSUPPORTED) return chunk_error(j, rc);
-    j->placed = rc == 0;
-    return rc;
+    nds_decode_request rq = part_request(j, 0, SIZE_MAX); /* the whole chunk */
+    rq.in = j->r.value.data;
+    rq.in_len = j->r.value.len;
+    rq.sink = read_place_piece;
+    rq.sink_arg = &t;
+    int rc = a->format->decode_chunk(a->state, j->cell, &rq);
+    if (rc) return chunk_error(j, rc);
+    j->placed = true;
+    return 0;
 }
 
-/* Decodes only the bytes of the chunk that hold the selection (all of it when the format's
- * pipeline cannot decode a part). */
+/* Decodes only the bytes of the chunk that hold the selection. */
 static int decode_part(read_job *j) {
     nds_array *a = j->c->a;
     uint8_t *chunk = job_chunk(j);
     if (!chunk) return nds_err(NDS_ENOMEM, "out of memory");
     uint64_t lo, hi;
     sel_byte_span(j->c, &j->s, &lo, &hi);
-    int rc = a->format->decode_chunk_part(a->state, j->cell, j->r.value.data, j->r.value.len,
-                                          chunk, lo, hi);
-    if (rc && rc != NDS_EUNSUPPORTED) return chunk_error(j, rc);
-    if (!rc) view_chunk(j, chunk);
-    return rc;
+    nds_decode_request rq = part_request(j, lo, hi);
+    rq.in = j->r.value.data;
+    rq.in_len = j->r.value.len;
+    rq.dst = chunk;
+    int rc = a->format->decode_chunk(a->state, j->cell, &rq);
+    if (rc) return chunk_error(j, rc);
+    view_chunk(j, chunk);
+    return 0;
 }
 
+/* As the format says it decodes (meta.decode_caps): pieces for a whole chunk read alone, a part
+ * for a part of one, else the whole chunk. */
 static int decode_encoded(read_job *j) {
     if (j->from) return 0; /* decoded in part while fetched */
-    const nds_format *f = j->c->a->format;
-    int rc = NDS_EUNSUPPORTED;
+    unsigned caps = j->c->a->meta.decode_caps;
     /* Pieces are cut along the last dimension: a rank-0 array has none. */
-    if (j->s.whole && j->alone && f->decode_chunk_pieces && j->c->a->meta.rank > 0)
-        rc = decode_pieces(j);
-    else if (!j->s.whole && f->decode_chunk_part)
-        rc = decode_part(j);
-    return rc == NDS_EUNSUPPORTED ? decode_whole(j) : rc;
+    if (j->s.whole && j->alone && (caps & NDS_DECODE_PIECES) && j->c->a->meta.rank > 0)
+        return decode_pieces(j);
+    if (!j->s.whole && (caps & NDS_DECODE_PART)) return decode_part(j);
+    return decode_whole(j);
 }
 
 /* ---- CACHED: through the decoded-chunk cache ---- */
@@ -375,7 +395,8 @@ static int decode_cached(read_job *j) {
     }
     if (!(j->fresh = nds_cache_buffer(j->cache, a->chunk_bytes)))
         return nds_err(NDS_ENOMEM, "out of memory");
-    int rc = a->format->decode_chunk(a->state, j->cell, j->r.value.data, j->r.value.len, j->fresh);
+    int rc = nds_format_decode_whole(a->format, a->state, j->cell, j->r.value.data,
+                                     j->r.value.len, j->fresh, a->chunk_bytes);
     if (rc) return chunk_error(j, rc);
     view_chunk(j, j->fresh);
     return 0;

@@ -2,6 +2,7 @@
  * and are installed on first use; run-time registrations replace a same-named entry. A rwlock
  * guards each table. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "internal/error.h"
@@ -119,11 +120,37 @@ int nds_kv_driver_register(const nds_kv_driver *d) {
     return add(&kv_drivers, d, kv_name);
 }
 
+/* Whether members that go together are all present or all absent (present: how many of n). */
+static bool together(int present, int n) { return present == 0 || present == n; }
+
+/* What is wrong with a format's members (NULL: nothing). */
+static const char *format_defect(const nds_format *f) {
+    if (!f->open || !f->close || !f->metadata_json || !f->get_attributes || !f->set_attributes ||
+        !f->chunk_key || !f->parse_chunk_key || !f->decode_chunk || !f->encode_chunk)
+        return "lacks open, close, metadata_json, get_attributes, set_attributes, chunk_key, "
+               "parse_chunk_key, decode_chunk or encode_chunk";
+    if (!together(!!f->group_key + !!f->group_read_chunk + !!f->group_encode, 3))
+        return "has only some of group_key, group_read_chunk and group_encode, which go together";
+    if (!together(!!f->group_parse_key + !!f->group_list, 2))
+        return "has only one of group_parse_key and group_list, which go together";
+    if (!together(!!f->decode_vlen + !!f->encode_vlen, 2))
+        return "has only one of decode_vlen and encode_vlen, which go together";
+    return NULL;
+}
+
 int nds_format_register(const nds_format *f) {
     ensure_builtins();
-    if (!f || f->version < 1 || f->version > NDS_FORMAT_VERSION || !f->name)
-        return nds_err(NDS_EINVAL, "format registration: version %u is not 1 to %d", f ? f->version : 0u,
-                       NDS_FORMAT_VERSION);
+    if (!f || !f->name)
+        return nds_err(NDS_EINVAL, "format registration: %s",
+                       f ? "the format has no name" : "no format");
+    if (f->version != NDS_FORMAT_VERSION)
+        return nds_err(NDS_EINVAL,
+                       "format registration: format \"%.40s\" is of version %u; this library "
+                       "takes version %d (rebuild it against this library's ndstore/sys/format.h)",
+                       f->name, f->version, NDS_FORMAT_VERSION);
+    const char *defect = format_defect(f);
+    if (defect)
+        return nds_err(NDS_EINVAL, "format registration: format \"%.40s\" %s", f->name, defect);
     return add(&formats, f, format_name);
 }
 

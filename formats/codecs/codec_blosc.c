@@ -351,4 +351,5 @@ const nds_codec nds_codec_blosc = {
     .encode = bl_encode,
     .config_json = bl_config_json,
     .decode = bl_decode,
+    .decode_caps = NDS_DECODE_PART | NDS_DECODE_READER | NDS_DECODE_PIECES,
 };

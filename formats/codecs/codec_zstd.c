@@ -255,4 +255,5 @@ const nds_codec nds_codec_zstd = {
     .encode = zstd_encode,
     .decode = zstd_decode,
     .config_json = zstd_config_json,
+    .decode_caps = NDS_DECODE_PART, /* readers and pieces: the fallback */
 };

@@ -12,6 +12,7 @@
 #include "ndstore/kvstore.h"
 #include "ndstore/sys/buf.h"
 #include "ndstore/sys/codec.h"
+#include "ndstore/sys/format.h"
 #include "internal/json_util.h"
 #include "internal/scratch.h" /* the formats' scratch slots */
 
@@ -62,6 +63,11 @@ int nds_codec_decode_grow(const nds_codec *c, void *state, const uint8_t *in, si
  * range of dst, or each piece before the sink sees it. An empty range decodes nothing. */
 int nds_codec_decode_chunk(const nds_codec *c, void *state, nds_decode_request *req, size_t n,
                            size_t swap_unit);
+
+/** Decodes chunk cell's stored bytes in[0..len) whole into out (the canonical chunk, n bytes)
+ *  with format f's decode_chunk (instance state). @return 0 or decode_chunk's error */
+int nds_format_decode_whole(const nds_format *f, void *state, const uint64_t *cell,
+                            const uint8_t *in, size_t len, uint8_t *out, size_t n);
 
 /** A default chunk shape for an array of rank dims of shape and itemsize-byte elements: about
  * target_bytes per chunk (at least one element), from the whole shape (a zero-length dimension

@@ -116,12 +116,17 @@ static int tf_parse_key(void *st, const char *key, uint64_t *cell) {
 
 static int decode_calls;
 
-static int tf_decode(void *st, const uint64_t *cell, const uint8_t *data, size_t len, uint8_t *out) {
+static int tf_decode_whole(void *st, const uint64_t *cell, const uint8_t *data, size_t len, uint8_t *out) {
     tf_state *s = st;
     __atomic_add_fetch(&decode_calls, 1, __ATOMIC_RELAXED);
     if (len != s->chunk_bytes) return nds_err(NDS_ECORRUPT, "expected %zu bytes, found %zu", s->chunk_bytes, len);
     memcpy(out, data, len);
     return 0;
+}
+
+/* Whole decodes only: parts, readers and pieces through the shared fallback. */
+static int tf_decode(void *st, const uint64_t *cell, nds_decode_request *rq) {
+    return nds_format_decode_fallback(st, cell, rq, tf_decode_whole);
 }
 
 static int tf_encode(void *st, const uint64_t *cell, const uint8_t *chunk, nds_buf *out) {
@@ -181,9 +186,21 @@ static int tf_get_attrs(void *st, nds_kvstore *kv, json_object **out) {
 static int tf_set_attrs(void *st, nds_kvstore *kv, const json_object *a) { return 0; }
 
 static const nds_format testfmt = {
-    NDS_FORMAT_VERSION, "testfmt", "testfmt", "meta.json", tf_open, tf_close, tf_chunk_key, tf_parse_key,
-    tf_decode, tf_encode, tf_metadata, tf_resize, tf_get_attrs, tf_set_attrs, NULL, NULL, tf_read_chunk, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    .version = NDS_FORMAT_VERSION,
+    .name = "testfmt",
+    .url_scheme = "testfmt",
+    .metadata_key = "meta.json",
+    .open = tf_open,
+    .close = tf_close,
+    .metadata_json = tf_metadata,
+    .get_attributes = tf_get_attrs,
+    .set_attributes = tf_set_attrs,
+    .chunk_key = tf_chunk_key,
+    .parse_chunk_key = tf_parse_key,
+    .decode_chunk = tf_decode,
+    .encode_chunk = tf_encode,
+    .resize = tf_resize,
+    .read_chunk = tf_read_chunk,
 };
 
 /* The same format without resize, as a format whose bounds are fixed (precomputed) has. */
@@ -915,11 +932,42 @@ static int collect_name(void *ctx, const nds_format *f) {
     return strcmp(f->name, "testfmt") == 0 ? 7 : 0; /* stops there, returning 7 */
 }
 
+static int collect_key_is_object(void *st, const char *key) {
+    (void)st;
+    return key[0] == 's';
+}
+
 /* The built-in formats first, then those registered at run time; fn's non-zero value stops it. */
 START_TEST(format_each_lists_registered_formats) {
     char names[512] = "";
     ck_assert_int_eq(nds_format_each(collect_name, names), 7);
     ck_assert_str_eq(names, "zarr zarr3 n5 neuroglancer_precomputed testfmt ");
+}
+END_TEST
+
+/* Registration takes version 1 only (the interface was reset for the first release) and refuses a
+ * format missing a required member or with half of a pair, naming the format and what is wrong;
+ * a refused format is not found afterwards. */
+START_TEST(format_registration_checks_version_and_members) {
+    nds_format f = testfmt;
+    f.name = f.url_scheme = "testfmt_v5";
+    f.version = 5; /* the last version before the reset */
+    ck_assert_int_eq(nds_format_register(&f), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message,
+                                 "format \"testfmt_v5\" is of version 5; this library takes version 1"));
+    f.version = 0;
+    ck_assert_int_eq(nds_format_register(&f), NDS_EINVAL);
+    ck_assert_ptr_null(nds_format_find("testfmt_v5"));
+    f.version = NDS_FORMAT_VERSION;
+    f.decode_chunk = NULL;
+    ck_assert_int_eq(nds_format_register(&f), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "lacks open"));
+    f.decode_chunk = testfmt.decode_chunk;
+    f.group_parse_key = collect_key_is_object;
+    ck_assert_int_eq(nds_format_register(&f), NDS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nds_error_last()->message, "group_parse_key and group_list"));
+    ck_assert_ptr_null(nds_format_find("testfmt_v5"));
+    ck_assert_int_eq(nds_format_register(NULL), NDS_EINVAL);
 }
 END_TEST
 
@@ -933,6 +981,7 @@ int main(void) {
     TCase *tc = tcase_create("array");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, format_each_lists_registered_formats);
+    tcase_add_test(tc, format_registration_checks_version_and_members);
     tcase_add_test(tc, random_boxes_match_reference);
     tcase_add_test(tc, read_grid_finer_than_chunks);
     tcase_add_test(tc, missing_chunks_read_fill_and_fill_chunks_are_deleted);

@@ -86,6 +86,12 @@ typedef struct nds_decode_request {
     size_t out_len; /**< set by decode: the decoded value's size */
 } nds_decode_request;
 
+/** What a decode does itself rather than through the generic fallback (nds_codec.decode_caps,
+ *  nds_array_meta.decode_caps): bits. */
+#define NDS_DECODE_PART 1u   /**< a part of a value in memory costs less than the whole */
+#define NDS_DECODE_READER 2u /**< through a reader, reads only the stored bytes a part needs */
+#define NDS_DECODE_PIECES 4u /**< into a sink, hands pieces over with no whole value in between */
+
 /** A whole decode with no input or output set yet. */
 #define NDS_DECODE_REQUEST_INIT                                                                    \
     { NULL, 0, NULL, 0, SIZE_MAX, 0, NULL, NULL, NULL, 0, 0 }
@@ -118,6 +124,10 @@ typedef struct nds_codec {
      * nds_codec_decode_fallback, so every codec takes every request.
      */
     int (*decode)(void *state, nds_decode_request *req);
+    /** NDS_DECODE_* bits: what decode does itself, for callers that choose how to read a value
+     *  (a format passes them on in nds_array_meta.decode_caps). 0: everything through the
+     *  fallback. Optional (appended after version 1's first members). */
+    unsigned decode_caps;
 } nds_codec;
 
 /**
