@@ -12,6 +12,10 @@
 #include "support_check.h"
 #include "support_format.h"
 #include "internal/strided.h"
+#include "internal/read_pipeline.h"
+#include "ndstore/sys/kv_driver.h"
+
+extern const nds_kv_driver nds_kv_driver_memory;
 
 /* Regions of blosc chunks decode only the blocks that hold them (decode_chunk_part), and on
  * file:// read only those blocks' stored bytes (read_chunk_part): random boxes with steps, little-
@@ -426,6 +430,94 @@ START_TEST(whole_chunks_read_in_pieces) {
 }
 END_TEST
 
+/* ---- a store that counts its reads ---- */
+
+/* "counting": memory://'s keys, reading into buffers (NDS_KV_CAP_READ_INTO, as file:// does), and
+ * counting every read of a value. */
+static int counted_reads;
+
+static int counting_parse_url(const char *rest, json_object *spec) {
+    return nds_kv_driver_memory.parse_url(rest, spec);
+}
+static int counting_open(void **state, const json_object *spec) {
+    return nds_kv_driver_memory.open(state, spec);
+}
+static void counting_close(void *state) { nds_kv_driver_memory.close(state); }
+static void counting_url_base(void *state, char *buf, size_t cap) {
+    (void)state, snprintf(buf, cap, "counting://");
+}
+static int counting_read(void *s, const char *key, const nds_read_options *o,
+                         const nds_byte_range *ranges, size_t n, nds_read_result *out) {
+    __atomic_add_fetch(&counted_reads, 1, __ATOMIC_SEQ_CST);
+    return nds_kv_driver_memory.read(s, key, o, ranges, n, out);
+}
+static int counting_write(void *s, const char *key, const struct iovec *iov, size_t iovcnt,
+                          const nds_write_options *o, nds_generation *gen) {
+    return nds_kv_driver_memory.write(s, key, iov, iovcnt, o, gen);
+}
+static int counting_list(void *s, const char *prefix, nds_list_fn fn, void *ctx) {
+    return nds_kv_driver_memory.list(s, prefix, fn, ctx);
+}
+
+static const nds_kv_driver counting_driver = {
+    .version = NDS_KV_DRIVER_VERSION,
+    .name = "counting",
+    .url_scheme = "counting",
+    .capabilities = NDS_KV_CAP_ATOMIC_CONDITIONAL_WRITE | NDS_KV_CAP_BYTE_RANGE |
+                    NDS_KV_CAP_READ_INTO,
+    .parse_url = counting_parse_url,
+    .open = counting_open,
+    .close = counting_close,
+    .url_base = counting_url_base,
+    .read = counting_read,
+    .write = counting_write,
+    .list = counting_list,
+};
+
+/* A region inside one chunk, read by the decode plan from a store that reads into buffers: a
+ * compressor that reads parts of a value (blosc: header, block index, the blocks) goes through a
+ * reader, one that cannot (zstd, gzip) has its value read once, whole - never a probe first
+ * (format.h nds_array_meta.decode_caps). The elements are right either way. */
+START_TEST(part_reads_read_as_the_codec_can) {
+    static const char *const compressors[] = {
+        "{\"id\":\"zstd\",\"level\":1}", "{\"id\":\"gzip\",\"level\":1}",
+        "{\"id\":\"blosc\",\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":1,\"blocksize\":1024}"};
+    enum { N = 32 };
+    uint64_t shape[3] = {N, N, N};
+    uint16_t *v = malloc(sizeof(uint16_t) * N * N * N);
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < (size_t)N * N * N; i++) v[i] = (uint16_t)(i * 7 + i / 300);
+    NDS_OK(nds_kv_driver_register(&counting_driver));
+    for (int c = 0; c < 3; c++) {
+        nds_array *a;
+        NDS_OK(open_spec(&a,
+                         "{\"driver\":\"zarr\",\"kvstore\":\"counting://cnt/%d/\",\"metadata\":"
+                         "{\"shape\":[%d,%d,%d],\"chunks\":[%d,%d,%d],\"dtype\":\"<u2\","
+                         "\"fill_value\":0,\"compressor\":%s},\"create\":true}",
+                         c, N, N, N, N, N, N, compressors[c]));
+        write_all(a, v);
+        nds_box box;
+        NDS_OK(nds_box_parse(&box, "[20:22, 5:9, 3:30]", 3, shape));
+        uint16_t out[2 * 4 * 27];
+        __atomic_store_n(&counted_reads, 0, __ATOMIC_SEQ_CST);
+        NDS_OK(nds_array_read_with_plan(a, &box, out, NULL, NDS_READ_PLAN_DECODE,
+                                        NDS_READ_RUNS_OFF));
+        int reads = __atomic_load_n(&counted_reads, __ATOMIC_SEQ_CST);
+        if (c < 2)
+            ck_assert_msg(reads == 1, "%s: %d reads of one chunk, want 1", compressors[c], reads);
+        else
+            ck_assert_msg(reads >= 3, "blosc: %d reads, want the header, index and blocks", reads);
+        size_t k = 0;
+        for (size_t x = 20; x < 22; x++)
+            for (size_t y = 5; y < 9; y++)
+                for (size_t z = 3; z < 30; z++, k++)
+                    ck_assert_uint_eq(out[k], v[(x * N + y) * N + z]);
+        nds_array_free(a);
+    }
+    free(v);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("zarr2_reads");
     TCase *tc = tcase_create("zarr2_reads");
@@ -437,6 +529,7 @@ int main(void) {
     tcase_add_test(tc, uncompressed_reads_into_place);
     tcase_add_test(tc, uncompressed_regions_read_by_plane);
     tcase_add_test(tc, whole_chunks_read_in_pieces);
+    tcase_add_test(tc, part_reads_read_as_the_codec_can);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
 }
