@@ -218,7 +218,8 @@ static int pc_group_encode(void *state, const uint8_t *obj, size_t len,
         c[k] = (nds_pc_shard_chunk){nds_pc_morton(&p->grid, updates[k].cell), updates[k].data,
                                     updates[k].len};
     uint64_t shard = n ? nds_pc_chunk_shard(p, updates[0].cell) : 0;
-    int rc = nds_pc_shard_update(&p->s.sharding, shard, obj, len, p->max_entries, c, n, out);
+    nds_pc_changes changes = {c, n};
+    int rc = nds_pc_shard_update(&p->s.sharding, shard, obj, len, p->max_entries, &changes, out);
     free(c);
     return rc;
 }
@@ -275,8 +276,8 @@ static int pc_read_chunk(void *state, nds_kvstore *kv, const uint64_t *cell, uin
     *present = 0;
     if (p->layout != UNSHARDED) {
         uint64_t id = nds_pc_morton(&p->grid, cell);
-        rc = nds_pc_shard_read(kv, p->s.key, &p->s.sharding, id, p->max_entries, limit, data,
-                               present);
+        nds_pc_limits limits = {p->max_entries, limit};
+        rc = nds_pc_shard_read(kv, p->s.key, &p->s.sharding, id, &limits, data, present);
     } else {
         char key[NDS_PC_MAX_KEY + 128];
         nds_read_result r;

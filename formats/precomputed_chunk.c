@@ -143,7 +143,8 @@ int nds_pc_decode_one(const precomputed *p, const uint64_t *g, const uint8_t *da
     int64_t st[4];
     canonical_strides(p, st);
     for (int d = 0; d < 4; d++) st[d] /= (int64_t)p->elem;
-    return nds_cseg_decode(data, len, p->elem, e, p->nc, p->s.cseg_block, out, st);
+    nds_cseg_volume v = {p->elem, e, p->nc, p->s.cseg_block, st};
+    return nds_cseg_decode(data, len, &v, out);
 }
 
 static int encode_image(const precomputed *p, const uint64_t *e, const uint8_t *chunk,
@@ -274,12 +275,22 @@ static chunk_fate fate_of(const precomputed *p, const uint64_t *first, const uin
     return covered ? CHUNK_COVERED : CHUNK_PARTIAL;
 }
 
-/* Encodes the chunks of the box into `all`, recording id and length in chunks and the offset in
- * `all` in offs (pointers are set once `all` stops growing): every non-zero chunk, or with changed
- * only those its bounds reach, a zero one as a removal (offs SIZE_MAX). */
+/* A box's chunks encoded one after another into `all`: id and length in chunks, the offset in
+ * `all` in offs (pointers are set once `all` stops growing; SIZE_MAX: a removal). */
+typedef struct box_chunks {
+    nds_buf all;
+    nds_pc_shard_chunk *chunks;
+    size_t *offs;
+    size_t n;
+} box_chunks;
+
+/* Encodes the chunks of the box into out: every non-zero chunk, or with changed only those its
+ * bounds reach, a zero one as a removal. */
 static int encode_box_chunks(const precomputed *p, const uint64_t *first, const uint64_t *count,
-                             const uint8_t *box, const nds_box *changed, nds_buf *all,
-                             nds_pc_shard_chunk *chunks, size_t *offs, size_t *n) {
+                             const uint8_t *box, const nds_box *changed, box_chunks *out) {
+    nds_buf *all = &out->all;
+    nds_pc_shard_chunk *chunks = out->chunks;
+    size_t *offs = out->offs, *n = &out->n;
     uint64_t extent[4] = {p->chunk[0], p->chunk[1], p->chunk[2], p->nc}, g[3];
     uint8_t zero[NDS_DTYPE_MAX_SIZE] = {0};
     int64_t box_st[4], sub_st[4];
@@ -311,37 +322,36 @@ static int encode_box_chunks(const precomputed *p, const uint64_t *first, const 
 }
 
 /* The shard file of a box from its canonical buffer: with changed, only the chunks its bounds
- * reach are encoded and the others keep their bytes in old (refs[0..nrefs): its parsed chunks;
- * none when old is NULL), else every chunk is. */
+ * reach are encoded and the others keep their bytes in old (refs: its parsed chunks; none when
+ * old is NULL), else every chunk is. */
 static int build_box(const precomputed *p, const uint64_t *cell, const uint8_t *box,
-                     const nds_box *changed, const uint8_t *old, const nds_pc_chunk_ref *refs,
-                     size_t nrefs, nds_buf *out) {
+                     const nds_box *changed, const uint8_t *old, const nds_pc_refs *refs,
+                     nds_buf *out) {
     uint64_t first[3], count[3];
     box_range(p, cell, first, count);
-    size_t max = (size_t)(count[0] * count[1] * count[2]), n = 0;
-    nds_pc_shard_chunk *chunks = malloc((max ? max : 1) * sizeof *chunks);
-    size_t *offs = malloc((max ? max : 1) * sizeof *offs);
-    nds_buf all = {0};
-    int rc = chunks && offs
-                 ? encode_box_chunks(p, first, count, box, changed, &all, chunks, offs, &n)
-                 : nds_pc_no_memory();
-    for (size_t i = 0; i < n && !rc; i++)
-        chunks[i].data = offs[i] == SIZE_MAX ? NULL : all.data + offs[i];
+    size_t max = (size_t)(count[0] * count[1] * count[2]);
+    box_chunks bc = {{0}, malloc((max ? max : 1) * sizeof *bc.chunks),
+                     malloc((max ? max : 1) * sizeof *bc.offs), 0};
+    int rc = bc.chunks && bc.offs ? encode_box_chunks(p, first, count, box, changed, &bc)
+                                  : nds_pc_no_memory();
+    for (size_t i = 0; i < bc.n && !rc; i++)
+        bc.chunks[i].data = bc.offs[i] == SIZE_MAX ? NULL : bc.all.data + bc.offs[i];
+    nds_pc_changes changes = {bc.chunks, bc.n};
     if (!rc && changed)
         rc = nds_pc_shard_update_parsed(&p->s.sharding, nds_pc_box_shard(p, cell), old, refs,
-                                        nrefs, chunks, n, out);
+                                        &changes, out);
     else if (!rc)
-        rc = nds_pc_shard_build(&p->s.sharding, chunks, n, out);
-    free(chunks);
-    free(offs);
-    nds_buf_dispose(&all);
+        rc = nds_pc_shard_build(&p->s.sharding, bc.chunks, bc.n, out);
+    free(bc.chunks);
+    free(bc.offs);
+    nds_buf_dispose(&bc.all);
     nds_pc_scratch_trim();
     return rc;
 }
 
 int nds_pc_encode_box(const precomputed *p, const uint64_t *cell, const uint8_t *box,
                       nds_buf *out) {
-    return build_box(p, cell, box, NULL, NULL, NULL, 0, out);
+    return build_box(p, cell, box, NULL, NULL, &(nds_pc_refs){NULL, 0, 0}, out);
 }
 
 /* Puts into the box buffer the old elements of the chunks a write changes in part: zero, then
@@ -373,18 +383,17 @@ static int decode_partial(const precomputed *p, const uint64_t *cell, const uint
 }
 
 int nds_pc_update_box(const precomputed *p, nds_update_request *u) {
-    nds_pc_chunk_ref *refs = NULL;
-    size_t n = 0;
+    nds_pc_refs refs = {NULL, 0, 0};
     const uint64_t *cell = u->cell;
     int rc = u->old ? nds_pc_shard_parse(&p->s.sharding, nds_pc_box_shard(p, cell), u->old,
-                                         u->old_len, p->max_entries, &refs, &n)
+                                         u->old_len, p->max_entries, &refs.v, &refs.n)
                     : 0;
-    if (!rc) rc = decode_partial(p, cell, u->old, refs, n, u->changed, u->chunk);
+    if (!rc) rc = decode_partial(p, cell, u->old, refs.v, refs.n, u->changed, u->chunk);
     if (!rc) {
         u->merge(u->merge_ctx, u->chunk);
-        rc = build_box(p, cell, u->chunk, u->changed, u->old, refs, n, u->out);
+        rc = build_box(p, cell, u->chunk, u->changed, u->old, &refs, u->out);
     }
-    free(refs);
+    free(refs.v);
     nds_pc_scratch_trim();
     u->all_fill = !rc && u->out->len == 0;
     return rc;

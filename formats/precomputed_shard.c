@@ -283,10 +283,10 @@ static int read_refs(const uint8_t *p, size_t n, uint64_t index_end, uint64_t fi
 
 int nds_pc_minishard_decode(const nds_pc_sharding *s, const uint8_t *data, size_t len,
                             uint64_t index_end, uint64_t file_len, uint64_t max_entries,
-                            nds_pc_chunk_ref **refs, size_t *n) {
+                            nds_pc_refs *out) {
     nds_buf tmp = {0};
-    *refs = NULL;
-    *n = 0;
+    nds_pc_chunk_ref **refs = &out->v;
+    *out = (nds_pc_refs){NULL, 0, 0};
     uint64_t limit = max_entries > SIZE_MAX / 24 ? SIZE_MAX : max_entries * 24;
     int rc = undo_encoding(s->index_gzip, &data, &len, (size_t)limit, &tmp);
     if (rc) rc = nds_err_prefix(rc, "minishard index");
@@ -302,7 +302,7 @@ int nds_pc_minishard_decode(const nds_pc_sharding *s, const uint8_t *data, size_
         *refs = NULL;
         return rc;
     }
-    *n = count;
+    out->n = out->cap = count;
     return 0;
 }
 
@@ -334,11 +334,22 @@ static int check_overlaps(range *r, size_t n) {
     return 0;
 }
 
-/* Appends refs of minishard m (checked to belong there) to the growing arrays. */
-static int add_minishard(const nds_pc_sharding *s, uint64_t shard, uint64_t m,
-                         const nds_pc_chunk_ref *got, size_t k, nds_pc_chunk_ref **refs, size_t *n,
-                         size_t *cap) {
-    for (size_t i = 0; i < k; i++) {
+/* A whole shard file being parsed. */
+typedef struct shard_file {
+    const nds_pc_sharding *s;
+    uint64_t shard;
+    const uint8_t *data;
+    size_t len;
+    uint64_t max_entries;
+} shard_file;
+
+/* Appends the refs of minishard m (checked to belong there) to the growing list all. */
+static int add_minishard(const shard_file *f, uint64_t m, const nds_pc_refs *list,
+                         nds_pc_refs *all) {
+    const nds_pc_sharding *s = f->s;
+    const nds_pc_chunk_ref *got = list->v;
+    uint64_t shard = f->shard;
+    for (size_t i = 0; i < list->n; i++) {
         uint64_t sh, mi;
         nds_pc_shard_of(s, got[i].id, &sh, &mi);
         if (sh != shard || mi != m)
@@ -347,14 +358,14 @@ static int add_minishard(const nds_pc_sharding *s, uint64_t shard, uint64_t m,
                            "shard %llu minishard %llu",
                            (unsigned long long)got[i].id, (unsigned long long)shard,
                            (unsigned long long)m, (unsigned long long)sh, (unsigned long long)mi);
-        if (*n == *cap) {
-            size_t nc = *cap ? *cap * 2 : 64;
-            nds_pc_chunk_ref *r = realloc(*refs, nc * sizeof *r);
+        if (all->n == all->cap) {
+            size_t nc = all->cap ? all->cap * 2 : 64;
+            nds_pc_chunk_ref *r = realloc(all->v, nc * sizeof *r);
             if (!r) return nds_err(NDS_ENOMEM, "out of memory parsing a shard");
-            *refs = r;
-            *cap = nc;
+            all->v = r;
+            all->cap = nc;
         }
-        (*refs)[(*n)++] = got[i];
+        all->v[all->n++] = got[i];
     }
     return 0;
 }
@@ -378,21 +389,18 @@ static int short_shard(size_t len, uint64_t index_end) {
                    len, (unsigned long long)index_end);
 }
 
-/* Parses minishard m's index (its range read from the shard index) into refs. */
-static int parse_minishard(const nds_pc_sharding *s, uint64_t shard, uint64_t m,
-                           const uint8_t *data, size_t len, uint64_t max_entries, range *ir,
-                           nds_pc_chunk_ref **refs, size_t *n, size_t *cap) {
-    uint64_t index_end = (uint64_t)16 << s->minishard_bits, a, b;
-    int rc = index_entry(s, data, len, m, &a, &b);
+/* Parses minishard m's index (its range read from the shard index) into all. */
+static int parse_minishard(const shard_file *f, uint64_t m, range *ir, nds_pc_refs *all) {
+    uint64_t index_end = (uint64_t)16 << f->s->minishard_bits, a, b;
+    int rc = index_entry(f->s, f->data, f->len, m, &a, &b);
     if (rc) return rc;
     *ir = (range){index_end + a, index_end + b};
     if (a == b) return 0;
-    nds_pc_chunk_ref *got;
-    size_t k;
-    rc = nds_pc_minishard_decode(s, data + index_end + a, (size_t)(b - a), index_end, len,
-                                 max_entries, &got, &k);
-    if (!rc) rc = add_minishard(s, shard, m, got, k, refs, n, cap);
-    free(got);
+    nds_pc_refs got;
+    rc = nds_pc_minishard_decode(f->s, f->data + index_end + a, (size_t)(b - a), index_end, f->len,
+                                 f->max_entries, &got);
+    if (!rc) rc = add_minishard(f, m, &got, all);
+    free(got.v);
     return rc ? nds_err_prefix(rc, "minishard %llu", (unsigned long long)m) : 0;
 }
 
@@ -403,10 +411,13 @@ int nds_pc_shard_parse(const nds_pc_sharding *s, uint64_t shard, const uint8_t *
     *n = 0;
     if (len < index_end) return short_shard(len, index_end);
     range *ranges = malloc((size_t)(count + 1) * sizeof *ranges);
-    size_t cap = 0, nr = 0;
+    size_t nr = 0;
     int rc = ranges ? 0 : nds_err(NDS_ENOMEM, "out of memory parsing a shard");
-    for (uint64_t m = 0; m < count && !rc; m++)
-        rc = parse_minishard(s, shard, m, data, len, max_entries, &ranges[nr++], refs, n, &cap);
+    shard_file f = {s, shard, data, len, max_entries};
+    nds_pc_refs all = {NULL, 0, 0};
+    for (uint64_t m = 0; m < count && !rc; m++) rc = parse_minishard(&f, m, &ranges[nr++], &all);
+    *refs = all.v;
+    *n = all.n;
     if (!rc) {
         range *all = realloc(ranges, (nr + *n + 1) * sizeof *all);
         if (!all)
@@ -434,13 +445,12 @@ int nds_pc_shard_find(const nds_pc_sharding *s, const uint8_t *data, size_t len,
     nds_pc_shard_of(s, id, &shard, &m);
     int rc = index_entry(s, data, len, m, &a, &b);
     if (rc || a == b) return rc;
-    nds_pc_chunk_ref *refs;
-    size_t n;
+    nds_pc_refs refs;
     rc = nds_pc_minishard_decode(s, data + index_end + a, (size_t)(b - a), index_end, len,
-                                 max_entries, &refs, &n);
-    for (size_t i = 0; !rc && i < n; i++)
-        if (refs[i].id == id) *ref = refs[i];
-    free(refs);
+                                 max_entries, &refs);
+    for (size_t i = 0; !rc && i < refs.n; i++)
+        if (refs.v[i].id == id) *ref = refs.v[i];
+    free(refs.v);
     return rc ? nds_err_prefix(rc, "minishard %llu", (unsigned long long)m) : 0;
 }
 
@@ -572,19 +582,20 @@ static int check_changes(const nds_pc_sharding *s, uint64_t shard, nds_pc_shard_
 }
 
 int nds_pc_shard_update(const nds_pc_sharding *s, uint64_t shard, const uint8_t *old, size_t len,
-                        uint64_t max_entries, nds_pc_shard_chunk *changes, size_t n, nds_buf *out) {
-    nds_pc_chunk_ref *refs = NULL;
-    size_t nrefs = 0;
+                        uint64_t max_entries, nds_pc_changes *changes, nds_buf *out) {
+    nds_pc_refs refs = {NULL, 0, 0};
     out->len = 0;
-    int rc = old ? nds_pc_shard_parse(s, shard, old, len, max_entries, &refs, &nrefs) : 0;
-    if (!rc) rc = nds_pc_shard_update_parsed(s, shard, old, refs, nrefs, changes, n, out);
-    free(refs);
+    int rc = old ? nds_pc_shard_parse(s, shard, old, len, max_entries, &refs.v, &refs.n) : 0;
+    if (!rc) rc = nds_pc_shard_update_parsed(s, shard, old, &refs, changes, out);
+    free(refs.v);
     return rc;
 }
 
 int nds_pc_shard_update_parsed(const nds_pc_sharding *s, uint64_t shard, const uint8_t *old,
-                               const nds_pc_chunk_ref *refs, size_t nrefs,
-                               nds_pc_shard_chunk *changes, size_t n, nds_buf *out) {
+                               const nds_pc_refs *parsed, nds_pc_changes *ch, nds_buf *out) {
+    const nds_pc_chunk_ref *refs = parsed->v;
+    size_t nrefs = parsed->n, n = ch->n;
+    nds_pc_shard_chunk *changes = ch->v;
     item *all = NULL;
     size_t m = 0;
     out->len = 0;
@@ -658,14 +669,13 @@ typedef struct lookup {
 /* Finds the chunk in minishard index bytes; *ref.end == 0 when absent. */
 static int find_in_minishard(const lookup *l, const uint8_t *p, size_t len, uint64_t file_len,
                              nds_pc_chunk_ref *ref) {
-    nds_pc_chunk_ref *refs;
-    size_t n;
+    nds_pc_refs refs;
     int rc = nds_pc_minishard_decode(l->s, p, len, (uint64_t)16 << l->s->minishard_bits, file_len,
-                                     l->max_entries, &refs, &n);
+                                     l->max_entries, &refs);
     memset(ref, 0, sizeof *ref);
-    for (size_t i = 0; !rc && i < n; i++)
-        if (refs[i].id == l->id) *ref = refs[i];
-    free(refs);
+    for (size_t i = 0; !rc && i < refs.n; i++)
+        if (refs.v[i].id == l->id) *ref = refs.v[i];
+    free(refs.v);
     return rc;
 }
 
@@ -711,12 +721,12 @@ static int lookup_once(const lookup *l, int *present, int *state) {
 }
 
 int nds_pc_shard_read(nds_kvstore *kv, const char *scale_key, const nds_pc_sharding *s, uint64_t id,
-                      uint64_t max_entries, size_t limit, nds_buf *out, int *present) {
+                      const nds_pc_limits *limits, nds_buf *out, int *present) {
     char key[NDS_PC_MAX_KEY + 64];
     uint64_t shard, minishard;
     nds_pc_shard_of(s, id, &shard, &minishard);
     int rc = nds_pc_shard_key(scale_key, s, shard, key, sizeof key);
-    lookup l = {kv, key, s, id, minishard, max_entries, limit, out};
+    lookup l = {kv, key, s, id, minishard, limits->max_entries, limits->chunk, out};
     for (int attempt = 0; !rc && attempt < READ_ATTEMPTS; attempt++) {
         int state = 0;
         rc = lookup_once(&l, present, &state);

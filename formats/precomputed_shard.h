@@ -56,8 +56,15 @@ typedef struct nds_pc_chunk_ref {
     uint64_t id, start, end;
 } nds_pc_chunk_ref;
 
+/** A list of chunk references: v[0..n) (malloc'd; cap entries of room while it grows). */
+typedef struct nds_pc_refs {
+    nds_pc_chunk_ref *v;
+    size_t n, cap;
+} nds_pc_refs;
+
 /**
- * Decodes a minishard index (already cut from the shard file) into refs (malloc'd, *n entries).
+ * Decodes a minishard index (already cut from the shard file) into out (out->v malloc'd, out->n
+ * entries; empty on error).
  * index_end is the shard index's size (16 << minishard_bits); file_len the shard file's size
  * (UINT64_MAX when unknown); at most max_entries entries are accepted.
  * @return 0, or NDS_ECORRUPT naming what is wrong (length not a multiple of 24, duplicate ids,
@@ -65,7 +72,7 @@ typedef struct nds_pc_chunk_ref {
  */
 int nds_pc_minishard_decode(const nds_pc_sharding *s, const uint8_t *data, size_t len,
                             uint64_t index_end, uint64_t file_len, uint64_t max_entries,
-                            nds_pc_chunk_ref **refs, size_t *n);
+                            nds_pc_refs *out);
 
 /**
  * Parses a whole shard file: every minishard index, every chunk. Each chunk must belong to shard
@@ -91,6 +98,12 @@ typedef struct nds_pc_shard_chunk {
     size_t len;
 } nds_pc_shard_chunk;
 
+/** Changes to some chunks of a shard: v[0..n). */
+typedef struct nds_pc_changes {
+    nds_pc_shard_chunk *v;
+    size_t n;
+} nds_pc_changes;
+
 /**
  * Builds a shard file from chunks (any order; ids must be distinct and belong to one shard): shard
  * index, then per minishard its chunks' data (gzip'd when data_encoding is gzip) in id order
@@ -110,12 +123,11 @@ int nds_pc_shard_build(const nds_pc_sharding *s, const nds_pc_shard_chunk *chunk
  *         changes to chunks of other shards or to one chunk twice; NDS_ELIMIT, NDS_ENOMEM
  */
 int nds_pc_shard_update(const nds_pc_sharding *s, uint64_t shard, const uint8_t *old, size_t len,
-                        uint64_t max_entries, nds_pc_shard_chunk *changes, size_t n, nds_buf *out);
-/** nds_pc_shard_update over an old shard file already parsed (refs[0..nrefs) from
- *  nds_pc_shard_parse of old; old NULL and nrefs 0: none). */
+                        uint64_t max_entries, nds_pc_changes *changes, nds_buf *out);
+/** nds_pc_shard_update over an old shard file already parsed (refs from nds_pc_shard_parse of
+ *  old; old NULL and refs->n 0: none). */
 int nds_pc_shard_update_parsed(const nds_pc_sharding *s, uint64_t shard, const uint8_t *old,
-                               const nds_pc_chunk_ref *refs, size_t nrefs,
-                               nds_pc_shard_chunk *changes, size_t n, nds_buf *out);
+                               const nds_pc_refs *refs, nds_pc_changes *changes, nds_buf *out);
 
 /**
  * The data of one chunk as stored (after data_encoding is undone) from a shard's bytes range; used
@@ -124,15 +136,21 @@ int nds_pc_shard_update_parsed(const nds_pc_sharding *s, uint64_t shard, const u
 int nds_pc_chunk_data(const nds_pc_sharding *s, const uint8_t *data, size_t len, size_t limit,
                       nds_buf *out);
 
+/** The bounds a shard read checks: entries per minishard index, bytes of one chunk's data. */
+typedef struct nds_pc_limits {
+    uint64_t max_entries;
+    size_t chunk;
+} nds_pc_limits;
+
 /**
  * Reads chunk `id` of a sharded scale through byte-range reads of its shard file (16 bytes of shard
  * index, the minishard index, the chunk), all pinned to one generation of the file (retried when
  * the file changes in between). *present = 0 when the shard file or the chunk is absent. out
- * receives the chunk's encoded bytes (data_encoding undone), at most limit bytes.
+ * receives the chunk's encoded bytes (data_encoding undone), at most limits->chunk bytes.
  * @return 0, NDS_ECORRUPT naming the shard file and what is wrong, or the kvstore's error
  */
 int nds_pc_shard_read(nds_kvstore *kv, const char *scale_key, const nds_pc_sharding *s, uint64_t id,
-                      uint64_t max_entries, size_t limit, nds_buf *out, int *present);
+                      const nds_pc_limits *limits, nds_buf *out, int *present);
 
 /** gzip (RFC 1952, one member, level 6, through the registry's "gzip" codec) of in[0..len)
  *  appended to out. */

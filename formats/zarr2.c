@@ -206,9 +206,10 @@ static int open_or_create(zarr2 *z, nds_kvstore *kv, const json_object *req, uns
  * the array's own .zarray decides then. */
 static int open_consolidated(zarr2 *z, nds_kvstore *kv, const json_object *spec,
                              const json_object *req, unsigned mode, bool *done) {
-    json_object *doc, *attrs;
+    nds_zc_entry found;
     char name[sizeof z->doc_name];
-    int rc = nds_zc_open_entry(kv, spec, mode, NDS_ZC_V2, &doc, &attrs, name, sizeof name);
+    int rc = nds_zc_open_entry(kv, spec, mode, NDS_ZC_V2, &found, name, sizeof name);
+    json_object *doc = found.doc, *attrs = found.attrs;
     if (rc || !doc) return rc;
     rc = zarr2_load(z, doc, name);
     if (rc == 0) rc = nds_zarr2_meta_check(&z->m, req, z->url);

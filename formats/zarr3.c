@@ -170,9 +170,10 @@ static int open_or_create(zarr3 *z, nds_kvstore *kv, const json_object *req, uns
  * the array's own zarr.json decides then. */
 static int open_consolidated(zarr3 *z, nds_kvstore *kv, const json_object *spec,
                              const json_object *req, unsigned mode, bool *done) {
-    json_object *doc;
+    nds_zc_entry found;
     char name[sizeof z->doc_name];
-    int rc = nds_zc_open_entry(kv, spec, mode, NDS_ZC_V3, &doc, NULL, name, sizeof name);
+    int rc = nds_zc_open_entry(kv, spec, mode, NDS_ZC_V3, &found, name, sizeof name);
+    json_object *doc = found.doc;
     if (rc || !doc) return rc;
     if (nds_zarr3_node_type(doc) && nds_zarr3_node_type(doc)[0] == 'a') {
         rc = zarr3_load(z, doc, name);

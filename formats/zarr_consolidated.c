@@ -272,11 +272,10 @@ json_object *nds_zc_lookup(const nds_zc_found *f, const char *name) {
 }
 
 int nds_zc_open_entry(nds_kvstore *kv, const json_object *spec, unsigned mode,
-                      nds_zc_layout layout, json_object **doc, json_object **attrs,
-                      char *doc_name, size_t cap) {
+                      nds_zc_layout layout, nds_zc_entry *out, char *doc_name, size_t cap) {
     bool asked = false;
-    *doc = NULL;
-    if (attrs) *attrs = NULL;
+    json_object **doc = &out->doc, **attrs = layout == NDS_ZC_V2 ? &out->attrs : NULL;
+    out->doc = out->attrs = NULL;
     int rc = nds_json_get_bool(spec, "consolidated", true, "spec", &asked);
     if (rc || !asked || (mode & NDS_OPEN_CREATE)) return rc;
     nds_zc_found f;

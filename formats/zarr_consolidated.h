@@ -63,17 +63,22 @@ void nds_zc_found_dispose(nds_zc_found *f);
  *  array's zarr.json). NULL when the copy has no such entry. Borrowed. */
 json_object *nds_zc_lookup(const nds_zc_found *f, const char *name);
 
+/** What nds_zc_open_entry found (both owned by the caller). */
+typedef struct nds_zc_entry {
+    json_object *doc;   /**< the array's metadata document, or NULL */
+    json_object *attrs; /**< v2: its attributes ({} when the copy holds no .zattrs); v3: NULL */
+} nds_zc_entry;
+
 /**
  * The open hook of zarr2.c / zarr3.c. When spec asks ("consolidated": true) and mode does not
  * create: the consolidated copy of the array's metadata (v2: its ".zarray" entry; v3: its node's
- * entry) deep-copied into *doc (owned), doc_name (cap bytes) naming where it came from, and for v2
- * *attrs (owned; {} when the copy holds no .zattrs; may be NULL for v3). *doc = NULL and 0 when not
- * asked, or when no copy covers the array or the copy has no entry for it: the caller reads the
- * array's own key. Errors of a copy that is there but malformed are returned.
+ * entry) deep-copied into out->doc, doc_name (cap bytes) naming where it came from, and for v2
+ * out->attrs. out->doc = NULL and 0 when not asked, or when no copy covers the array or the copy
+ * has no entry for it: the caller reads the array's own key. Errors of a copy that is there but
+ * malformed are returned.
  */
 int nds_zc_open_entry(nds_kvstore *kv, const json_object *spec, unsigned mode,
-                      nds_zc_layout layout, json_object **doc, json_object **attrs,
-                      char *doc_name, size_t cap);
+                      nds_zc_layout layout, nds_zc_entry *out, char *doc_name, size_t cap);
 
 /**
  * Builds the consolidated copy of the hierarchy under kv (a group) by listing it and reading

@@ -31,9 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                      (int64_t)(vol[0] * vol[1] * vol[2])};
     uint8_t *a = calloc(n, elem), *b = calloc(n, elem);
     nds_buf e1 = {0}, e2 = {0};
-    if (a && b && nds_cseg_decode(data + 7, size - 7, elem, vol, nchan, block, a, st) == 0) {
+    nds_cseg_volume v = {elem, vol, nchan, block, st};
+    if (a && b && nds_cseg_decode(data + 7, size - 7, &v, a) == 0) {
         check(nds_cseg_encode(a, elem, vol, st, nchan, block, &e1) == 0);
-        check(nds_cseg_decode(e1.data, e1.len, elem, vol, nchan, block, b, st) == 0);
+        check(nds_cseg_decode(e1.data, e1.len, &v, b) == 0);
         check(memcmp(a, b, n * elem) == 0);
         check(nds_cseg_encode(b, elem, vol, st, nchan, block, &e2) == 0);
         check(e1.len == e2.len && memcmp(e1.data, e2.data, e1.len) == 0);

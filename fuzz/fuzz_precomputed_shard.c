@@ -34,13 +34,12 @@ static void minishards(const nds_pc_sharding *s, const uint8_t *f, size_t len) {
     for (uint64_t m = 0; m < ((uint64_t)1 << s->minishard_bits) && 16 * m + 16 <= len; m++) {
         uint64_t a = get64(f + 16 * m), b = get64(f + 16 * m + 8);
         if (a > b || b > len || index_end + b > len) continue;
-        nds_pc_chunk_ref *refs = NULL;
-        size_t n = 0;
+        nds_pc_refs refs = {NULL, 0, 0};
         if (nds_pc_minishard_decode(s, f + index_end + a, (size_t)(b - a), index_end, len,
-                                    MAX_ENTRIES, &refs, &n) == 0)
-            for (size_t i = 0; i < n; i++)
-                check(refs[i].start <= refs[i].end && refs[i].end <= len);
-        free(refs);
+                                    MAX_ENTRIES, &refs) == 0)
+            for (size_t i = 0; i < refs.n; i++)
+                check(refs.v[i].start <= refs.v[i].end && refs.v[i].end <= len);
+        free(refs.v);
     }
 }
 
@@ -83,7 +82,8 @@ static void read_ranges(const nds_pc_sharding *s, uint64_t shard, const uint8_t 
             uint64_t sh, mi;
             nds_pc_shard_of(s, id, &sh, &mi);
             if (sh == shard &&
-                nds_pc_shard_read(kv, "s", s, id, MAX_ENTRIES, DATA_LIMIT, &out, &present) == 0)
+                nds_pc_shard_read(kv, "s", s, id, &(nds_pc_limits){MAX_ENTRIES, DATA_LIMIT}, &out,
+                                  &present) == 0)
                 check(!present || out.len <= DATA_LIMIT);
             nds_buf_dispose(&out);
         }

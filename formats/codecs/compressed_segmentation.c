@@ -363,8 +363,10 @@ static int decode_channel(const decoder *k, size_t chan, const uint64_t *vol, in
     return 0;
 }
 
-int nds_cseg_decode(const uint8_t *data, size_t len, size_t elem, const uint64_t vol[3],
-                    size_t nchan, const uint64_t block[3], void *out, const int64_t stride[4]) {
+int nds_cseg_decode(const uint8_t *data, size_t len, const nds_cseg_volume *v, void *out) {
+    size_t elem = v->elem, nchan = v->nchan;
+    const uint64_t *vol = v->vol, *block = v->block;
+    const int64_t *stride = v->stride;
     if (elem != 4 && elem != 8)
         return nds_err(NDS_EINVAL, "compressed_segmentation: labels must be uint32 or uint64");
     decoder k = {data, len, elem, {block[0], block[1], block[2]}, 1, out, stride};

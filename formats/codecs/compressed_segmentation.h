@@ -26,13 +26,22 @@
 int nds_cseg_encode(const void *in, size_t elem, const uint64_t vol[3], const int64_t stride[4],
                     size_t nchan, const uint64_t block[3], nds_buf *out);
 
+/** A volume in memory as nds_cseg_decode writes it (all borrowed for the call). */
+typedef struct nds_cseg_volume {
+    size_t elem;            /**< bytes per label: 4 or 8 */
+    const uint64_t *vol;    /**< its extent in x, y, z (3 entries) */
+    size_t nchan;           /**< channels */
+    const uint64_t *block;  /**< the encoding's block shape (3 entries) */
+    const int64_t *stride;  /**< element strides for x, y, z, channel (4 entries) */
+} nds_cseg_volume;
+
 /**
- * Decodes data[0..len) (the whole encoded chunk) into out, writing only the vol[0] x vol[1] x
- * vol[2] x nchan elements at element strides stride[0..3] (x, y, z, channel), in host byte order.
+ * Decodes data[0..len) (the whole encoded chunk) into out, writing only the v->vol[0] x vol[1] x
+ * vol[2] x nchan elements at element strides v->stride[0..3] (x, y, z, channel), in host byte
+ * order.
  * Every offset, bit width and table index is checked against len: corrupt or truncated input is
  * NDS_ECORRUPT with a message ("compressed_segmentation: ..."), never a read outside data.
  */
-int nds_cseg_decode(const uint8_t *data, size_t len, size_t elem, const uint64_t vol[3],
-                    size_t nchan, const uint64_t block[3], void *out, const int64_t stride[4]);
+int nds_cseg_decode(const uint8_t *data, size_t len, const nds_cseg_volume *v, void *out);
 
 #endif

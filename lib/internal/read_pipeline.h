@@ -20,8 +20,8 @@ typedef enum nds_read_plan {
     NDS_READ_PLAN_STORED,
     /** The stored value is read and decoded as the selection needs: a piece at a time for a whole
      *  chunk, in part for a part of one, reading only the stored bytes the part needs where the
-     *  store reads into place (the format's decode_chunk_pieces / decode_chunk_part /
-     *  read_chunk_part, each falling back to a whole decode). */
+     *  store reads into place, as the format's decode_caps say it can (its decode_chunk into
+     *  a sink, of a part, through a reader; else a whole decode). */
     NDS_READ_PLAN_DECODE,
     /** The stored value is read whole and decoded whole into a chunk buffer: the general plan,
      *  the one that overlays a transaction's staged elements. */

@@ -164,7 +164,7 @@ START_TEST(cseg_exact_bytes) {
     le32s(want, words, 6);
     ck_assert_uint_eq(enc.len, sizeof want);
     ck_assert(memcmp(enc.data, want, sizeof want) == 0);
-    NDS_OK(nds_cseg_decode(enc.data, enc.len, 4, vol, 1, block, out, st));
+    NDS_OK(nds_cseg_decode(enc.data, enc.len, &(nds_cseg_volume){4, vol, 1, block, st}, out));
     ck_assert(memcmp(in, out, sizeof in) == 0);
     /* One distinct value: 0 bits, no value words; identical tables are shared between blocks. */
     uint32_t same[4] = {9, 9, 9, 9};
@@ -187,7 +187,8 @@ START_TEST(cseg_fixture_roundtrip) {
         nds_buf enc = {0};
         NDS_OK(nds_cseg_encode(v, 8, vol, st, 1, blocks[i], &enc));
         memset(back, 0xee, 64 * 64 * 64 * 8);
-        NDS_OK(nds_cseg_decode(enc.data, enc.len, 8, vol, 1, blocks[i], back, st));
+        nds_cseg_volume geom = {8, vol, 1, blocks[i], st};
+        NDS_OK(nds_cseg_decode(enc.data, enc.len, &geom, back));
         ck_assert_msg(memcmp(v, back, 64 * 64 * 64 * 8) == 0, "block %zu", i);
         if (i == 0) ck_assert_uint_eq(enc.len, 71348); /* reported in docs/formats.md */
         nds_buf_dispose(&enc);
@@ -199,7 +200,7 @@ START_TEST(cseg_fixture_roundtrip) {
              part[3] = {61, 50, 37}; /* a clipped sub-volume, strides of the cube */
     NDS_OK(nds_cseg_encode(v32, 4, part, st, 1, b8, &enc));
     memset(b32, 0, 64 * 64 * 64 * 4);
-    NDS_OK(nds_cseg_decode(enc.data, enc.len, 4, part, 1, b8, b32, st));
+    NDS_OK(nds_cseg_decode(enc.data, enc.len, &(nds_cseg_volume){4, part, 1, b8, st}, b32));
     for (uint64_t z = 0; z < 37; z++)
         for (uint64_t y = 0; y < 50; y++)
             for (uint64_t x = 0; x < 61; x++)
@@ -220,7 +221,7 @@ START_TEST(cseg_corrupt) {
     nds_buf enc = {0};
     NDS_OK(nds_cseg_encode(v, 8, vol, st, 1, block, &enc));
     for (size_t n = 0; n < enc.len; n += 1 + n / 16) {
-        int rc = nds_cseg_decode(enc.data, n, 8, vol, 1, block, back, st);
+        int rc = nds_cseg_decode(enc.data, n, &(nds_cseg_volume){8, vol, 1, block, st}, back);
         ck_assert_msg(rc == NDS_ECORRUPT, "truncated to %zu: %d", n, rc);
     }
     uint8_t *bad = malloc(enc.len);
@@ -238,14 +239,15 @@ START_TEST(cseg_corrupt) {
         memcpy(bad, enc.data, enc.len);
         bad[cases[i].at] = cases[i].value;
         if (cases[i].at == 8) bad[9] = bad[10] = 0xff;
-        ck_assert_int_eq(nds_cseg_decode(bad, enc.len, 8, vol, 1, block, back, st), NDS_ECORRUPT);
+        nds_cseg_volume geom = {8, vol, 1, block, st};
+        ck_assert_int_eq(nds_cseg_decode(bad, enc.len, &geom, back), NDS_ECORRUPT);
         ck_assert_msg(strstr(last_message(), cases[i].msg), "%s", last_message());
     }
     /* An index past its table: the table offset points at the last 8 bytes, bits stay. */
     memcpy(bad, enc.data, enc.len);
     uint32_t words = (uint32_t)(enc.len / 4 - 2 - 1);
     bad[4] = (uint8_t)words, bad[5] = (uint8_t)(words >> 8), bad[6] = (uint8_t)(words >> 16);
-    int rc = nds_cseg_decode(bad, enc.len, 8, vol, 1, block, back, st);
+    int rc = nds_cseg_decode(bad, enc.len, &(nds_cseg_volume){8, vol, 1, block, st}, back);
     ck_assert(rc == 0 || rc == NDS_ECORRUPT);
     nds_buf_dispose(&enc);
     free(bad);

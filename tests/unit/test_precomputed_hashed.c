@@ -642,9 +642,10 @@ static void compete(void *s, const char *key) {
     memset(bytes, 0x5a, sizeof bytes);
     nds_pc_shard_chunk c = {race_id, bytes, sizeof bytes};
     nds_buf f = {0};
+    nds_pc_changes changes = {&c, 1};
     NDS_OK(nds_pc_shard_update(&race_s, shard_of(&race_s, race_id, NULL),
-                               have ? r.value.data : NULL, have ? r.value.len : 0, 1 << 20, &c, 1,
-                               &f));
+                               have ? r.value.data : NULL, have ? r.value.len : 0, 1 << 20,
+                               &changes, &f));
     struct iovec shard = {f.data, f.len};
     NDS_OK(nds_kv_driver_memory.write(s, key, &shard, 1, NULL, NULL));
     nds_buf_dispose(&f);

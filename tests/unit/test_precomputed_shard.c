@@ -479,10 +479,9 @@ START_TEST(shard_corrupt) {
     }
     /* gzip'd indexes that are not gzip, and a gzip bomb beyond the chunk size. */
     nds_pc_sharding s = {true, 0, 1, 0, false, true, true};
-    nds_pc_chunk_ref *refs;
-    size_t n;
+    nds_pc_refs refs;
     ck_assert_int_eq(
-        nds_pc_minishard_decode(&s, (const uint8_t *)"not gzip at all", 15, 32, 100, 10, &refs, &n),
+        nds_pc_minishard_decode(&s, (const uint8_t *)"not gzip at all", 15, 32, 100, 10, &refs),
         NDS_ECORRUPT);
     ck_assert(strstr(last_message(), "gzip"));
     uint8_t *zeros = calloc(1 << 20, 1);
@@ -498,7 +497,7 @@ START_TEST(shard_corrupt) {
     put64le(dup + 0, 3), put64le(dup + 8, 0), put64le(dup + 16, 0), put64le(dup + 24, 0);
     put64le(dup + 32, 1), put64le(dup + 40, 1);
     s.index_gzip = false;
-    ck_assert_int_eq(nds_pc_minishard_decode(&s, dup, 48, 32, 100, 10, &refs, &n), NDS_ECORRUPT);
+    ck_assert_int_eq(nds_pc_minishard_decode(&s, dup, 48, 32, 100, 10, &refs), NDS_ECORRUPT);
     ck_assert(strstr(last_message(), "twice"));
     free(zeros);
     nds_buf_dispose(&z);
