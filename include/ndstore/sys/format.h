@@ -125,8 +125,9 @@ typedef struct nds_update_request {
  *   update_chunk may rewrite only the inner chunks a write reaches (optional: without it, or when
  *   it declines, the object is decoded, merged and encoded whole).
  * - Chunks not a box of the grid per object (meta.grouped: hashed neuroglancer shards): chunk_key
- *   names a chunk but is not used for I/O; group_key names a chunk's object and group_encode /
- *   group_read_chunk rebuild it and read a chunk out of it (all three required then);
+ *   names a chunk but is not used for I/O; reads go through read_chunk (meta.read_chunk_shape set
+ *   to chunk_shape); group_key names a chunk's object and group_encode / group_read_chunk rebuild
+ *   it and read a chunk out of its bytes (all three required then);
  *   group_parse_key / group_list let stats and verify see the chunks inside objects (optional,
  *   together: without them both refuse grouped arrays, NDS_EUNSUPPORTED). The core groups a
  *   write call's chunks by object, and per object: reads it with its generation, decodes the
