@@ -43,7 +43,11 @@ def object_files(build_dir):
             for name in sorted(names):
                 if name.endswith(".c.o"):
                     path = os.path.join(dirpath, name)
-                    out.append((os.path.relpath(path, base)[: -len(".o")], path))
+                    src = os.path.relpath(path, base)[: -len(".o")]
+                    # A build directory reused across commits keeps the objects of sources
+                    # since removed: they are not part of the library any more.
+                    if os.path.isfile(os.path.join(ROOT, src)):
+                        out.append((src, path))
     return out
 
 
