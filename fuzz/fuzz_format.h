@@ -13,6 +13,7 @@
 
 #include "ndstore/ndstore.h"
 #include "ndstore/sys/format.h"
+#include "internal/format_util.h"
 
 static inline void check(int ok) {
     if (!ok) __builtin_trap();
@@ -22,12 +23,7 @@ static inline void check(int ok) {
  * format's one decode (format.h decode_chunk). */
 static inline int fuzz_decode(const nds_format *f, void *st, const uint64_t *cell,
                               const uint8_t *in, size_t len, uint8_t *out, size_t n) {
-    nds_decode_request rq = NDS_DECODE_REQUEST_INIT;
-    rq.in = in;
-    rq.in_len = len;
-    rq.dst = out;
-    rq.cap = n;
-    return f->decode_chunk(st, cell, &rq);
+    return nds_format_decode_whole(f, st, cell, in, len, out, n);
 }
 
 /* Stores a metadata document under key and opens the array it describes through the format. */
