@@ -61,13 +61,22 @@ static int fetch_value(read_job *j) {
     return rc ? rc : fetch_value_if(j, NULL);
 }
 
+/* A decode has consumed the stored value: it goes back now, not when the job finishes, so that
+ * the next chunk of a run reads into the same buffer (the file driver's per-thread buffer is free
+ * again; holding a run's values at once faulted a fresh page for every stored byte: issue 17). The
+ * result's state and generation stay for finish. */
+static int consumed(read_job *j, int rc) {
+    nds_read_result_dispose(&j->r);
+    return rc;
+}
+
 /* Decodes the stored value whole into the job's chunk buffer. */
 static int decode_whole(read_job *j) {
     nds_array *a = j->c->a;
     uint8_t *chunk = job_chunk(j);
     if (!chunk) return nds_err(NDS_ENOMEM, "out of memory");
-    int rc = nds_format_decode_whole(a->format, a->state, j->cell, j->r.value.data,
-                                     j->r.value.len, chunk, a->chunk_bytes);
+    int rc = consumed(j, nds_format_decode_whole(a->format, a->state, j->cell, j->r.value.data,
+                                                 j->r.value.len, chunk, a->chunk_bytes));
     if (rc) return chunk_error(j, rc);
     view_chunk(j, chunk);
     return 0;
@@ -338,7 +347,7 @@ static int decode_pieces(read_job *j) {
     rq.in_len = j->r.value.len;
     rq.sink = read_place_piece;
     rq.sink_arg = &t;
-    int rc = a->format->decode_chunk(a->state, j->cell, &rq);
+    int rc = consumed(j, a->format->decode_chunk(a->state, j->cell, &rq));
     if (rc) return chunk_error(j, rc);
     j->placed = true;
     return 0;
@@ -355,7 +364,7 @@ static int decode_part(read_job *j) {
     rq.in = j->r.value.data;
     rq.in_len = j->r.value.len;
     rq.dst = chunk;
-    int rc = a->format->decode_chunk(a->state, j->cell, &rq);
+    int rc = consumed(j, a->format->decode_chunk(a->state, j->cell, &rq));
     if (rc) return chunk_error(j, rc);
     view_chunk(j, chunk);
     return 0;
@@ -395,8 +404,8 @@ static int decode_cached(read_job *j) {
     }
     if (!(j->fresh = nds_cache_buffer(j->cache, a->chunk_bytes)))
         return nds_err(NDS_ENOMEM, "out of memory");
-    int rc = nds_format_decode_whole(a->format, a->state, j->cell, j->r.value.data,
-                                     j->r.value.len, j->fresh, a->chunk_bytes);
+    int rc = consumed(j, nds_format_decode_whole(a->format, a->state, j->cell, j->r.value.data,
+                                                 j->r.value.len, j->fresh, a->chunk_bytes));
     if (rc) return chunk_error(j, rc);
     view_chunk(j, j->fresh);
     return 0;
