@@ -206,8 +206,8 @@ static const char *plan_refusal(const io_call *c, nds_read_plan plan) {
     bool grid = c->grid_shape == a->meta.read_chunk_shape;
     if (c->txn && plan != NDS_READ_PLAN_WHOLE)
         return "only the whole plan overlays a transaction's staged chunks";
+    /* Forced plans other than the grid's iterate the storage grid (nds_array_read_with_plan). */
     if (plan == NDS_READ_PLAN_GRID) return grid ? NULL : "the format has no read grid";
-    if (grid) return "it reads the storage grid"; /* not reached: forced plans use it */
     if (plan == NDS_READ_PLAN_STORED && !a->meta.stored_canonical)
         return "the chunks are not stored canonically";
     if (plan == NDS_READ_PLAN_CACHED && !nds_context_cache(a->ctx))
