@@ -1,7 +1,8 @@
 /* The codec decode request's parts, readers and pieces (codec.h nds_decode_request): a part fills
  * the bytes asked for as a whole decode does and writes nothing past the value (blosc and zstd
  * decode only what holds it); blosc reads only the stored bytes a range needs through an
- * nds_part_reader; blosc hands over a chunk block by block as c-blosc decodes it; every other
+ * nds_part_reader; blosc hands over a chunk block by block as c-blosc decodes it, zstd in pieces
+ * of 128 KiB through its window; every other
  * codec does all three through the generic fallback (nds_codec_decode_fallback). */
 #include <check.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include <blosc.h>
+#include <zstd.h>
 
 #include "support_check.h"
 #include "support_codecs.h"
@@ -398,8 +400,95 @@ START_TEST(test_blosc_decode_pieces_refuses) {
 }
 END_TEST
 
+/* A zstd frame of n bytes with no content size and a window of 2^window_log (what a streaming
+ * writer makes), into out. */
+static void zstd_stream_frame(const uint8_t *data, size_t n, int window_log, nds_buf *out) {
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ck_assert_ptr_nonnull(cc);
+    ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, window_log)));
+    ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 0)));
+    ck_assert_int_eq(nds_buf_reserve(out, ZSTD_compressBound(n)), 0);
+    ZSTD_outBuffer ob = {out->data, out->cap, 0};
+    ZSTD_inBuffer ib = {data, n, 0};
+    ck_assert_uint_eq(ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_end), 0);
+    out->len = ob.pos;
+    ZSTD_freeCCtx(cc);
+}
+
+/* zstd hands a whole value over in pieces of 128 KiB (its own window in between, never the whole
+ * value), aligned as asked: the same bytes as a whole decode for one frame, two frames, a frame
+ * without a content size, any alignment; a value of another size is corrupt (before any piece
+ * when the frame declares its size), so is a frame cut short or damaged (never a crash); a
+ * frame whose window is larger than the value (legal, though no chunk writer makes it) decodes
+ * whole through the fallback, as one piece. */
+START_TEST(test_zstd_decode_pieces) {
+    enum { N = 600000, PIECE = 128 << 10 };
+    static const size_t sizes[] = {0, 1, 1000, PIECE, PIECE + 1, N};
+    static const size_t aligns[] = {0, 1, 2, 4, 8, 12};
+    uint8_t *data = malloc(N), *out = malloc(N);
+    void *st = make(&nds_codec_zstd, "{\"level\": 3, \"checksum\": true}", 1);
+    assembled a;
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+        for (size_t k = 0; k < sizeof aligns / sizeof *aligns; k++) {
+            size_t n = sizes[z], unit = aligns[k] ? aligns[k] : 1, piece = PIECE / unit * unit;
+            nds_buf enc = {0};
+            encode_filled(&nds_codec_zstd, st, data, n, PAT_INT32, &enc);
+            memset(out, 0, N);
+            ck_assert_int_eq(pieces_with(&nds_codec_zstd, st, &enc, n, aligns[k], out, &a), 0);
+            ck_assert_uint_eq(a.next, n);
+            ck_assert_uint_eq(a.pieces, (n + piece - 1) / piece);
+            ck_assert_int_eq(memcmp(out, data, n), 0);
+            nds_buf_dispose(&enc);
+        }
+    nds_buf enc = {0};
+    encode_filled(&nds_codec_zstd, st, data, N, PAT_RAMP, &enc);
+    assert_error(pieces_with(&nds_codec_zstd, st, &enc, N + 1, 1, out, &a), NDS_ECORRUPT,
+                 "declares 600000", "a larger value");
+    ck_assert_uint_eq(a.pieces, 0);
+    assert_error(pieces_with(&nds_codec_zstd, st, &enc, N - 1, 1, out, &a), NDS_ECORRUPT,
+                 "declares 600000", "a smaller value");
+    ck_assert_uint_eq(a.pieces, 0);
+    nds_buf cut = {.data = enc.data, .len = enc.len / 2};
+    assert_error(pieces_with(&nds_codec_zstd, st, &cut, N, 1, out, &a), NDS_ECORRUPT, "zstd",
+                 "cut short");
+    for (int k = 0; k < 300; k++) { /* random damage: any answer but a crash */
+        nds_buf bad = {0};
+        nds_buf_append(&bad, enc.data, enc.len);
+        for (int j = 0; j < 1 + k % 4; j++) bad.data[rnd() % bad.len] ^= (uint8_t)(1 + rnd() % 255);
+        int rc = pieces_with(&nds_codec_zstd, st, &bad, N, 1, out, &a);
+        ck_assert_msg(rc == 0 || rc == NDS_ECORRUPT, "damage: %d", rc);
+        nds_buf_dispose(&bad);
+    }
+    nds_buf_dispose(&enc);
+    /* two frames: decoded across the frame boundary; more than cap in all is corrupt */
+    encode_two(&nds_codec_zstd, st, data, N / 3, N, &enc);
+    ck_assert_int_eq(pieces_with(&nds_codec_zstd, st, &enc, N, 2, out, &a), 0);
+    ck_assert_uint_eq(a.pieces, (N + PIECE - 1) / PIECE);
+    ck_assert_int_eq(memcmp(out, data, N), 0);
+    assert_error(pieces_with(&nds_codec_zstd, st, &enc, N - 10, 2, out, &a), NDS_ECORRUPT,
+                 "exceeds", "two frames, more than cap");
+    assert_error(pieces_with(&nds_codec_zstd, st, &enc, N + 10, 2, out, &a), NDS_ECORRUPT,
+                 "found 600000", "two frames, less than cap");
+    nds_buf_dispose(&enc);
+    /* no content size: in pieces; a window larger than the value: whole, one piece */
+    zstd_stream_frame(data, N, 20, &enc);
+    ck_assert_int_eq(pieces_with(&nds_codec_zstd, st, &enc, N, 4, out, &a), 0);
+    ck_assert_uint_gt(a.pieces, 1);
+    ck_assert_int_eq(memcmp(out, data, N), 0);
+    nds_buf_dispose(&enc);
+    zstd_stream_frame(data, 5000, 27, &enc);
+    ck_assert_int_eq(pieces_with(&nds_codec_zstd, st, &enc, 5000, 4, out, &a), 0);
+    ck_assert_uint_eq(a.pieces, 1);
+    ck_assert_int_eq(memcmp(out, data, 5000), 0);
+    nds_buf_dispose(&enc);
+    nds_codec_zstd.destroy(st);
+    free(data);
+    free(out);
+}
+END_TEST
+
 /* The generic fallback (nds_codec_decode_fallback), for the codecs that do no part, reader or
- * pieces of their own (zstd: no reader, no pieces): a part is the whole value decoded into the
+ * pieces of their own (zstd: no reader; its pieces are its own, above): a part is the whole value decoded into the
  * caller's buffer and must be exactly the size asked for; a reader's value is read whole (after a
  * one-byte read for its size) and its errors come back as they are; a sink gets the whole
  * value as one piece. */
@@ -431,7 +520,7 @@ START_TEST(test_fallback_requests) {
         assembled a;
         memset(out, 0, N);
         ck_assert_int_eq(pieces_with(c, st, &enc, N, 4, out, &a), 0);
-        ck_assert_uint_eq(a.pieces, 1);
+        ck_assert_uint_eq(a.pieces, c == &nds_codec_zstd ? 2 : 1); /* zstd: 128 KiB pieces */
         ck_assert_int_eq(memcmp(out, data, N), 0);
         assert_error(pieces_with(c, st, &enc, N + 1, 4, out, &a), NDS_ECORRUPT, "expected",
                      "pieces of a value of another size");
@@ -453,6 +542,7 @@ int main(void) {
     tcase_add_test(tc, test_zstd_decode_part);
     tcase_add_test(tc, test_blosc_decode_pieces);
     tcase_add_test(tc, test_blosc_decode_pieces_refuses);
+    tcase_add_test(tc, test_zstd_decode_pieces);
     tcase_add_test(tc, test_fallback_requests);
     suite_add_tcase(s, tc);
     return nds_test_run(s);
