@@ -120,6 +120,11 @@ double cli_now(void);
  *  prints "WHAT is empty" and returns CLI_FAIL. An empty spec would name the current directory, so
  *  every command checks its SPEC and URL arguments before it opens anything. */
 int cli_require_spec(const char *what, const char *text);
+/** A context for a streaming command (read, write, cp, downsample) of --jobs threads (0: one per
+ *  core) under its --memory-budget: the library's chunks in flight get half of it (the rest is the
+ *  command's own slabs), so the process stays within the budget plus a fixed overhead.
+ *  CLI_OK or CLI_FAIL (printed). */
+int cli_context_new(uint64_t budget, int jobs, nds_context **ctx);
 /** Opens an array (mode 0 = from the spec) in ctx (NULL = default). 0 or CLI_FAIL (printed). */
 int cli_open_array(const char *spec, nds_context *ctx, unsigned mode, nds_array **out);
 /** Sets *box from region text (NULL = the whole array) in the array's domain coordinates, or with

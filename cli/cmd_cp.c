@@ -832,13 +832,9 @@ static int copy_strings(nds_array *src, nds_array *dst, int jobs) {
 /* Creates the context (--jobs threads) and opens SRC and DST in it; *dst_spec reopens DST. */
 static int open_arrays(const cp_args *ca, nds_context **ctx, nds_array **src, nds_array **dst,
                        char **dst_spec) {
-    nds_context_options co = NDS_CONTEXT_OPTIONS_INIT;
-    co.threads = (int)ca->jobs;
-    co.memory_budget = (size_t)(ca->budget - ca->budget / 2);
-    int st = nds_context_new(ctx, &co);
-    if (st != 0)
-        return cli_fail_nds(st, "context");
-    int rc = cli_open_array(ca->src, *ctx, 0, src);
+    int rc = cli_context_new(ca->budget, (int)ca->jobs, ctx);
+    if (rc == CLI_OK)
+        rc = cli_open_array(ca->src, *ctx, 0, src);
     if (rc == CLI_OK)
         rc = open_dst(*src, ca, *ctx, dst, dst_spec);
     if (rc == CLI_OK)

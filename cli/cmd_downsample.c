@@ -742,13 +742,7 @@ int cli_cmd_downsample(int argc, char **argv) {
     rc = parse_dst(a.dst, &p);
     nds_context *ctx = NULL;
     nds_array *src = NULL;
-    if (rc == CLI_OK) {
-        nds_context_options co = NDS_CONTEXT_OPTIONS_INIT;
-        co.threads = (int)a.jobs;
-        co.memory_budget = (size_t)(a.budget - a.budget / 2);
-        int st = nds_context_new(&ctx, &co);
-        rc = st == 0 ? CLI_OK : cli_fail_nds(st, "context");
-    }
+    if (rc == CLI_OK) rc = cli_context_new(a.budget, (int)a.jobs, &ctx);
     if (rc == CLI_OK) rc = cli_open_array(a.src, ctx, NDS_OPEN_EXISTING, &src);
     if (rc == CLI_OK) rc = load_src_scale(src, &p);
     if (rc == CLI_OK) {

@@ -43,7 +43,7 @@ static const char help[] =
     "                          or RGBA colour\n"
     "      --raw               write raw bytes (C order, host byte order) instead of .npy\n"
     "  -j, --jobs N            threads for decoding (default: the number of cores)\n"
-    "      --memory-budget B   bytes read per step (default 256M)\n"
+    "      --memory-budget B   memory for the slabs and the chunks in flight (default 256M)\n"
     "      --units U           the region's numbers are physical coordinates in U (nm, um, mm, ...)\n"
     "                          where the array has units (precomputed: its resolution, nm)\n"
     CLI_SCALE_HELP
@@ -162,7 +162,8 @@ static int stream_region(nds_array *a, const nds_box *box, uint64_t bytes, const
     uint64_t chunks[NDS_MAX_RANK];
     nds_array_read_chunk_shape(a, chunks);
     cli_tiler t;
-    cli_stream_tiler_init(&t, box, elem, ra->budget / 2, chunks); /* two slabs in the budget */
+    /* two slabs in half the budget: the library's chunks in flight have the other (cli_context_new) */
+    cli_stream_tiler_init(&t, box, elem, ra->budget / 4, chunks);
     read_slabs r = {a, io};
     cli_stream_sides sides = {false, sink, sink_arg, read_slab, &r};
     return cli_stream_slabs(&t, elem, &sides, "read", bytes);
@@ -239,13 +240,16 @@ int cli_cmd_read(int argc, char **argv) {
     int rc = parse_args(argc, argv, &ra);
     if (rc != CLI_OK)
         return rc == -1 ? cli_help(help) : rc;
+    nds_context *ctx = NULL;
     nds_array *a = NULL;
     nds_box box;
     uint64_t count = 0, bytes = 0;
     char *scaled = NULL;
     rc = cli_scale_spec(ra.spec, ra.scale, &scaled);
     if (rc == CLI_OK)
-        rc = cli_open_array(scaled ? scaled : ra.spec, NULL, 0, &a);
+        rc = cli_context_new(ra.budget, (int)ra.jobs, &ctx);
+    if (rc == CLI_OK)
+        rc = cli_open_array(scaled ? scaled : ra.spec, ctx, 0, &a);
     if (rc == CLI_OK)
         rc = cli_parse_region(a, ra.region, ra.units, &box);
     if (rc == CLI_OK)
@@ -257,6 +261,7 @@ int cli_cmd_read(int argc, char **argv) {
     else if (rc == CLI_OK)
         rc = ra.output ? write_output(a, &box, bytes, &ra, &io) : print_region(a, &box, count, bytes, &io);
     nds_array_free(a);
+    nds_context_free(ctx);
     free(scaled);
     return rc;
 }

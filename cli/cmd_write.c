@@ -42,7 +42,7 @@ static const char help[] =
     "                          sees them and print \"prepared TOKEN\"; `ndstore commit URL TOKEN...`\n"
     "                          publishes the parts of many processes as one version\n"
     "  -j, --jobs N            threads for encoding (default: the number of cores)\n"
-    "      --memory-budget B   bytes written per step (default 256M)\n"
+    "      --memory-budget B   memory for the slabs and the chunks in flight (default 256M)\n"
     "      --units U           the region's numbers are physical coordinates in U (nm, um, mm, ...)\n"
     "                          where the array has units (precomputed: its resolution, nm)\n"
     CLI_SCALE_HELP
@@ -192,17 +192,19 @@ static int stream_write(write_job *w) {
     uint64_t chunks[NDS_MAX_RANK];
     nds_array_chunk_shape(w->a, chunks);
     cli_tiler t;
-    cli_stream_tiler_init(&t, &w->box, w->elem, w->budget / 2, chunks); /* two slabs in the budget */
+    /* two slabs in half the budget: the library's chunks in flight have the other (cli_context_new) */
+    cli_stream_tiler_init(&t, &w->box, w->elem, w->budget / 4, chunks);
     cli_stream_sides sides = {true, input_slab, w, write_slab, w};
     return cli_stream_slabs(&t, w->elem, &sides, "write", w->bytes);
 }
 
-/* Fortran-order input: the whole block is reordered in memory, so it must fit the budget. */
+/* Fortran-order input: the whole block is reordered in memory (read into one copy, reordered
+ * into another), so both copies must fit the budget. */
 static int fortran_write(write_job *w, const cli_npy_header *h) {
-    if (w->bytes > w->budget)
-        return cli_fail("%s: a Fortran-order file of %" PRIu64 " bytes is larger than the memory budget "
-                        "(%" PRIu64 "); raise --memory-budget or save it in C order", w->name, w->bytes,
-                        w->budget);
+    if (w->bytes > w->budget / 2)
+        return cli_fail("%s: a Fortran-order file of %" PRIu64 " bytes is reordered in memory, in two "
+                        "copies larger than the memory budget (%" PRIu64 "); raise --memory-budget or "
+                        "save it in C order", w->name, w->bytes, w->budget);
     uint8_t *src = malloc(w->bytes), *dst = malloc(w->bytes);
     int rc = src && dst ? read_input(w, src, w->count, 0) : cli_fail("out of memory");
     if (rc == CLI_OK) {
@@ -324,10 +326,13 @@ int cli_cmd_write(int argc, char **argv) {
     w.io.threads = (int)wa.jobs;
     w.budget = wa.budget;
     nds_txn *txn = NULL;
+    nds_context *ctx = NULL;
     char *scaled = NULL;
     rc = cli_scale_spec(wa.spec, wa.scale, &scaled);
     if (rc == CLI_OK)
-        rc = cli_open_array(scaled ? scaled : wa.spec, NULL, 0, &w.a);
+        rc = cli_context_new(wa.budget, (int)wa.jobs, &ctx);
+    if (rc == CLI_OK)
+        rc = cli_open_array(scaled ? scaled : wa.spec, ctx, 0, &w.a);
     if (rc == CLI_OK && wa.txn) {
         nds_txn_options to = NDS_TXN_OPTIONS_INIT;
         to.mode = wa.txn;
@@ -344,6 +349,7 @@ int cli_cmd_write(int argc, char **argv) {
         rc = wa.prepare ? prepare(txn) : commit(txn, wa.txn, wa.nregions);
     nds_txn_free(txn); /* aborts what was not committed */
     nds_array_free(w.a);
+    nds_context_free(ctx);
     free(scaled);
     return rc;
 }

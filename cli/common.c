@@ -290,6 +290,14 @@ int cli_require_spec(const char *what, const char *text) {
                     "current directory)", what);
 }
 
+int cli_context_new(uint64_t budget, int jobs, nds_context **ctx) {
+    nds_context_options co = NDS_CONTEXT_OPTIONS_INIT;
+    co.threads = jobs;
+    co.memory_budget = (size_t)(budget - budget / 2);
+    int st = nds_context_new(ctx, &co);
+    return st == 0 ? CLI_OK : cli_fail_nds(st, "context");
+}
+
 int cli_open_array(const char *spec, nds_context *ctx, unsigned mode, nds_array **out) {
     nds_open_options opts = NDS_OPEN_OPTIONS_INIT;
     opts.ctx = ctx;

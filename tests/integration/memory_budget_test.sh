@@ -3,7 +3,8 @@
 # of a 512 MiB array of 4 MiB chunks peaks (VmHWM of the process, by GNU time's %M) under the budget
 # plus a fixed overhead (the process itself, its libraries, the codec contexts of each thread), for
 # zarr v2, zarr v3 with shards and N5 destinations, with and without --jobs; the copy is checked
-# element by element in sampled regions.
+# element by element in sampled regions. So do `ndstore read -o` and `ndstore write -i` of the
+# whole array (issue 17), the written array checked the same way.
 #
 # usage: tests/integration/memory_budget_test.sh path/to/ndstore
 set -u
@@ -33,15 +34,19 @@ np.save('slab.npy', ((z * 7 + y * 3 + x) % 4099 ^ (x * y) % 13).astype(np.uint16
 done
 rm -f slab.npy
 
+# peak ARGS...: ndstore ARGS --memory-budget under GNU time; PEAK_MIB is its peak RSS.
+peak() {
+    OUT=$(/usr/bin/time -f %M -o peak.txt "$BIN" "$@" --memory-budget ${BUDGET_MIB}M 2>"$T/.stderr")
+    RC=$?
+    ERR=$(cat "$T/.stderr")
+    PEAK_MIB=$(($(tail -1 peak.txt) / 1024))
+}
+
 # peak_cp DST ARGS...: cp src.zarr to DST under GNU time; PEAK_MIB is its peak RSS.
 peak_cp() {
     local dst=$1
     shift
-    OUT=$(/usr/bin/time -f %M -o peak.txt "$BIN" cp src.zarr "$dst" --memory-budget ${BUDGET_MIB}M \
-        "$@" 2>"$T/.stderr")
-    RC=$?
-    ERR=$(cat "$T/.stderr")
-    PEAK_MIB=$(($(tail -1 peak.txt) / 1024))
+    peak cp src.zarr "$dst" "$@"
 }
 
 # same DST: sampled regions of DST equal the source's.
@@ -74,6 +79,24 @@ for jobs in "" "--jobs 4"; do
     check "[ $PEAK_MIB -le $limit ]" "cp to N5 $jobs peaks at $PEAK_MIB MiB, under $limit"
     same "file://$T/b.n5|n5:"
 done
+
+# read -o and write -i of the whole array (512 MiB .npy) under the same budget: the slabs and the
+# library's chunks in flight (cli_context_new) share it.
+for jobs in "" "--jobs 4"; do
+    rm -f whole.npy
+    peak read src.zarr -o whole.npy $jobs
+    expect_rc 0 "read -o of 512 MiB $jobs"
+    echo "read --memory-budget ${BUDGET_MIB}M $jobs: peak $PEAK_MIB MiB"
+    check "[ $PEAK_MIB -le $limit ]" "read $jobs peaks at $PEAK_MIB MiB, under $limit"
+    rm -rf w.zarr
+    nds create w.zarr --shape 512,512,1024 --chunks 128,128,128 --dtype uint16 --codec zstd:1
+    peak write w.zarr -i whole.npy $jobs
+    expect_rc 0 "write -i of 512 MiB $jobs"
+    echo "write --memory-budget ${BUDGET_MIB}M $jobs: peak $PEAK_MIB MiB"
+    check "[ $PEAK_MIB -le $limit ]" "write $jobs peaks at $PEAK_MIB MiB, under $limit"
+    same w.zarr
+done
+rm -f whole.npy
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
