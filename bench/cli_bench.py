@@ -36,7 +36,7 @@ t_start = time.perf_counter()
 import numpy as np, zarr
 from numcodecs import Blosc, Zstd
 mode, path, npy = sys.argv[1], sys.argv[2], sys.argv[3]
-f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+r0 = resource.getrusage(resource.RUSAGE_SELF)
 t0 = time.perf_counter()
 if mode == 'write':
     a = np.load(npy)
@@ -51,12 +51,13 @@ else:  # copy: the read-write loop a user writes (zarr.copy needs an h5py-style 
     for i in range(0, src.shape[0], step):
         dst[i:i + step] = src[i:i + step]
 t1 = time.perf_counter()
-print(t1 - t0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+print(t1 - t0, r1.ru_minflt - r0.ru_minflt, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
 '''
 
 
 def run_faults(cmd):
-    """Runs cmd; (wall seconds, minor page faults of that process, stdout)."""
+    """Runs cmd; (wall seconds, minor page faults of that process, stdout, CPU seconds)."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = p.stdout.read()
@@ -65,7 +66,7 @@ def run_faults(cmd):
     secs = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit('failed (%s): %s' % (' '.join(cmd), err.decode().strip()))
-    return secs, ru.ru_minflt, out.decode()
+    return secs, ru.ru_minflt, out.decode(), ru.ru_utime + ru.ru_stime
 
 
 def same_npy(a, b):
@@ -96,26 +97,27 @@ class Case:
         subprocess.run([self.nds, 'create', 'file://%s|zarr:' % arr, '--shape', ','.join(map(str, self.shape)),
                         '--chunks', ','.join(map(str, self.chunks)), '--dtype', self.dtype, '--codec', self.codec],
                        check=True, stdout=subprocess.DEVNULL)
-        s, fl, _ = run_faults([self.nds, 'write', arr, '-i', npy])
-        return s, fl
+        s, fl, _, cpu = run_faults([self.nds, 'write', arr, '-i', npy])
+        return s, fl, cpu
 
     def nds_read(self, ref):
         out = self.path('nds_out.npy')
         self.fresh(out)
-        s, fl, _ = run_faults([self.nds, 'read', self.path('nds.zarr'), '-o', out])
+        s, fl, _, cpu = run_faults([self.nds, 'read', self.path('nds.zarr'), '-o', out])
         assert same_npy(out, ref), 'ndstore read gave other data'
-        return s, fl
+        return s, fl, cpu
 
     def nds_cp(self):
         dst = self.path('nds_cp.zarr')
         self.fresh(dst)
-        s, fl, _ = run_faults([self.nds, 'cp', self.path('nds.zarr'), 'file://%s|zarr:' % dst, '--codec', self.codec])
-        return s, fl
+        s, fl, _, cpu = run_faults([self.nds, 'cp', self.path('nds.zarr'), 'file://%s|zarr:' % dst,
+                                    '--codec', self.codec])
+        return s, fl, cpu
 
     def zarr(self, mode, src, npy):
-        secs, fl, out = run_faults(['/usr/bin/python3', self.script, mode, src, npy])
-        inner, inner_faults = out.split()
-        return float(inner), int(inner_faults), secs
+        secs, _, out, _ = run_faults(['/usr/bin/python3', self.script, mode, src, npy])
+        inner, inner_faults, inner_cpu = out.split()
+        return float(inner), int(inner_faults), float(inner_cpu), secs
 
     def zarr_write(self, npy):
         self.fresh(self.path('zp.zarr'))
@@ -146,9 +148,10 @@ class Case:
         layout = '%s %s / %s' % (self.dtype, 'x'.join(map(str, self.shape)), 'x'.join(map(str, self.chunks)))
         out = []
         for task, n, z in (('write', 'nw', 'zw'), ('read', 'nr', 'zr'), ('cp', 'nc', 'zc')):
-            ns, nf = med(rows[n], 0), med(rows[n], 1)
-            zs, zf, zwhole = med(rows[z], 0), med(rows[z], 1), med(rows[z], 2)
-            out.append((layout, self.name, task, mb / ns, nf, mb / zs, zf, mb / zwhole, zs / ns, zwhole / ns))
+            ns, nf, nc = med(rows[n], 0), med(rows[n], 1), med(rows[n], 2)
+            zs, zf, zc, zwhole = med(rows[z], 0), med(rows[z], 1), med(rows[z], 2), med(rows[z], 3)
+            out.append((layout, self.name, task, mb / ns, nc, nf, mb / zs, zc, zf, mb / zwhole, zs / ns,
+                        zwhole / ns))
         return out
 
 
@@ -175,9 +178,10 @@ def main():
     try:
         print('ndstore as a whole process; zarr-python %s + NumPy in process (whole process in the "whole"'
               ' column); medians of %d alternating runs; ndstore writes fsync, zarr-python writes do not;'
-              ' faults = minor page faults of the process' % (zarr_version(), reps))
-        head = ('array / chunks', 'codec', 'task', 'ndstore MB/s', 'faults', 'zarr-py MB/s', 'faults',
-                'zarr-py whole MB/s', 'ratio', 'ratio (whole)')
+              ' faults = minor page faults of the process; CPU s = user + system seconds of the task (2 cores: a'
+              ' wall-time ratio above 2x needs less CPU than zarr-python, which runs on one)' % (zarr_version(), reps))
+        head = ('array / chunks', 'codec', 'task', 'ndstore MB/s', 'CPU s', 'faults', 'zarr-py MB/s', 'CPU s',
+                'faults', 'zarr-py whole MB/s', 'ratio', 'ratio (whole)')
         print('| ' + ' | '.join(head) + ' |')
         print('|' + '---|' * len(head))
         for dtype, shape, chunk_list in layouts:
@@ -192,7 +196,8 @@ def main():
                     c.zarr_write(npy)  # the zarr-python copy source exists before the first cp
                     c.nds_write(npy)
                     for r in c.measure(npy, reps):
-                        print('| %s | %s | %s | %.0f | %d | %.0f | %d | %.0f | %.2fx | %.2fx |' % r, flush=True)
+                        print('| %s | %s | %s | %.0f | %.2f | %d | %.0f | %.2f | %d | %.0f | %.2fx | %.2fx |' % r,
+                              flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
