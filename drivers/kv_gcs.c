@@ -514,14 +514,7 @@ static int gcs_write_value(void *state, const char *key, const uint8_t *data, si
 /* The pieces are gathered into one upload body. */
 static int gcs_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
                      const nds_write_options *o, nds_generation *new_gen) {
-    if (!iov) return gcs_write_value(state, key, NULL, 0, o, new_gen);
-    const uint8_t *data;
-    size_t len;
-    uint8_t *owned;
-    int rc = nds_iov_gather(iov, iovcnt, &data, &len, &owned);
-    if (!rc) rc = gcs_write_value(state, key, data, len, o, new_gen);
-    free(owned);
-    return rc;
+    return nds_kv_write_gathered(state, key, iov, iovcnt, o, new_gen, gcs_write_value);
 }
 
 /* ---- listing ---- */

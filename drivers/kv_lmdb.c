@@ -466,8 +466,9 @@ static int lm_write_fn(lm_state *s, MDB_txn *txn, void *ctx, int *status) {
     return rc || *status ? rc : lm_counter_save(s, txn, &w.counter);
 }
 
-static int lm_write_value(lm_state *s, const char *key, const uint8_t *data, size_t len,
+static int lm_write_value(void *state, const char *key, const uint8_t *data, size_t len,
                           const nds_write_options *opts, nds_generation *new_gen) {
+    lm_state *s = state;
     MDB_val k;
     int rc = lm_key(s, key, &k);
     if (rc)
@@ -486,16 +487,7 @@ static int lm_write_value(lm_state *s, const char *key, const uint8_t *data, siz
 /* The pieces are gathered (one copy when there are several) and stored in one transaction. */
 static int lm_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
                     const nds_write_options *opts, nds_generation *new_gen) {
-    if (!iov)
-        return lm_write_value(state, key, NULL, 0, opts, new_gen);
-    const uint8_t *data;
-    size_t len;
-    uint8_t *owned;
-    int rc = nds_iov_gather(iov, iovcnt, &data, &len, &owned);
-    if (rc == 0)
-        rc = lm_write_value(state, key, data, len, opts, new_gen);
-    free(owned);
-    return rc;
+    return nds_kv_write_gathered(state, key, iov, iovcnt, opts, new_gen, lm_write_value);
 }
 
 /* ---- commit ---- */

@@ -572,14 +572,7 @@ static int s3_read(void *state, const char *key, const nds_read_options *o,
 static int s3_write_entry(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
                           const nds_write_options *opts, nds_generation *new_gen) {
     int rc = check_key(key, iov ? "write" : "delete");
-    if (rc || !iov) return rc ? rc : s3_write(state, key, NULL, 0, opts, new_gen);
-    const uint8_t *data;
-    size_t len;
-    uint8_t *owned;
-    if (!(rc = nds_iov_gather(iov, iovcnt, &data, &len, &owned)))
-        rc = s3_write(state, key, data, len, opts, new_gen);
-    free(owned);
-    return rc;
+    return rc ? rc : nds_kv_write_gathered(state, key, iov, iovcnt, opts, new_gen, s3_write);
 }
 
 static int s3_write_hint_entry(void *state, const char *key, const uint8_t *data, size_t len) {

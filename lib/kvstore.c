@@ -677,6 +677,19 @@ int nds_kv_read_ranges_span(nds_kv_read_value_fn read_value, void *state, const 
     return rc;
 }
 
+int nds_kv_write_gathered(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
+                          const nds_write_options *opts, nds_generation *new_gen,
+                          nds_kv_value_write_fn write_value) {
+    if (!iov) return write_value(state, key, NULL, 0, opts, new_gen);
+    const uint8_t *data;
+    size_t len;
+    uint8_t *owned;
+    int rc = nds_iov_gather(iov, iovcnt, &data, &len, &owned);
+    if (!rc) rc = write_value(state, key, data, len, opts, new_gen);
+    free(owned);
+    return rc;
+}
+
 int nds_iov_gather(const struct iovec *iov, size_t iovcnt, const uint8_t **data, size_t *len,
                    uint8_t **owned) {
     static const uint8_t empty[1] = {0};

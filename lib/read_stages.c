@@ -206,27 +206,32 @@ static int fetch_planes(read_job *j, size_t planes, uint64_t plane_bytes) {
 
 /* Reads the span of stored bytes from the selection's first element to its last (a region
  * straddling chunks needs a fraction of each). */
+/* The outcome of a ranged read of the span starting at byte lo of a canonical chunk. */
+static int check_span_read(read_job *j, int rc, uint64_t lo) {
+    if (rc == NDS_ERANGE) return wrong_size(j, lo, true); /* shorter than the span */
+    if (rc) return chunk_error(j, rc);
+    j->missing = j->r.state != NDS_READ_VALUE;
+    if (!j->missing && j->r.total_size != j->c->a->chunk_bytes)
+        return wrong_size(j, j->r.total_size, false);
+    return 0;
+}
+
 static int fetch_span(read_job *j) {
-    const nds_array *a = j->c->a;
     uint64_t lo, hi;
     sel_byte_span(j->c, &j->s, &lo, &hi);
     nds_read_options ro = NDS_READ_OPTIONS_INIT;
     ro.byte_start = (int64_t)lo;
     ro.byte_length = (int64_t)(hi - lo);
-    int rc = nds_kvstore_read(a->kv, j->key, &ro, &j->r);
-    if (rc == NDS_ERANGE) return wrong_size(j, lo, true); /* shorter than the span */
-    if (rc) return chunk_error(j, rc);
-    j->missing = j->r.state != NDS_READ_VALUE;
-    if (!j->missing && (j->r.total_size != a->chunk_bytes || j->r.value.len != hi - lo))
+    int rc = check_span_read(j, nds_kvstore_read(j->c->a->kv, j->key, &ro, &j->r), lo);
+    if (!rc && !j->missing && j->r.value.len != hi - lo)
         return wrong_size(j, j->r.total_size, false);
-    return 0;
+    return rc;
 }
 
 /* fetch_span into the job's chunk buffer, from a store that reads into buffers cheaply: the
  * buffer is reused from chunk to chunk (a thread's scratch or its run's slot), where a value the
  * driver allocates would be fresh memory every time (page faults: issue 17). */
 static int fetch_span_into(read_job *j) {
-    const nds_array *a = j->c->a;
     uint64_t lo, hi;
     sel_byte_span(j->c, &j->s, &lo, &hi);
     uint8_t *chunk = job_chunk(j);
@@ -236,12 +241,8 @@ static int fetch_span_into(read_job *j) {
      * goes where its first byte has the offset it has in the file. */
     chunk += ((uintptr_t)lo - (uintptr_t)chunk) & 63;
     struct iovec iov = {chunk, (size_t)(hi - lo)};
-    int rc = nds_kvstore_read_into(a->kv, j->key, lo, &iov, 1, &j->r);
-    if (rc == NDS_ERANGE) return wrong_size(j, lo, true); /* shorter than the span */
-    if (rc) return chunk_error(j, rc);
-    j->missing = j->r.state != NDS_READ_VALUE;
-    if (!j->missing && j->r.total_size != a->chunk_bytes)
-        return wrong_size(j, j->r.total_size, false);
+    int rc = check_span_read(j, nds_kvstore_read_into(j->c->a->kv, j->key, lo, &iov, 1, &j->r), lo);
+    if (rc) return rc;
     j->from = chunk;
     j->from_stride = j->c->chunk_stride;
     return 0;

@@ -125,14 +125,7 @@ static int tk_write_value(void *state, const char *key, const uint8_t *data, siz
 /* kv_driver.h write: the pieces gathered into the one value the transaction stages. */
 static int tk_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
                     const nds_write_options *o, nds_generation *new_gen) {
-    if (!iov) return tk_write_value(state, key, NULL, 0, o, new_gen);
-    const uint8_t *data;
-    size_t len;
-    uint8_t *owned;
-    int rc = nds_iov_gather(iov, iovcnt, &data, &len, &owned);
-    if (!rc) rc = tk_write_value(state, key, data, len, o, new_gen);
-    free(owned);
-    return rc;
+    return nds_kv_write_gathered(state, key, iov, iovcnt, o, new_gen, tk_write_value);
 }
 
 /* Listing: the store's keys that are not staged, then the staged ones. */

@@ -149,24 +149,21 @@ static int put_locked(const char *key, oot_value *v, const nds_write_options *op
     return 0;
 }
 
-static int oot_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
-                     const nds_write_options *opts, nds_generation *new_gen) {
+/* A value in one buffer (data NULL: a delete), copied into the store. */
+static int oot_write_value(void *state, const char *key, const uint8_t *data, size_t len,
+                           const nds_write_options *opts, nds_generation *new_gen) {
     (void)state;
     oot_value *v = NULL, *old = NULL;
-    if (iov) {
-        const uint8_t *data;
-        size_t len;
-        uint8_t *owned;
-        int rc = nds_iov_gather(iov, iovcnt, &data, &len, &owned);
-        if (rc) return rc;
+    if (data) {
+        uint8_t *copy = malloc(len ? len : 1);
         v = calloc(1, sizeof *v);
-        if (v && !owned && (owned = malloc(len ? len : 1))) memcpy(owned, data, len);
-        if (!v || !owned) {
+        if (!v || !copy) {
             free(v);
-            free(owned);
+            free(copy);
             return nds_err(NDS_ENOMEM, "oot: out of memory writing %s", key);
         }
-        *v = (oot_value){1, len, owned};
+        memcpy(copy, data, len);
+        *v = (oot_value){1, len, copy};
     }
     pthread_mutex_lock(&g.mu);
     g.writes++;
@@ -174,6 +171,12 @@ static int oot_write(void *state, const char *key, const struct iovec *iov, size
     pthread_mutex_unlock(&g.mu);
     value_unref(rc ? v : old);
     return rc;
+}
+
+/* The pieces gathered by the library's exported helper (installed headers only). */
+static int oot_write(void *state, const char *key, const struct iovec *iov, size_t iovcnt,
+                     const nds_write_options *opts, nds_generation *new_gen) {
+    return nds_kv_write_gathered(state, key, iov, iovcnt, opts, new_gen, oot_write_value);
 }
 
 static int oot_list(void *state, const char *prefix, nds_list_fn fn, void *ctx) {

@@ -43,6 +43,19 @@ static void hold(holders *h, size_t bytes) {
 
 static void unhold(holders *h, size_t bytes) { atomic_fetch_sub(&h->now, bytes); }
 
+/* Fresh holders of tasks of bytes each, with a budget and a pool of threads. */
+static void holders_init(holders *h, size_t bytes, size_t budget, int threads) {
+    memset(h, 0, sizeof *h);
+    h->bytes = bytes;
+    NDS_OK(nds_budget_new(&h->b, budget));
+    if (threads) NDS_OK(nds_pool_new(&h->pool, threads));
+}
+
+static void holders_free(holders *h) {
+    nds_pool_free(h->pool);
+    nds_budget_free(h->b);
+}
+
 static void *acquire_loop(void *arg) {
     holders *h = arg;
     unsigned seed = (unsigned)(uintptr_t)pthread_self();
@@ -62,15 +75,14 @@ static void *acquire_loop(void *arg) {
 START_TEST(many_threads_never_hold_more_than_the_budget) {
     alarm(GUARD_SECONDS);
     static holders h;
-    memset(&h, 0, sizeof h);
-    NDS_OK(nds_budget_new(&h.b, 100));
+    holders_init(&h, 0, 100, 0);
     pthread_t t[8];
     for (int i = 0; i < 8; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, acquire_loop, &h), 0);
     for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
     ck_assert_uint_le(atomic_load(&h.peak), 100);
     ck_assert_uint_gt(atomic_load(&h.peak), 40); /* several held at once: it is not a mutex */
     ck_assert_uint_eq(nds_budget_in_use(h.b), 0);
-    nds_budget_free(h.b);
+    holders_free(&h);
 }
 END_TEST
 
@@ -194,10 +206,7 @@ static void *pool_caller(void *arg) {
 START_TEST(concurrent_calls_share_the_budget) {
     alarm(GUARD_SECONDS);
     static holders h;
-    memset(&h, 0, sizeof h);
-    h.bytes = 1000;
-    NDS_OK(nds_budget_new(&h.b, 3000));
-    NDS_OK(nds_pool_new(&h.pool, 7));
+    holders_init(&h, 1000, 3000, 7);
     caller c = {&h, 60};
     pthread_t t[4];
     for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, pool_caller, &c);
@@ -206,8 +215,7 @@ START_TEST(concurrent_calls_share_the_budget) {
     ck_assert_uint_le(atomic_load(&h.peak), 3000);
     ck_assert_uint_eq(atomic_load(&h.peak), 3000); /* and the budget is used */
     ck_assert_uint_eq(nds_budget_in_use(h.b), 0);
-    nds_pool_free(h.pool);
-    nds_budget_free(h.b);
+    holders_free(&h);
 }
 END_TEST
 
@@ -215,18 +223,14 @@ END_TEST
 START_TEST(tasks_larger_than_the_budget_run_one_at_a_time) {
     alarm(GUARD_SECONDS);
     static holders h;
-    memset(&h, 0, sizeof h);
-    h.bytes = 5000;
-    NDS_OK(nds_budget_new(&h.b, 3000));
-    NDS_OK(nds_pool_new(&h.pool, 3));
+    holders_init(&h, 5000, 3000, 3);
     caller c = {&h, 20};
     pthread_t t[2];
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, pool_caller, &c);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     ck_assert_uint_eq(atomic_load(&h.tasks), 40);
     ck_assert_uint_eq(atomic_load(&h.peak), 5000);
-    nds_pool_free(h.pool);
-    nds_budget_free(h.b);
+    holders_free(&h);
 }
 END_TEST
 
@@ -243,17 +247,13 @@ static int nested_outer(void *ctx, size_t i) {
 START_TEST(nested_calls_under_one_budget_do_not_deadlock) {
     alarm(GUARD_SECONDS);
     static holders h;
-    memset(&h, 0, sizeof h);
-    h.bytes = 1000;
-    NDS_OK(nds_budget_new(&h.b, 1000));
-    NDS_OK(nds_pool_new(&h.pool, 3));
+    holders_init(&h, 1000, 1000, 3);
     for (int round = 0; round < 20; round++)
         NDS_OK(nds_pool_for_budget(h.pool, h.b, h.bytes, 8, 0, nested_outer, &h));
     ck_assert_uint_eq(atomic_load(&h.tasks), 20 * 8 * 20);
     ck_assert_uint_eq(nds_budget_in_use(h.b), 0);
     ck_assert_uint_eq(nds_budget_held(), 0);
-    nds_pool_free(h.pool);
-    nds_budget_free(h.b);
+    holders_free(&h);
 }
 END_TEST
 
@@ -262,10 +262,7 @@ END_TEST
 START_TEST(concurrent_nested_calls_do_not_deadlock) {
     alarm(GUARD_SECONDS);
     static holders h;
-    memset(&h, 0, sizeof h);
-    h.bytes = 1000;
-    NDS_OK(nds_budget_new(&h.b, 2500));
-    NDS_OK(nds_pool_new(&h.pool, 5));
+    holders_init(&h, 1000, 2500, 5);
     pthread_t t[3];
     caller c = {&h, 6};
     for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, pool_caller, &c);
@@ -274,8 +271,7 @@ START_TEST(concurrent_nested_calls_do_not_deadlock) {
     for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
     ck_assert_uint_eq(atomic_load(&h.tasks), 3 * 6 + 10 * 6 * 20);
     ck_assert_uint_eq(nds_budget_in_use(h.b), 0);
-    nds_pool_free(h.pool);
-    nds_budget_free(h.b);
+    holders_free(&h);
 }
 END_TEST
 

@@ -259,6 +259,20 @@ NDS_API int nds_byte_ranges_copy(const nds_byte_range *ranges, size_t n, const u
 NDS_API int nds_iov_gather(const struct iovec *iov, size_t iovcnt, const uint8_t **data,
                            size_t *len, uint8_t **owned);
 
+/** A driver's write of one value held in one buffer (data NULL: a delete), as the driver's write
+ *  member is for pieces. */
+typedef int (*nds_kv_value_write_fn)(void *state, const char *key, const uint8_t *data, size_t len,
+                                     const nds_write_options *opts, nds_generation *new_gen);
+/**
+ * The driver write member for a store that takes a value in one buffer: iov NULL passes the
+ * delete on (data NULL), else the pieces gathered (nds_iov_gather: no copy for one piece) go to
+ * write_value, and the gathering is freed after it.
+ * @return write_value's result, or NDS_ENOMEM / NDS_ELIMIT from the gathering
+ */
+NDS_API int nds_kv_write_gathered(void *state, const char *key, const struct iovec *iov,
+                                  size_t iovcnt, const nds_write_options *opts,
+                                  nds_generation *new_gen, nds_kv_value_write_fn write_value);
+
 #ifdef __cplusplus
 }
 #endif
