@@ -78,7 +78,7 @@ stage "unit tests (asan+ubsan)" bash -c "cd build-asan && ASAN_OPTIONS=detect_le
   stage "versioned store (cli)" bash tests/integration/versioned_test.sh "$root/build/ndstore"
 [ -f tests/integration/serve_test.sh ] &&
   stage "ndstore serve (curl)" bash tests/integration/serve_test.sh "$root/build/ndstore"
-[ -f tests/integration/memory_budget_test.sh ] && stage "memory budget (cp peak RSS)" bash tests/integration/memory_budget_test.sh "$root/build/ndstore"
+[ -f tests/integration/memory_budget_test.sh ] && stage "memory budget (cp, read, write peak RSS)" bash tests/integration/memory_budget_test.sh "$root/build/ndstore"
 [ -f tests/integration/concurrent_writers.sh ] &&
   stage "concurrent writers" bash tests/integration/concurrent_writers.sh "$root/build/ndstore"
 [ -f tests/integration/s3_test.sh ] &&
