@@ -301,16 +301,20 @@ static int zstd_decode_pieces(nds_decode_request *req) {
     zstd_tls *t = tls_get();
     ZSTD_DCtx *dctx = dctx_get();
     size_t align = req->align > 1 ? req->align : 1;
-    if (t && !t->piece) t->piece = malloc(PIECE_BYTES);
-    if (!t || !dctx || !t->piece || align > PIECE_BYTES)
-        return t && dctx && t->piece ? NDS_EUNSUPPORTED
-                                     : nds_err(NDS_ENOMEM, "zstd: out of memory decoding in pieces");
+    if (!t || !dctx || (!t->piece && !(t->piece = malloc(PIECE_BYTES))))
+        return nds_err(NDS_ENOMEM, "zstd: out of memory decoding in pieces");
+    if (align > PIECE_BYTES) return NDS_EUNSUPPORTED; /* the fallback: one piece */
     piece_out p = {req, {t->piece, 0, 0}, 0, PIECE_BYTES / align * align};
     p.ob.size = req->cap + 1 < p.piece ? req->cap + 1 : p.piece;
     ZSTD_DCtx_reset(dctx, ZSTD_reset_session_and_parameters);
     ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, window_log_for(req->cap));
     rc = stream_pieces(dctx, &p);
     ZSTD_DCtx_reset(dctx, ZSTD_reset_session_and_parameters);
+    /* A later frame asking for the larger window: the fallback would hand the first pieces over
+     * again, out of order. No writer makes such a value; it is refused rather than misplaced. */
+    if (rc == NDS_EUNSUPPORTED && p.offset > 0)
+        return nds_err(NDS_ECORRUPT, "zstd: a frame after byte %zu asks for a window larger than "
+                       "the value's %zu bytes", p.offset, req->cap);
     if (rc) return rc;
     if (p.offset != req->cap)
         return nds_err(NDS_ECORRUPT, "zstd: expected %zu bytes after decompression, found %zu",

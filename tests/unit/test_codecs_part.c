@@ -400,18 +400,27 @@ START_TEST(test_blosc_decode_pieces_refuses) {
 }
 END_TEST
 
-/* A zstd frame of n bytes with no content size and a window of 2^window_log (what a streaming
- * writer makes), into out. */
+/* A zstd frame of n bytes with no content size and a window of 2^window_log, as a streaming
+ * writer makes it (the input given in two calls, so zstd cannot fit the window to its size),
+ * appended to out. */
 static void zstd_stream_frame(const uint8_t *data, size_t n, int window_log, nds_buf *out) {
     ZSTD_CCtx *cc = ZSTD_createCCtx();
     ck_assert_ptr_nonnull(cc);
     ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, window_log)));
     ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 0)));
-    ck_assert_int_eq(nds_buf_reserve(out, ZSTD_compressBound(n)), 0);
-    ZSTD_outBuffer ob = {out->data, out->cap, 0};
-    ZSTD_inBuffer ib = {data, n, 0};
-    ck_assert_uint_eq(ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_end), 0);
-    out->len = ob.pos;
+    size_t at = out->len, room = ZSTD_compressBound(n) + 64;
+    ck_assert_int_eq(nds_buf_reserve(out, at + room), 0);
+    ZSTD_outBuffer ob = {out->data + at, room, 0};
+    ZSTD_inBuffer ib = {data, n / 2, 0};
+    ck_assert(!ZSTD_isError(ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_continue)));
+    ib.size = n;
+    size_t left;
+    do {
+        left = ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_end);
+        ck_assert(!ZSTD_isError(left));
+    } while (left != 0);
+    out->len = at + ob.pos;
+    ck_assert_uint_eq(ZSTD_getFrameContentSize(out->data + at, ob.pos), ZSTD_CONTENTSIZE_UNKNOWN);
     ZSTD_freeCCtx(cc);
 }
 
@@ -420,7 +429,8 @@ static void zstd_stream_frame(const uint8_t *data, size_t n, int window_log, nds
  * without a content size, any alignment; a value of another size is corrupt (before any piece
  * when the frame declares its size), so is a frame cut short or damaged (never a crash); a
  * frame whose window is larger than the value (legal, though no chunk writer makes it) decodes
- * whole through the fallback, as one piece. */
+ * whole through the fallback, as one piece, and is refused when it comes after pieces were handed
+ * over. */
 START_TEST(test_zstd_decode_pieces) {
     enum { N = 600000, PIECE = 128 << 10 };
     static const size_t sizes[] = {0, 1, 1000, PIECE, PIECE + 1, N};
@@ -476,10 +486,17 @@ START_TEST(test_zstd_decode_pieces) {
     ck_assert_uint_gt(a.pieces, 1);
     ck_assert_int_eq(memcmp(out, data, N), 0);
     nds_buf_dispose(&enc);
-    zstd_stream_frame(data, 5000, 27, &enc);
-    ck_assert_int_eq(pieces_with(&nds_codec_zstd, st, &enc, 5000, 4, out, &a), 0);
+    zstd_stream_frame(data, 3 * PIECE, 27, &enc);
+    ck_assert_int_eq(pieces_with(&nds_codec_zstd, st, &enc, 3 * PIECE, 4, out, &a), 0);
     ck_assert_uint_eq(a.pieces, 1);
-    ck_assert_int_eq(memcmp(out, data, 5000), 0);
+    ck_assert_int_eq(memcmp(out, data, 3 * PIECE), 0);
+    nds_buf_dispose(&enc);
+    /* such a frame after pieces were handed over: refused, never handed over again */
+    encode_ok(&nds_codec_zstd, st, data, PIECE + 100, &enc);
+    zstd_stream_frame(data + PIECE + 100, 5000, 27, &enc);
+    assert_error(pieces_with(&nds_codec_zstd, st, &enc, PIECE + 5100, 4, out, &a), NDS_ECORRUPT,
+                 "asks for a window larger", "a large window after pieces");
+    ck_assert_uint_eq(a.pieces, 1);
     nds_buf_dispose(&enc);
     nds_codec_zstd.destroy(st);
     free(data);
