@@ -66,6 +66,15 @@ static int whole_into(const nds_codec *c, void *state, nds_decode_request *req,
     return 0;
 }
 
+/* Hands the bytes of the request's range within a whole value buf[0..len) to its sink as one
+ * piece, starting on a multiple of its alignment. Shared by the codec and format fallbacks. */
+static int sink_range(nds_decode_request *req, uint8_t *buf, size_t len) {
+    size_t end = req->end < len ? req->end : len;
+    size_t begin = req->begin < end ? req->begin : end;
+    if (req->align > 1) begin -= begin % req->align;
+    return end > begin ? req->sink(req->sink_arg, begin, buf + begin, end - begin) : 0;
+}
+
 /* The whole value decoded into the decode scratch and handed to the sink as one piece (the
  * range's bytes, or all of them). */
 static int whole_to_sink(const nds_codec *c, void *state, nds_decode_request *req,
@@ -73,10 +82,7 @@ static int whole_to_sink(const nds_codec *c, void *state, nds_decode_request *re
     uint8_t *buf = nds_scratch(NDS_SCRATCH_DECODE, req->cap ? req->cap : 1);
     if (!buf) return NDS_ENOMEM;
     int rc = whole_into(c, state, req, whole, buf);
-    size_t end = req->end < req->out_len ? req->end : req->out_len;
-    size_t begin = req->begin < end ? req->begin : end;
-    if (req->align > 1) begin -= begin % req->align;
-    if (rc == 0 && end > begin) rc = req->sink(req->sink_arg, begin, buf + begin, end - begin);
+    if (rc == 0) rc = sink_range(req, buf, req->out_len);
     nds_scratch_trim(NDS_SCRATCH_DECODE);
     return rc;
 }
@@ -113,10 +119,7 @@ static int chunk_whole_to_sink(void *state, const uint64_t *cell, nds_decode_req
     uint8_t *buf = nds_scratch(NDS_SCRATCH_DECODE, req->cap ? req->cap : 1);
     if (!buf) return NDS_ENOMEM;
     int rc = chunk_whole_into(state, cell, req, whole, buf);
-    size_t end = req->end < req->cap ? req->end : req->cap;
-    size_t begin = req->begin < end ? req->begin : end;
-    if (req->align > 1) begin -= begin % req->align;
-    if (rc == 0 && end > begin) rc = req->sink(req->sink_arg, begin, buf + begin, end - begin);
+    if (rc == 0) rc = sink_range(req, buf, req->cap);
     nds_scratch_trim(NDS_SCRATCH_DECODE);
     return rc;
 }
